@@ -1,0 +1,31 @@
+//! Sans-IO MySQL/MariaDB wire formats for strongsync: bytes in, typed views out.
+//!
+//! Nothing here touches a socket, a clock or a runtime. Decoders take bytes and answer
+//! `Ok(None)` when they need more; parsers borrow from the packet they read so that the proxy's
+//! hot path can forward the original bytes untouched and only rebuild the rare packet it edits.
+//!
+//! | module | what it knows |
+//! |---|---|
+//! | [`packet`] | framing (`u24 length, u8 sequence id`), payloads of 16 MiB and more, sequence checks |
+//! | [`wire`] | the protocol's integer and string encodings (fixed, length-encoded, NUL-terminated) |
+//! | [`capabilities`] | capability flags and which ones the proxy lets each leg negotiate |
+//! | [`handshake`] | the server greeting (HandshakeV10), SSLRequest and HandshakeResponse41 |
+//! | [`command`] | command bytes of the command phase |
+//! | [`ok`] | OK / EOF / ERR packets and the session-state block inside OK |
+//! | [`gtid`] | GTIDs as MariaDB (`domain-server-seq`) and MySQL (`uuid:n`) report them |
+//! | [`response`] | where each command's response ends, packet by packet |
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod capabilities;
+pub mod command;
+pub mod error;
+pub mod gtid;
+pub mod handshake;
+pub mod ok;
+pub mod packet;
+pub mod response;
+pub mod wire;
+
+pub use error::ProtoError;
+pub use packet::{Packet, PacketDecoder};

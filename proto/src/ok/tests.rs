@@ -1,0 +1,297 @@
+//! OK / EOF / ERR parsing and tracker filtering, on packets captured from MariaDB 10.11.19
+//! (shared/research/verified-mariadb-10.11.md §1–§3).
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::gtid::{tracked_gtids, TrackedGtid};
+
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Autocommit INSERT: one `last_gtid` item, "0-1-11".
+const INSERT_OK: &str =
+    "00 01 01 02 40 00 00 00 13 00 11 09 6c 61 73 74 5f 67 74 69 64 06 30 2d 31 2d 31 31";
+/// First OK of `INSERT; INSERT; SELECT 1`: MORE_RESULTS, `last_gtid` 0-1-1006, and a pending
+/// SCHEMA item ''.
+const MULTI_OK: &str = "00 01 0a 0a 40 00 00 00 18 00 13 09 6c 61 73 74 5f 67 74 69 64 08 30 2d 31 2d 31 30 30 36 01 01 00";
+/// `USE t` carrying a late `last_gtid` and the schema change.
+const USE_OK: &str = "00 00 00 02 40 00 00 00 19 00 13 09 6c 61 73 74 5f 67 74 69 64 08 30 2d 31 2d 31 30 33 33 01 02 01 74";
+/// OK-FE ending `INSERT … RETURNING` under DEPRECATE_EOF.
+const OKFE: &str =
+    "fe 00 00 02 40 00 00 00 15 00 13 09 6c 61 73 74 5f 67 74 69 64 08 30 2d 31 2d 31 30 31 30";
+/// XA PREPARE: IN_TRANS still set.
+const XA_PREPARE_OK: &str =
+    "00 00 00 03 40 00 00 00 15 00 13 09 6c 61 73 74 5f 67 74 69 64 08 30 2d 31 2d 31 30 31 37";
+const PLAIN_OK: &str = "00 00 00 02 00 00 00";
+
+const NOT_WANTED: TrackingFilter = TrackingFilter {
+    client_tracks: true,
+    keep_last_gtid: false,
+    keep_gtids: false,
+};
+const WANTED: TrackingFilter = TrackingFilter {
+    client_tracks: true,
+    keep_last_gtid: true,
+    keep_gtids: true,
+};
+const UNTRACKED: TrackingFilter = TrackingFilter {
+    client_tracks: false,
+    keep_last_gtid: false,
+    keep_gtids: false,
+};
+
+fn filtered(payload: &[u8], filter: TrackingFilter) -> Vec<u8> {
+    let ok = OkPacket::parse(payload, true).unwrap();
+    if !ok.needs_filtering(filter) {
+        return payload.to_vec();
+    }
+    let mut out = Vec::new();
+    ok.write_filtered(filter, &mut out);
+    out
+}
+
+fn gtids(payload: &[u8]) -> Vec<String> {
+    let ok = OkPacket::parse(payload, true).unwrap();
+    tracked_gtids(&ok)
+        .map(|t| match t {
+            TrackedGtid::LastGtid(v) | TrackedGtid::OwnGtids(v) => {
+                String::from_utf8_lossy(v).into_owned()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn captured_oks_report_their_gtid() {
+    let table = [
+        (INSERT_OK, vec!["0-1-11"]),
+        (MULTI_OK, vec!["0-1-1006"]),
+        (USE_OK, vec!["0-1-1033"]),
+        (OKFE, vec!["0-1-1010"]),
+        (XA_PREPARE_OK, vec!["0-1-1017"]),
+        (PLAIN_OK, vec![]),
+    ];
+    for (bytes, want) in table {
+        assert_eq!(gtids(&hex(bytes)), want, "{bytes}");
+    }
+    let multi_bytes = hex(MULTI_OK);
+    let multi = OkPacket::parse(&multi_bytes, true).unwrap();
+    assert!(multi
+        .status
+        .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS));
+    assert_eq!((multi.affected_rows, multi.last_insert_id), (1, 10));
+    let items: Vec<_> = multi.state_items().map(Result::unwrap).collect();
+    assert_eq!(items.len(), 2);
+    assert_eq!(
+        items[1],
+        StateItem {
+            kind: SESSION_TRACK_SCHEMA,
+            data: b"\x00"
+        }
+    );
+}
+
+#[test]
+fn tracker_data_the_client_did_not_ask_for_is_removed() {
+    // (captured OK, filter, what the client must receive)
+    let table = [
+        (INSERT_OK, NOT_WANTED, "00 01 01 02 00 00 00"),
+        (INSERT_OK, UNTRACKED, "00 01 01 02 00 00 00"),
+        (INSERT_OK, WANTED, INSERT_OK),
+        (MULTI_OK, NOT_WANTED, "00 01 0a 0a 40 00 00 00 03 01 01 00"),
+        (MULTI_OK, UNTRACKED, "00 01 0a 0a 00 00 00"),
+        (USE_OK, NOT_WANTED, "00 00 00 02 40 00 00 00 04 01 02 01 74"),
+        (OKFE, NOT_WANTED, "fe 00 00 02 00 00 00"),
+        (XA_PREPARE_OK, NOT_WANTED, "00 00 00 03 00 00 00"),
+        (PLAIN_OK, NOT_WANTED, PLAIN_OK),
+        (PLAIN_OK, UNTRACKED, PLAIN_OK),
+    ];
+    for (bytes, filter, want) in table {
+        assert_eq!(
+            filtered(&hex(bytes), filter),
+            hex(want),
+            "{bytes} with {filter:?}"
+        );
+    }
+}
+
+#[test]
+fn info_moves_from_lenenc_to_string_eof_for_clients_without_tracking() {
+    let info = b"Rows matched: 1  Changed: 1  Warnings: 0";
+    let mut tracked = hex("00 01 00 02 00 00 00");
+    tracked.push(info.len() as u8);
+    tracked.extend_from_slice(info);
+    let ok = OkPacket::parse(&tracked, true).unwrap();
+    assert_eq!(ok.info, info);
+    assert!(
+        !ok.needs_filtering(NOT_WANTED),
+        "tracking clients read the same bytes"
+    );
+    let mut untracked = hex("00 01 00 02 00 00 00");
+    untracked.extend_from_slice(info);
+    assert_eq!(filtered(&tracked, UNTRACKED), untracked);
+    assert_eq!(OkPacket::parse(&untracked, false).unwrap().info, info);
+}
+
+#[test]
+fn several_variables_in_one_item_keep_the_others() {
+    // One item holding autocommit=ON and last_gtid (the format allows it; servers send one each).
+    let mut data = Vec::new();
+    crate::wire::put_lenenc_str(&mut data, b"autocommit");
+    crate::wire::put_lenenc_str(&mut data, b"ON");
+    crate::wire::put_lenenc_str(&mut data, b"last_gtid");
+    crate::wire::put_lenenc_str(&mut data, b"0-1-5");
+    let mut state = vec![SESSION_TRACK_SYSTEM_VARIABLES];
+    crate::wire::put_lenenc_str(&mut state, &data);
+    let mut payload = hex("00 00 00 02 40 00 00 00");
+    crate::wire::put_lenenc_str(&mut payload, &state);
+    assert_eq!(gtids(&payload), ["0-1-5"]);
+    let out = filtered(&payload, NOT_WANTED);
+    assert_eq!(
+        out,
+        hex("00 00 00 02 40 00 00 00 10 00 0e 0a 61 75 74 6f 63 6f 6d 6d 69 74 02 4f 4e")
+    );
+}
+
+#[test]
+fn mysql_own_gtid_items_are_reported_and_stripped() {
+    let text = b"3e11fa47-71ca-11e1-9e33-c80aa9429562:23";
+    let mut item = vec![SESSION_TRACK_GTIDS];
+    let mut data = vec![0u8];
+    crate::wire::put_lenenc_str(&mut data, text);
+    crate::wire::put_lenenc_str(&mut item, &data);
+    // type, entity length = encoding byte + lenenc length + 39 characters, encoding, length
+    assert_eq!(
+        &item[..4],
+        &[0x03, 0x29, 0x00, 0x27],
+        "layout of protocol.md §2.1"
+    );
+    let mut payload = hex("00 01 00 02 40 00 00 00");
+    crate::wire::put_lenenc_str(&mut payload, &item);
+    assert_eq!(gtids(&payload), [String::from_utf8_lossy(text)]);
+    assert_eq!(filtered(&payload, NOT_WANTED), hex("00 01 00 02 00 00 00"));
+    assert_eq!(filtered(&payload, WANTED), payload);
+}
+
+#[test]
+fn eof_and_err_packets() {
+    let eof = EofPacket::parse(&hex("fe 00 00 02 40")).unwrap();
+    assert_eq!(eof.status.bits(), 0x4002);
+    assert!(is_eof(&hex("fe 00 00 02 40")));
+    assert!(!is_eof(&hex(OKFE)));
+    let err = hex("ff 7a 04 23 34 32 53 30 32 54 61 62 6c 65 20 27 74 2e 6e 27 20 64 6f 65 73 6e 27 74 20 65 78 69 73 74");
+    let parsed = ErrPacket::parse(&err).unwrap();
+    assert_eq!(parsed.code, 1146);
+    assert_eq!(parsed.sql_state, Some(&b"42S02"[..]));
+    assert_eq!(parsed.message, b"Table 't.n' doesn't exist");
+    let mut built = Vec::new();
+    put_err(
+        &mut built,
+        1146,
+        Some(b"42S02"),
+        "Table 't.n' doesn't exist",
+    );
+    assert_eq!(built, err);
+    assert!(is_progress_report(&hex("ff ff ff 01 01 00 10 00 00")));
+    assert!(!is_progress_report(&err));
+}
+
+fn arb_item() -> impl Strategy<Value = (u8, Vec<(Vec<u8>, Vec<u8>)>, Vec<u8>)> {
+    let name = prop_oneof![
+        Just(b"last_gtid".to_vec()),
+        Just(b"autocommit".to_vec()),
+        proptest::collection::vec(any::<u8>(), 0..12)
+    ];
+    (
+        0u8..6,
+        proptest::collection::vec((name, proptest::collection::vec(any::<u8>(), 0..12)), 1..3),
+        proptest::collection::vec(any::<u8>(), 0..20),
+    )
+}
+
+fn encode(status: u16, info: &[u8], items: &[(u8, Vec<(Vec<u8>, Vec<u8>)>, Vec<u8>)]) -> Vec<u8> {
+    let mut state = Vec::new();
+    for (kind, vars, raw) in items {
+        state.push(*kind);
+        let mut data = Vec::new();
+        if *kind == SESSION_TRACK_SYSTEM_VARIABLES {
+            for (n, v) in vars {
+                crate::wire::put_lenenc_str(&mut data, n);
+                crate::wire::put_lenenc_str(&mut data, v);
+            }
+        } else {
+            data.extend_from_slice(raw);
+        }
+        crate::wire::put_lenenc_str(&mut state, &data);
+    }
+    let mut out = vec![0x00, 0x01, 0x00];
+    let status = if state.is_empty() {
+        status & !0x4000
+    } else {
+        status | 0x4000
+    };
+    out.extend_from_slice(&status.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    if !state.is_empty() || !info.is_empty() {
+        crate::wire::put_lenenc_str(&mut out, info);
+    }
+    if !state.is_empty() {
+        crate::wire::put_lenenc_str(&mut out, &state);
+    }
+    out
+}
+
+proptest! {
+    #[test]
+    fn filtering_equals_encoding_only_the_kept_items(
+        status in any::<u16>(),
+        info in proptest::collection::vec(any::<u8>(), 0..10),
+        items in proptest::collection::vec(arb_item(), 0..4),
+        keep_last_gtid: bool,
+        keep_gtids: bool,
+    ) {
+        let filter = TrackingFilter { client_tracks: true, keep_last_gtid, keep_gtids };
+        let payload = encode(status, &info, &items);
+        let kept: Vec<_> = items
+            .iter()
+            .filter_map(|(kind, vars, raw)| {
+                if *kind == SESSION_TRACK_GTIDS && !keep_gtids {
+                    return None;
+                }
+                let vars: Vec<_> = vars
+                    .iter()
+                    .filter(|(n, _)| *kind != SESSION_TRACK_SYSTEM_VARIABLES || keep_last_gtid || !n.eq_ignore_ascii_case(b"last_gtid"))
+                    .cloned()
+                    .collect();
+                (*kind != SESSION_TRACK_SYSTEM_VARIABLES || !vars.is_empty()).then(|| (*kind, vars, raw.clone()))
+            })
+            .collect();
+        prop_assert_eq!(filtered(&payload, filter), encode(status, &info, &kept));
+        // A client without tracking gets the pre-tracking layout.
+        let mut plain = payload[..3].to_vec();
+        plain.extend_from_slice(&(status & !0x4000).to_le_bytes());
+        plain.extend_from_slice(&[0, 0]);
+        plain.extend_from_slice(&info);
+        prop_assert_eq!(filtered(&payload, UNTRACKED), plain);
+    }
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..80), track: bool) {
+        if let Ok(ok) = OkPacket::parse(&bytes, track) {
+            let _ = tracked_gtids(&ok).count();
+            for filter in [NOT_WANTED, WANTED, UNTRACKED] {
+                if ok.needs_filtering(filter) {
+                    ok.write_filtered(filter, &mut Vec::new());
+                }
+            }
+        }
+        let _ = EofPacket::parse(&bytes);
+        let _ = ErrPacket::parse(&bytes);
+    }
+}
