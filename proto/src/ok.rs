@@ -72,7 +72,7 @@ pub struct StateItems<'a> {
 }
 
 /// Which tracking data a client gets to see, decided per session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TrackingFilter {
     /// The client negotiated `CLIENT_SESSION_TRACK`: it reads the state block at all.
     pub client_tracks: bool,

@@ -8,7 +8,8 @@
 //!   `SERVER_MORE_RESULTS_EXISTS`. A result set is a column count, that many column
 //!   definitions, an EOF unless `CLIENT_DEPRECATE_EOF`, rows, and a terminator: EOF, or an OK
 //!   with header `0xFE` under `CLIENT_DEPRECATE_EOF`, or ERR. An execute that opens a cursor
-//!   ends after the column definitions; its rows come through `COM_STMT_FETCH`.
+//!   ends after the column definitions (and the EOF, or under `CLIENT_DEPRECATE_EOF` an OK-FE,
+//!   that says `SERVER_STATUS_CURSOR_EXISTS`); its rows come through `COM_STMT_FETCH`.
 //! - `COM_STMT_PREPARE`: PREPARE_OK, parameter definitions (+EOF), column definitions (+EOF).
 //! - `COM_STMT_FETCH`: rows then a terminator; `COM_FIELD_LIST`: definitions then a terminator.
 //! - `COM_STATISTICS`: one text packet. Most others: one OK, EOF or ERR packet.
@@ -229,7 +230,10 @@ impl ResponseReader {
                 let kind = match first {
                     Some(OK_HEADER) => PacketKind::Ok,
                     Some(ERR_HEADER) => PacketKind::Err,
-                    Some(EOF_HEADER) if ok::is_eof(payload) => PacketKind::Eof,
+                    // COM_SET_OPTION / COM_DEBUG: EOF, or an OK-FE under DEPRECATE_EOF.
+                    Some(EOF_HEADER) if self.is_terminator(payload) => {
+                        self.terminator_kind(payload)
+                    }
                     _ => PacketKind::Other,
                 };
                 Ok(self.step(kind, State::Done))
