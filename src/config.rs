@@ -1,0 +1,187 @@
+//! Typed configuration of the proxy, with defaults and validation. The CLI (and later the
+//! config file) fill it in; nothing else reads flags or the environment.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// Everything the proxy needs to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Address of the SQL port that clients (and replicas) connect to.
+    pub listen: SocketAddr,
+    /// The primary, as `host:port`; resolved at each connect, so a DNS name may move.
+    pub primary: String,
+    /// Certificate and key for TLS on the client leg; plain connections only when `None`.
+    pub tls: Option<TlsFiles>,
+    /// Bounds on what one peer can make the proxy hold.
+    pub limits: Limits,
+    /// How long the proxy waits for peers.
+    pub timeouts: Timeouts,
+}
+
+/// PEM files for the client-facing TLS endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// Private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// Limits. Each names what happens when it is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Client connections served at once; one more is answered with ER_CON_COUNT_ERROR (1040)
+    /// and closed. Default 4096.
+    pub max_connections: usize,
+    /// Largest payload (reassembled over several packets) accepted from a client or the
+    /// primary; a client exceeding it gets ER_NET_PACKET_TOO_LARGE (1153) and is closed.
+    /// The primary enforces its own `max_allowed_packet`; this only bounds the proxy.
+    /// Default 1 GiB, the largest `max_allowed_packet` MariaDB allows.
+    pub max_packet_size: usize,
+    /// Largest packet accepted from a client before it has logged in. Default 64 KiB.
+    pub max_handshake_packet_size: usize,
+    /// Bytes of a response the proxy may hold back while it learns which GTID the response
+    /// committed (a legacy EOF hides it until the response ends). A client whose response
+    /// exceeds it is disconnected rather than told about a commit the proxy cannot follow.
+    /// Default 64 MiB.
+    pub max_held_response_bytes: usize,
+}
+
+/// Timeouts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Connecting to the primary (TCP connect and its greeting). Default 5 s.
+    pub primary_connect: Duration,
+    /// A new client must finish TLS and send its login within this. Default 10 s.
+    pub client_handshake: Duration,
+}
+
+/// A configuration that cannot work, with the setting at fault.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// A setting is out of range.
+    #[error("invalid value for {key}: {problem}")]
+    Invalid {
+        /// Name of the setting.
+        key: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+// === impl Config ===
+
+impl Config {
+    /// A configuration with defaults for everything but the primary.
+    pub fn new(primary: impl Into<String>) -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3307)),
+            primary: primary.into(),
+            tls: None,
+            limits: Limits::default(),
+            timeouts: Timeouts::default(),
+        }
+    }
+
+    /// Checks every setting.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the first bad setting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, problem: &str| {
+            Err(ConfigError::Invalid {
+                key,
+                problem: problem.to_owned(),
+            })
+        };
+        if !is_host_port(&self.primary) {
+            return invalid("primary", "expected HOST:PORT");
+        }
+        let l = &self.limits;
+        if l.max_connections == 0 {
+            return invalid("max_connections", "must be at least 1");
+        }
+        if l.max_packet_size < 1024 || l.max_packet_size > (1 << 30) {
+            return invalid("max_packet_size", "must be between 1 KiB and 1 GiB");
+        }
+        if l.max_handshake_packet_size < 1024 || l.max_handshake_packet_size > l.max_packet_size {
+            return invalid(
+                "max_handshake_packet_size",
+                "must be between 1 KiB and max_packet_size",
+            );
+        }
+        if l.max_held_response_bytes < 64 * 1024 {
+            return invalid("max_held_response_bytes", "must be at least 64 KiB");
+        }
+        for (key, value) in [
+            ("primary_connect_timeout", self.timeouts.primary_connect),
+            ("client_handshake_timeout", self.timeouts.client_handshake),
+        ] {
+            if value.is_zero() {
+                return invalid(key, "must be greater than zero");
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_host_port(addr: &str) -> bool {
+    addr.rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0))
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 4096,
+            max_packet_size: 1 << 30,
+            max_handshake_packet_size: 64 * 1024,
+            max_held_response_bytes: 64 << 20,
+        }
+    }
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            primary_connect: Duration::from_secs(5),
+            client_handshake: Duration::from_secs(10),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_name_their_key() {
+        assert_eq!(Config::new("db:3306").validate(), Ok(()));
+        assert_eq!(Config::new("[::1]:3306").validate(), Ok(()));
+        type Breaks = fn(&mut Config);
+        let table: [(&str, Breaks); 6] = [
+            ("primary", |c| c.primary = "db".into()),
+            ("primary", |c| c.primary = "db:0".into()),
+            ("max_connections", |c| c.limits.max_connections = 0),
+            ("max_packet_size", |c| c.limits.max_packet_size = 2 << 30),
+            ("max_handshake_packet_size", |c| {
+                c.limits.max_handshake_packet_size = 2 << 30
+            }),
+            ("client_handshake_timeout", |c| {
+                c.timeouts.client_handshake = Duration::ZERO
+            }),
+        ];
+        for (key, breaks) in table {
+            let mut config = Config::new("db:3306");
+            breaks(&mut config);
+            match config.validate() {
+                Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key),
+                other => panic!("{key}: {other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! One connection: the socket, its read and write buffers, and packet framing. Sessions read
+//! and write [`Packet`]s here and never touch bytes or sockets themselves.
+
+use std::io;
+
+use bytes::{Buf, BytesMut};
+use strongsync_proto::packet::{self, Packet, PacketDecoder, MAX_PACKET_PAYLOAD};
+use strongsync_proto::ProtoError;
+use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Bytes read from the socket at a time, at least.
+const READ_CHUNK: usize = 8 * 1024;
+/// Most buffer space reserved ahead of one read: a large packet's buffer grows with the bytes
+/// that actually arrive, never with what a header merely claims.
+const READ_AHEAD_MAX: usize = 256 * 1024;
+/// A read buffer that grew past this for one large packet is given back once it is drained.
+const SHRINK_ABOVE: usize = 1 << 20;
+
+/// A connection that speaks MySQL packets over `S`.
+#[derive(Debug)]
+pub struct Conn<S> {
+    stream: S,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    decoder: PacketDecoder,
+}
+
+/// Why a packet could not be read.
+#[derive(Debug, Error)]
+pub enum ConnError {
+    /// The peer closed the connection between packets.
+    #[error("connection closed")]
+    Closed,
+    /// The peer closed the connection in the middle of a packet.
+    #[error("connection closed in the middle of a packet")]
+    ClosedMidPacket,
+    /// The socket failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// The bytes are not a valid packet stream.
+    #[error(transparent)]
+    Protocol(#[from] ProtoError),
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
+    /// Wraps `stream`, accepting payloads of up to `max_payload` bytes.
+    pub fn new(stream: S, max_payload: usize) -> Self {
+        Conn::with_buffer(stream, BytesMut::new(), max_payload)
+    }
+
+    /// Wraps `stream` whose first bytes were already read into `rbuf`.
+    pub fn with_buffer(stream: S, rbuf: BytesMut, max_payload: usize) -> Self {
+        Conn {
+            stream,
+            rbuf,
+            wbuf: BytesMut::new(),
+            decoder: PacketDecoder::new(max_payload),
+        }
+    }
+
+    /// Changes the payload limit.
+    pub fn set_max_payload(&mut self, max_payload: usize) {
+        self.decoder.set_max_payload(max_payload);
+    }
+
+    /// Reads the next packet.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: bytes read before cancellation stay in the buffer and the next call
+    /// continues from them, so this can be a `select!` arm.
+    ///
+    /// # Errors
+    /// [`ConnError::Closed`] at a clean end of stream; other variants for broken streams.
+    pub async fn read_packet(&mut self) -> Result<Packet, ConnError> {
+        loop {
+            if let Some(packet) = self.buffered_packet()? {
+                return Ok(packet);
+            }
+            if self.fill().await? == 0 {
+                return Err(if self.rbuf.is_empty() {
+                    ConnError::Closed
+                } else {
+                    ConnError::ClosedMidPacket
+                });
+            }
+        }
+    }
+
+    /// Takes a packet that is already buffered, without reading.
+    ///
+    /// # Errors
+    /// [`ConnError::Protocol`] if the buffered header breaks the size limit.
+    pub fn buffered_packet(&mut self) -> Result<Option<Packet>, ConnError> {
+        let packet = self.decoder.decode(&mut self.rbuf)?;
+        if packet.is_some() && self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
+            self.rbuf = BytesMut::new();
+        }
+        Ok(packet)
+    }
+
+    /// True if a whole packet is buffered (or the buffer already breaks the limit), so that
+    /// reading one will not wait for the socket.
+    pub fn has_buffered_packet(&self) -> bool {
+        self.decoder.missing(&self.rbuf).map_or(true, |n| n == 0)
+    }
+
+    /// Bytes received but not yet taken as packets.
+    pub fn buffered_len(&self) -> usize {
+        self.rbuf.len()
+    }
+
+    /// Reads whatever the peer sends next into the buffer; `Ok(0)` means end of stream.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a single `read_buf`).
+    ///
+    /// # Errors
+    /// Socket errors, or a buffered header that breaks the size limit.
+    pub async fn fill(&mut self) -> Result<usize, ConnError> {
+        let missing = self.decoder.missing(&self.rbuf)?;
+        self.rbuf.reserve(missing.clamp(READ_CHUNK, READ_AHEAD_MAX));
+        Ok(self.stream.read_buf(&mut self.rbuf).await?)
+    }
+
+    /// Queues `packet` exactly as it was received.
+    pub fn forward(&mut self, packet: &Packet) {
+        self.wbuf.extend_from_slice(packet.wire());
+    }
+
+    /// Queues `packet`'s payload under another sequence id.
+    pub fn forward_as(&mut self, packet: &Packet, seq: u8) {
+        if packet.seq() == seq {
+            return self.forward(packet);
+        }
+        let payload = packet.payload();
+        packet::put_header(&mut self.wbuf, payload.len(), seq);
+        self.wbuf.extend_from_slice(payload);
+    }
+
+    /// Queues one packet (`payload` must fit in one).
+    pub fn write_packet(&mut self, seq: u8, payload: &[u8]) {
+        packet::put_header(&mut self.wbuf, payload.len(), seq);
+        self.wbuf.extend_from_slice(payload);
+    }
+
+    /// Queues a packet whose payload is written by `fill`; the header is fixed up afterwards,
+    /// so the payload is built in place without a temporary buffer. The payload must fit in
+    /// one packet.
+    pub fn write_packet_with(&mut self, seq: u8, fill: impl FnOnce(&mut BytesMut)) {
+        let start = self.wbuf.len();
+        packet::put_header(&mut self.wbuf, 0, seq);
+        fill(&mut self.wbuf);
+        let len = self.wbuf.len() - start - packet::HEADER_LEN;
+        debug_assert!(len < MAX_PACKET_PAYLOAD);
+        self.wbuf[start..start + 3].copy_from_slice(&(len as u32).to_le_bytes()[..3]);
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn pending_write(&self) -> usize {
+        self.wbuf.len()
+    }
+
+    /// Writes everything queued.
+    ///
+    /// # Cancel safety
+    /// Cancel safe in the sense that matters here: what was written is gone from the queue,
+    /// what was not stays queued.
+    ///
+    /// # Errors
+    /// Socket errors.
+    pub async fn flush(&mut self) -> io::Result<()> {
+        while self.wbuf.has_remaining() {
+            self.stream.write_all_buf(&mut self.wbuf).await?;
+        }
+        self.stream.flush().await
+    }
+
+    /// Flushes, then closes the write side (FIN): the peer sees a clean end of stream.
+    pub async fn shutdown(&mut self) {
+        if self.flush().await.is_ok() {
+            let _ = self.stream.shutdown().await;
+        }
+    }
+
+    /// The socket.
+    pub fn get_ref(&self) -> &S {
+        &self.stream
+    }
+}
+
+impl<S: Default> Conn<S> {
+    /// Takes the transport out to replace it (TLS upgrade), with the bytes read but not yet
+    /// decoded (e.g. the start of a TLS ClientHello that arrived with the SSLRequest).
+    pub fn detach(&mut self) -> (S, BytesMut) {
+        (
+            std::mem::take(&mut self.stream),
+            std::mem::take(&mut self.rbuf),
+        )
+    }
+
+    /// Puts a transport back after [`detach`](Self::detach).
+    pub fn attach(&mut self, stream: S) {
+        self.stream = stream;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::duplex;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn reads_packets_split_across_writes_and_reports_how_it_ended() {
+        let (a, mut b) = duplex(64);
+        let mut conn = Conn::new(a, 1 << 20);
+        b.write_all(&[3, 0, 0, 0, b'a']).await.unwrap();
+        let read = tokio::spawn(async move {
+            let p = conn.read_packet().await.unwrap();
+            (p.payload().to_vec(), conn)
+        });
+        b.write_all(b"bc").await.unwrap();
+        let (payload, mut conn) = read.await.unwrap();
+        assert_eq!(payload, b"abc");
+        b.write_all(&[9, 0, 0, 1, b'x']).await.unwrap();
+        drop(b);
+        assert!(matches!(
+            conn.read_packet().await,
+            Err(ConnError::ClosedMidPacket)
+        ));
+    }
+
+    #[tokio::test]
+    async fn clean_close_and_oversized_packets() {
+        let (a, b) = duplex(64);
+        let mut conn = Conn::new(a, 16);
+        drop(b);
+        assert!(matches!(conn.read_packet().await, Err(ConnError::Closed)));
+
+        let (a, mut b) = duplex(64);
+        let mut conn = Conn::new(a, 16);
+        b.write_all(&[17, 0, 0, 0]).await.unwrap();
+        assert!(matches!(
+            conn.read_packet().await,
+            Err(ConnError::Protocol(ProtoError::TooLarge {
+                len: 17,
+                max: 16
+            }))
+        ));
+    }
+
+    #[tokio::test]
+    async fn writes_are_queued_until_flushed_and_headers_are_fixed_up() {
+        let (a, mut b) = duplex(1024);
+        let mut conn = Conn::new(a, 1 << 20);
+        conn.write_packet(0, b"\x03SELECT 1");
+        conn.write_packet_with(1, |buf| buf.extend_from_slice(b"xyz"));
+        conn.forward_as(&Packet::new(9, b"q"), 2);
+        assert_eq!(conn.pending_write(), 13 + 7 + 5);
+        conn.flush().await.unwrap();
+        let mut got = vec![0u8; 25];
+        b.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got[13..20], &[3, 0, 0, 1, b'x', b'y', b'z']);
+        assert_eq!(&got[20..], &[1, 0, 0, 2, b'q']);
+    }
+}

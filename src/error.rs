@@ -1,0 +1,215 @@
+//! Errors of a client session, whose fault each one is, and the one place where an error
+//! becomes the MySQL ERR packet a client sees.
+
+use std::io;
+use std::time::Duration;
+
+use strongsync_proto::ProtoError;
+use thiserror::Error;
+
+use crate::conn::ConnError;
+
+/// Why a session ended abnormally (or a connection could not be served).
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The client closed its connection.
+    #[error("client closed the connection")]
+    ClientClosed,
+    /// The client's socket failed (or closed in the middle of a packet).
+    #[error("client connection failed: {0}")]
+    ClientIo(#[source] io::Error),
+    /// The client sent bytes that are not valid protocol here.
+    #[error("client sent a malformed packet: {0}")]
+    ClientProtocol(#[source] ProtoError),
+    /// The client asked for TLS and the handshake failed.
+    #[error("TLS handshake with the client failed: {0}")]
+    ClientTls(#[source] io::Error),
+    /// The client did not finish logging in in time.
+    #[error("client did not complete the handshake within {0:?}")]
+    HandshakeTimeout(Duration),
+    /// The primary could not be reached.
+    #[error("cannot connect to primary {addr}: {source}")]
+    PrimaryConnect {
+        /// The primary's configured address.
+        addr: String,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The primary did not answer in time.
+    #[error("cannot connect to primary {addr}: no greeting within {after:?}")]
+    PrimaryConnectTimeout {
+        /// The primary's configured address.
+        addr: String,
+        /// The timeout.
+        after: Duration,
+    },
+    /// The primary closed the connection.
+    #[error("primary closed the connection")]
+    PrimaryClosed,
+    /// The primary's socket failed.
+    #[error("primary connection failed: {0}")]
+    PrimaryIo(#[source] io::Error),
+    /// The primary sent bytes the proxy cannot frame.
+    #[error("primary sent a packet the proxy cannot frame: {0}")]
+    PrimaryProtocol(#[source] ProtoError),
+    /// Every connection slot is taken.
+    #[error("too many connections (limit {limit})")]
+    TooManyConnections {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// A response grew past what the proxy may hold while resolving its GTID.
+    #[error("response exceeded {limit} bytes while its commit's GTID was being resolved")]
+    HeldResponseTooLarge {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The proxy is shutting down.
+    #[error("proxy is shutting down")]
+    Shutdown,
+}
+
+/// Whose fault an error is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The client (application) connection.
+    Client,
+    /// The primary.
+    Primary,
+    /// The proxy's own limits or lifecycle.
+    Proxy,
+}
+
+/// An ERR packet to send a client: code, SQLSTATE and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientError {
+    /// MySQL error code.
+    pub code: u16,
+    /// SQLSTATE.
+    pub sql_state: &'static [u8; 5],
+    /// Message.
+    pub message: String,
+}
+
+// === impl Error ===
+
+impl Error {
+    /// Maps a read/write failure on the client connection.
+    pub fn from_client(err: ConnError) -> Self {
+        match err {
+            ConnError::Closed => Error::ClientClosed,
+            ConnError::ClosedMidPacket => Error::ClientIo(io::ErrorKind::UnexpectedEof.into()),
+            ConnError::Io(e) => Error::ClientIo(e),
+            ConnError::Protocol(e) => Error::ClientProtocol(e),
+        }
+    }
+
+    /// Maps a read/write failure on the primary connection.
+    pub fn from_primary(err: ConnError) -> Self {
+        match err {
+            ConnError::Closed => Error::PrimaryClosed,
+            ConnError::ClosedMidPacket => Error::PrimaryIo(io::ErrorKind::UnexpectedEof.into()),
+            ConnError::Io(e) => Error::PrimaryIo(e),
+            ConnError::Protocol(e) => Error::PrimaryProtocol(e),
+        }
+    }
+
+    /// Whose fault it is.
+    pub fn side(&self) -> Side {
+        match self {
+            Error::ClientClosed
+            | Error::ClientIo(_)
+            | Error::ClientProtocol(_)
+            | Error::ClientTls(_)
+            | Error::HandshakeTimeout(_) => Side::Client,
+            Error::PrimaryConnect { .. }
+            | Error::PrimaryConnectTimeout { .. }
+            | Error::PrimaryClosed
+            | Error::PrimaryIo(_)
+            | Error::PrimaryProtocol(_) => Side::Primary,
+            Error::TooManyConnections { .. }
+            | Error::HeldResponseTooLarge { .. }
+            | Error::Shutdown => Side::Proxy,
+        }
+    }
+
+    /// True for the ordinary ways a session ends, which are not worth more than a debug line.
+    pub fn is_routine(&self) -> bool {
+        matches!(self, Error::ClientClosed | Error::Shutdown)
+    }
+
+    /// The ERR packet the client should get before its connection is closed, if any. This is
+    /// the only place errors become MySQL error codes.
+    pub fn client_error(&self) -> Option<ClientError> {
+        let (code, sql_state) = match self {
+            Error::ClientProtocol(ProtoError::OutOfSequence { .. }) => (1156, b"08S01"), // ER_NET_PACKETS_OUT_OF_ORDER
+            Error::ClientProtocol(ProtoError::TooLarge { .. }) => (1153, b"08S01"), // ER_NET_PACKET_TOO_LARGE
+            Error::ClientProtocol(_) => (1835, b"HY000"), // ER_MALFORMED_PACKET
+            Error::HandshakeTimeout(_) => (1043, b"08S01"), // ER_HANDSHAKE_ERROR
+            Error::PrimaryConnect { .. } | Error::PrimaryConnectTimeout { .. } => (2003, b"HY000"), // CR_CONN_HOST_ERROR
+            Error::PrimaryProtocol(_) => (1158, b"08S01"), // ER_NET_READ_ERROR
+            Error::TooManyConnections { .. } => (1040, b"08004"), // ER_CON_COUNT_ERROR
+            Error::HeldResponseTooLarge { .. } => (1153, b"08S01"),
+            Error::Shutdown => (1053, b"08S01"), // ER_SERVER_SHUTDOWN
+            // The peer is gone or its socket is broken: nobody to tell.
+            Error::ClientClosed
+            | Error::ClientIo(_)
+            | Error::ClientTls(_)
+            | Error::PrimaryClosed
+            | Error::PrimaryIo(_) => return None,
+        };
+        Some(ClientError {
+            code,
+            sql_state,
+            message: format!("strongsync: {self}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_errors_name_the_problem_and_use_the_servers_codes() {
+        let table = [
+            (
+                Error::ClientProtocol(ProtoError::OutOfSequence {
+                    expected: 1,
+                    got: 7,
+                }),
+                Some(1156),
+                "expected sequence id 1, got 7",
+            ),
+            (
+                Error::ClientProtocol(ProtoError::TooLarge { len: 99, max: 10 }),
+                Some(1153),
+                "99 bytes exceeds the limit of 10",
+            ),
+            (
+                Error::PrimaryConnect {
+                    addr: "db1:3306".into(),
+                    source: io::ErrorKind::ConnectionRefused.into(),
+                },
+                Some(2003),
+                "cannot connect to primary db1:3306",
+            ),
+            (
+                Error::TooManyConnections { limit: 5 },
+                Some(1040),
+                "limit 5",
+            ),
+            (Error::ClientClosed, None, ""),
+            (Error::PrimaryClosed, None, ""),
+        ];
+        for (error, code, text) in table {
+            let got = error.client_error();
+            assert_eq!(got.as_ref().map(|e| e.code), code, "{error}");
+            if let Some(e) = got {
+                assert!(e.message.starts_with("strongsync: "), "{}", e.message);
+                assert!(e.message.contains(text), "{} lacks {text}", e.message);
+            }
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! The SQL port: accepts client connections and runs one session per client, each with its
+//! own connection to the primary.
+
+mod listener;
+mod login;
+mod relay;
+mod session;
+mod tracking;
+
+use std::sync::Arc;
+
+use tokio_rustls::TlsAcceptor;
+
+use crate::commit::CommitHook;
+use crate::config::Config;
+
+pub(crate) use listener::serve;
+
+/// What every session of one proxy shares.
+pub(crate) struct Shared {
+    pub config: Config,
+    /// Present when the client leg offers TLS.
+    pub tls: Option<TlsAcceptor>,
+    /// Decides when a response that reported a commit may be released.
+    pub hook: Arc<dyn CommitHook>,
+}

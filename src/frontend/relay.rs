@@ -1,0 +1,208 @@
+//! Relaying the command phase: responses packet by packet (with tracker data filtered and
+//! commits reported before the packets that announce them are released), `LOAD DATA LOCAL
+//! INFILE` uploads, and binlog dumps.
+
+use strongsync_proto::capabilities::StatusFlags;
+use strongsync_proto::gtid::tracked_gtids;
+use strongsync_proto::ok::{EofPacket, OkPacket};
+use strongsync_proto::packet::Packet;
+use strongsync_proto::response::{PacketKind, ResponseReader};
+
+use super::session::{Phase, Session, CLIENT_READ_AHEAD, FLUSH_AT};
+use super::tracking::ResponseCommits;
+use crate::error::Error;
+
+/// One packet from either side of a dump.
+enum DumpEvent {
+    Primary(Packet),
+    Client(Packet),
+}
+
+// === impl Session (relay) ===
+
+impl Session {
+    /// Relays one response. Packets go to the client in batches (whatever the primary has
+    /// sent so far); a batch that reports a commit is held until the commit hook lets it go.
+    pub(super) async fn relay_response(
+        &mut self,
+        mut reader: ResponseReader,
+    ) -> Result<Phase, Error> {
+        let mut commits = ResponseCommits::default();
+        loop {
+            if reader.awaits_client() {
+                self.relay_infile().await?;
+                reader.infile_sent();
+                continue;
+            }
+            if !self.primary.has_buffered_packet() || self.client.pending_write() >= FLUSH_AT {
+                self.release(&mut commits).await?;
+            }
+            let packet = self.next_primary_packet().await?;
+            self.primary_seq
+                .check(packet.seq())
+                .map_err(Error::PrimaryProtocol)?;
+            let step = reader.on_packet(&packet).map_err(Error::PrimaryProtocol)?;
+            let seq = self.client_seq.advance();
+            match step.kind {
+                PacketKind::Ok | PacketKind::OkTerminator => {
+                    self.relay_ok(&packet, seq, Some(&mut commits))?
+                }
+                PacketKind::Eof => {
+                    // A legacy EOF carries the state-changed flag but never the state itself.
+                    let status = EofPacket::parse(packet.payload())
+                        .map_err(Error::PrimaryProtocol)?
+                        .status;
+                    commits.pending |= status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED);
+                    self.client.forward_as(&packet, seq);
+                }
+                _ => self.client.forward_as(&packet, seq),
+            }
+            if step.done {
+                break;
+            }
+        }
+        if commits.pending || self.tracking.recheck {
+            self.recover_last_gtid(&mut commits).await?;
+        }
+        self.release(&mut commits).await?;
+        Ok(if self.tracking.recheck {
+            Phase::TrackingSetup
+        } else {
+            Phase::Idle
+        })
+    }
+
+    /// Passes an OK to the client with the tracker data it did not ask for removed, noting
+    /// any commit it reports (when `commits` is given).
+    pub(super) fn relay_ok(
+        &mut self,
+        packet: &Packet,
+        seq: u8,
+        commits: Option<&mut ResponseCommits>,
+    ) -> Result<(), Error> {
+        let ok = OkPacket::parse(packet.payload(), self.primary_tracks)
+            .map_err(Error::PrimaryProtocol)?;
+        if let Some(commits) = commits {
+            if !ok.session_state.is_empty() {
+                // A state block carries every change pending so far, last_gtid included.
+                commits.pending = false;
+                for tracked in tracked_gtids(&ok) {
+                    self.note_tracked(tracked, commits);
+                }
+            }
+        }
+        let filter = self.tracking.filter;
+        if ok.needs_filtering(filter) {
+            self.client
+                .write_packet_with(seq, |buf| ok.write_filtered(filter, buf));
+        } else {
+            self.client.forward_as(packet, seq);
+        }
+        Ok(())
+    }
+
+    /// Releases what has been queued for the client: first reports the commits it announces
+    /// (waiting as long as the commit hook says), then writes it. While a legacy EOF's news
+    /// is unknown nothing is released, up to the configured bound.
+    async fn release(&mut self, commits: &mut ResponseCommits) -> Result<(), Error> {
+        if commits.pending {
+            let limit = self.shared.config.limits.max_held_response_bytes;
+            if self.client.pending_write() > limit {
+                return Err(Error::HeldResponseTooLarge { limit });
+            }
+            return Ok(());
+        }
+        if commits.has_news() {
+            let commit = commits.take(self.connection_id);
+            if commit.unresolved {
+                tracing::warn!(gtids = ?commit.gtids, "response committed a transaction whose GTID is unknown");
+            }
+            let wait = self.shared.hook.on_commit(commit);
+            self.while_watching_client(wait).await?;
+        }
+        self.flush_client().await
+    }
+
+    /// Runs `fut`, failing early if the client disconnects or the proxy shuts down.
+    async fn while_watching_client<T>(
+        &mut self,
+        fut: impl std::future::Future<Output = T>,
+    ) -> Result<T, Error> {
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut fut => return Ok(out),
+                () = self.cancel.cancelled() => return Err(Error::Shutdown),
+                filled = self.client.fill(), if self.client.buffered_len() < CLIENT_READ_AHEAD => {
+                    if filled.map_err(Error::from_client)? == 0 {
+                        return Err(Error::ClientClosed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next packet from the primary. A client that hangs up meanwhile ends the session
+    /// (dropping the primary connection, which rolls back anything uncommitted, as a direct
+    /// disconnect would); bytes it pipelines meanwhile wait in its buffer.
+    async fn next_primary_packet(&mut self) -> Result<Packet, Error> {
+        loop {
+            tokio::select! {
+                biased;
+                packet = self.primary.read_packet() => return packet.map_err(Error::from_primary),
+                filled = self.client.fill(), if self.client.buffered_len() < CLIENT_READ_AHEAD => {
+                    if filled.map_err(Error::from_client)? == 0 {
+                        return Err(Error::ClientClosed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Relays the client's file for `LOAD DATA LOCAL INFILE` up to and including the empty
+    /// packet that ends it.
+    async fn relay_infile(&mut self) -> Result<(), Error> {
+        self.flush_client().await?;
+        loop {
+            if !self.client.has_buffered_packet() || self.primary.pending_write() >= FLUSH_AT {
+                self.flush_primary().await?;
+            }
+            let packet = self
+                .client
+                .read_packet()
+                .await
+                .map_err(Error::from_client)?;
+            self.client_seq
+                .check(packet.seq())
+                .map_err(Error::ClientProtocol)?;
+            self.primary.forward_as(&packet, self.primary_seq.advance());
+            // An empty packet after a full one only ends that chunk, not the file.
+            if packet.payload().is_empty() && !packet.is_continuation() {
+                return self.flush_primary().await;
+            }
+        }
+    }
+
+    /// Relays a binlog dump verbatim in both directions until either side closes.
+    pub(super) async fn relay_dump(&mut self) -> Result<Phase, Error> {
+        loop {
+            if !self.primary.has_buffered_packet() {
+                self.flush_client().await?;
+            }
+            if !self.client.has_buffered_packet() {
+                self.flush_primary().await?;
+            }
+            let event = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Err(Error::Shutdown),
+                packet = self.primary.read_packet() => DumpEvent::Primary(packet.map_err(Error::from_primary)?),
+                packet = self.client.read_packet() => DumpEvent::Client(packet.map_err(Error::from_client)?),
+            };
+            match event {
+                DumpEvent::Primary(packet) => self.client.forward(&packet),
+                DumpEvent::Client(packet) => self.primary.forward(&packet),
+            }
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! One client session: a state machine over [`Phase`]s, driven by [`Session::run`]. Each phase
+//! is a method that runs until the next phase is known.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use strongsync_proto::capabilities::CapabilityFlags;
+use strongsync_proto::command::{self, *};
+use strongsync_proto::ok;
+use strongsync_proto::packet::{Packet, Sequence};
+use strongsync_proto::response::ResponseReader;
+use strongsync_proto::ProtoError;
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::tracking::Tracking;
+use super::Shared;
+use crate::conn::Conn;
+use crate::error::Error;
+use crate::stream::ClientStream;
+
+/// Unread client bytes the proxy buffers while a response is in flight (pipelined commands);
+/// past this it stops reading the client until the response is done.
+pub(super) const CLIENT_READ_AHEAD: usize = 256 * 1024;
+
+/// Queued response bytes that trigger a write to the client even if more packets are
+/// already buffered from the primary.
+pub(super) const FLUSH_AT: usize = 64 * 1024;
+
+/// One client and its connection to the primary.
+pub(crate) struct Session {
+    pub(super) shared: Arc<Shared>,
+    pub(super) client: Conn<ClientStream>,
+    pub(super) primary: Conn<TcpStream>,
+    pub(super) cancel: CancellationToken,
+    /// The primary's id for this connection.
+    pub(super) connection_id: u32,
+    /// The primary is MariaDB (not MySQL).
+    pub(super) mariadb: bool,
+    /// Capabilities the client negotiated.
+    pub(super) client_caps: CapabilityFlags,
+    /// The primary leg negotiated session tracking (the proxy asks; old servers may lack it).
+    pub(super) primary_tracks: bool,
+    /// Sequence ids of the current exchange, as each leg sees them.
+    pub(super) client_seq: Sequence,
+    pub(super) primary_seq: Sequence,
+    /// The client has sent a protocol-4.1 login, so ERR packets may carry a SQLSTATE.
+    pub(super) logged_in: bool,
+    pub(super) tracking: Tracking,
+}
+
+/// Where a session is.
+#[derive(Debug)]
+pub(super) enum Phase {
+    /// Show the client the primary's greeting and relay the login.
+    Login(Packet),
+    /// Make the primary report GTIDs on this connection, before the next command.
+    TrackingSetup,
+    /// Waiting for the client's next command.
+    Idle,
+    /// Relaying the response to a command.
+    Responding(ResponseReader),
+    /// Relaying a `COM_CHANGE_USER` authentication exchange.
+    ChangingUser,
+    /// Relaying a binlog dump in both directions until one side closes.
+    Dumping,
+    /// Done; close both connections.
+    Closed,
+}
+
+// === impl Session ===
+
+impl Session {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        client: Conn<ClientStream>,
+        primary: Conn<TcpStream>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Session {
+            shared,
+            client,
+            primary,
+            cancel,
+            connection_id: 0,
+            mariadb: true,
+            client_caps: CapabilityFlags::empty(),
+            primary_tracks: false,
+            client_seq: Sequence::expecting(0),
+            primary_seq: Sequence::expecting(0),
+            logged_in: false,
+            tracking: Tracking::default(),
+        }
+    }
+
+    /// Runs the session from the primary's greeting to the end.
+    pub(super) async fn run(mut self, greeting: Packet, peer: SocketAddr) {
+        let mut phase = Phase::Login(greeting);
+        let result = loop {
+            let next = match phase {
+                Phase::Login(greeting) => {
+                    let limit = self.shared.config.timeouts.client_handshake;
+                    match tokio::time::timeout(limit, self.login(greeting)).await {
+                        Ok(next) => next,
+                        Err(_) => Err(Error::HandshakeTimeout(limit)),
+                    }
+                }
+                Phase::TrackingSetup => self.setup_tracking().await,
+                Phase::Idle => self.await_command().await,
+                Phase::Responding(reader) => self.relay_response(reader).await,
+                Phase::ChangingUser => self.change_user().await,
+                Phase::Dumping => self.relay_dump().await,
+                Phase::Closed => break Ok(()),
+            };
+            match next {
+                Ok(next) => phase = next,
+                Err(error) => break Err(error),
+            }
+        };
+        if let Err(error) = &result {
+            self.report(error, peer).await;
+        }
+        self.client.shutdown().await;
+        self.primary.shutdown().await;
+    }
+
+    /// Logs why the session ended and tells the client, if there is anything to tell.
+    async fn report(&mut self, error: &Error, peer: SocketAddr) {
+        if error.is_routine() {
+            debug!(%error, "session ended");
+        } else {
+            warn!(%error, client = %peer, side = ?error.side(), "closing client connection");
+        }
+        let seq = self.client_seq.advance();
+        queue_client_error(&mut self.client, seq, self.logged_in, error);
+    }
+
+    /// Waits for the next command, watching the primary connection and shutdown meanwhile.
+    async fn await_command(&mut self) -> Result<Phase, Error> {
+        self.client_seq = Sequence::expecting(0);
+        self.primary_seq = Sequence::expecting(0);
+        let packet = loop {
+            tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => return Err(Error::Shutdown),
+                packet = self.client.read_packet() => break packet.map_err(Error::from_client)?,
+                filled = self.primary.fill() => {
+                    // The primary has nothing to say between commands; it is closing (KILL,
+                    // wait_timeout, shutdown). What it sent stays buffered for the next
+                    // response, as it would on a direct connection.
+                    if filled.map_err(Error::from_primary)? == 0 {
+                        return Err(Error::PrimaryClosed);
+                    }
+                }
+            }
+        };
+        self.dispatch(packet).await
+    }
+
+    /// Forwards a command to the primary and decides what follows it.
+    async fn dispatch(&mut self, packet: Packet) -> Result<Phase, Error> {
+        self.client_seq
+            .check(packet.seq())
+            .map_err(Error::ClientProtocol)?;
+        let Some(&cmd) = packet.payload().first() else {
+            return Err(Error::ClientProtocol(ProtoError::Malformed {
+                what: "empty command packet",
+            }));
+        };
+        debug!(
+            command = command::name(cmd),
+            len = packet.payload().len(),
+            "command"
+        );
+        self.tracking.note_command(packet.payload());
+        self.forward_command(&packet).await?;
+        Ok(match cmd {
+            COM_QUIT => Phase::Closed,
+            COM_CHANGE_USER => Phase::ChangingUser,
+            COM_BINLOG_DUMP | COM_BINLOG_DUMP_GTID => Phase::Dumping,
+            _ => match ResponseReader::for_command(packet.payload(), self.deprecate_eof()) {
+                Some(reader) => Phase::Responding(reader),
+                None => Phase::Idle,
+            },
+        })
+    }
+
+    /// Sends the command's packets (all of them, for a payload of 16 MiB or more) to the
+    /// primary.
+    async fn forward_command(&mut self, first: &Packet) -> Result<(), Error> {
+        self.primary.forward_as(first, self.primary_seq.advance());
+        let mut continues = first.continues();
+        while continues {
+            if !self.client.has_buffered_packet() {
+                self.flush_primary().await?;
+            }
+            let packet = self
+                .client
+                .read_packet()
+                .await
+                .map_err(Error::from_client)?;
+            self.client_seq
+                .check(packet.seq())
+                .map_err(Error::ClientProtocol)?;
+            self.primary.forward_as(&packet, self.primary_seq.advance());
+            continues = packet.continues();
+        }
+        self.flush_primary().await
+    }
+
+    /// The client negotiated `CLIENT_DEPRECATE_EOF` (so did the primary leg: the proxy
+    /// passes the client's choice on).
+    pub(super) fn deprecate_eof(&self) -> bool {
+        self.client_caps
+            .contains(CapabilityFlags::CLIENT_DEPRECATE_EOF)
+    }
+
+    pub(super) async fn flush_primary(&mut self) -> Result<(), Error> {
+        self.primary.flush().await.map_err(Error::PrimaryIo)
+    }
+
+    pub(super) async fn flush_client(&mut self) -> Result<(), Error> {
+        self.client.flush().await.map_err(Error::ClientIo)
+    }
+}
+
+/// Queues the ERR packet that tells the client about `error`, if it has one. The SQLSTATE
+/// marker is only understood once the client has logged in with protocol 4.1; before the
+/// greeting nothing has been negotiated.
+pub(super) fn queue_client_error(
+    client: &mut Conn<ClientStream>,
+    seq: u8,
+    logged_in: bool,
+    error: &Error,
+) {
+    if let Some(err) = error.client_error() {
+        let sql_state = logged_in.then_some(err.sql_state);
+        client.write_packet_with(seq, |buf| {
+            ok::put_err(buf, err.code, sql_state, &err.message)
+        });
+    }
+}

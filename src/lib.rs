@@ -1,0 +1,29 @@
+//! strongsync: a MySQL/MariaDB proxy that holds each commit's OK until a quorum of replicas has
+//! the transaction.
+//!
+//! Architecture (one line per part; `README.md` has the longer version):
+//! - [`strongsync_proto`] (crate `proto/`): sans-IO wire formats — framing, handshake,
+//!   OK/EOF/ERR with session state, where each response ends.
+//! - [`conn`]: one socket with its buffers, read and written as packets (cancel-safe reads).
+//! - `frontend`: the SQL port. Each client gets its own connection to the primary; the
+//!   session relays the login untouched (the proxy stores no passwords), switches on GTID
+//!   tracking on the primary leg, relays every command and learns from each response which
+//!   GTIDs it committed.
+//! - [`commit`]: the hook a session calls with those GTIDs before it releases the response.
+//! - [`app`]: wiring, cancellation tree and graceful stop; [`config`]: typed settings;
+//!   [`error`]: session errors and the single mapping to MySQL ERR packets.
+#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod commit;
+pub mod config;
+pub mod conn;
+pub mod error;
+pub mod stream;
+pub mod tls;
+
+mod frontend;
+
+pub use app::{Proxy, ProxyBuilder, StartError};
+pub use commit::{Commit, CommitHook, ReleaseAtOnce};
+pub use config::{Config, ConfigError, Limits, Timeouts, TlsFiles};

@@ -1,0 +1,776 @@
+//! One throwaway MariaDB server process for tests, with its own data directory, port and socket.
+//!
+//! Every server starts from a data directory template that `mariadb-install-db` builds once per
+//! MariaDB version under `CARGO_TARGET_TMPDIR`; starting an instance copies it into a fresh
+//! temporary directory, so instances are cheap and never share state.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom};
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::thread;
+use std::time::Duration;
+
+use nix::sys::prctl;
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+use tempfile::TempDir;
+
+pub use clock::{timed, Deadline};
+
+/// Superuser, reachable only over the unix socket with an empty password.
+pub const ROOT_USER: &str = "root";
+/// Application user (`mysql_native_password`), all privileges, any host.
+pub const APP_USER: &str = "app";
+pub const APP_PASSWORD: &str = "app-secret";
+/// Application user authenticating with `ed25519`, all privileges, any host.
+pub const ED_USER: &str = "eduser";
+pub const ED_PASSWORD: &str = "ed-secret";
+/// Replication user: enough to pull binlogs and to run `SHOW SLAVE STATUS`.
+pub const REPL_USER: &str = "repl";
+pub const REPL_PASSWORD: &str = "repl-secret";
+/// Database created on every instance (sysbench's default).
+pub const TEST_DB: &str = "sbtest";
+
+const MARIADBD: &str = "/usr/sbin/mariadbd";
+const INSTALL_DB: &str = "mariadb-install-db";
+const CLIENT: &str = "mariadb";
+
+/// The template is bootstrapped with the same InnoDB sizes the servers run with, so a fresh copy
+/// starts without resizing its redo log (10.11 would resize it, but that costs start time).
+const INNODB_SIZES: &[&str] = &["innodb_log_file_size=16M", "innodb_buffer_pool_size=64M"];
+/// Part of the template's cache key: bump it whenever the bootstrap arguments change.
+const TEMPLATE_REVISION: u32 = 1;
+
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+const POLL_INTERVAL: Duration = Duration::from_millis(25);
+/// Attempts with a different port when the chosen one got taken before the server bound it.
+const PORT_ATTEMPTS: usize = 5;
+/// Linux `sun_path` is 108 bytes including the terminating NUL.
+const MAX_SOCKET_PATH: usize = 107;
+const LOG_TAIL_LINES: usize = 40;
+
+/// Environment variables the `mariadb` client reads even with `--no-defaults`; an inherited
+/// `MYSQL_PWD` or `MYSQL_HOST` would silently change what the harness connects to.
+const CLIENT_ENV: &[&str] = &[
+    "MYSQL_PWD",
+    "MYSQL_HOST",
+    "MYSQL_TCP_PORT",
+    "MYSQL_UNIX_PORT",
+];
+
+/// Users and the test database, created on every instance. `sql_log_bin=0` keeps them out of the
+/// binlog: each server creates its own, so replicating them would conflict.
+const SETUP_SQL: &str = "
+SET SESSION sql_log_bin = 0;
+CREATE USER 'app'@'%' IDENTIFIED WITH mysql_native_password USING PASSWORD('app-secret');
+GRANT ALL PRIVILEGES ON *.* TO 'app'@'%' WITH GRANT OPTION;
+CREATE USER 'eduser'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('ed-secret');
+GRANT ALL PRIVILEGES ON *.* TO 'eduser'@'%';
+CREATE USER 'repl'@'%' IDENTIFIED WITH mysql_native_password USING PASSWORD('repl-secret');
+GRANT REPLICATION SLAVE, REPLICATION CLIENT, SLAVE MONITOR ON *.* TO 'repl'@'%';
+CREATE DATABASE sbtest;
+";
+
+mod clock {
+    //! Wall-clock time for the harness.
+    // The harness blocks on real processes, so it must not follow tokio's clock, which a test may
+    // have paused: a paused clock would make every timeout below infinite.
+    #![allow(clippy::disallowed_types)]
+
+    use std::time::{Duration, Instant};
+
+    /// A point in real time after which a wait gives up.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Deadline(Instant);
+
+    impl Deadline {
+        pub fn after(timeout: Duration) -> Deadline {
+            Deadline(Instant::now() + timeout)
+        }
+
+        pub fn expired(&self) -> bool {
+            Instant::now() >= self.0
+        }
+    }
+
+    /// Runs `f` and returns its result with the real time it took.
+    pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+        let start = Instant::now();
+        let value = f();
+        (value, start.elapsed())
+    }
+}
+
+/// Polls `condition` every 50 ms until it holds; panics naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Deadline::after(timeout);
+    while !condition() {
+        assert!(
+            !deadline.expired(),
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// How to configure one server.
+#[derive(Debug, Clone)]
+pub struct MariaDbOptions {
+    pub server_id: u32,
+    pub log_bin: bool,
+    pub log_slave_updates: bool,
+    /// Extra `key=value` lines for `[mariadbd]`; they come last, so they override the defaults.
+    pub extra_cnf: Vec<String>,
+}
+
+impl Default for MariaDbOptions {
+    fn default() -> Self {
+        MariaDbOptions {
+            server_id: 1,
+            log_bin: true,
+            log_slave_updates: true,
+            extra_cnf: Vec::new(),
+        }
+    }
+}
+
+/// Where one instance keeps its files, all inside its temporary directory.
+#[derive(Debug)]
+struct Paths {
+    cnf: PathBuf,
+    datadir: PathBuf,
+    socket: PathBuf,
+    pid_file: PathBuf,
+    error_log: PathBuf,
+    /// mariadbd's own stdout/stderr: the few messages printed before `log_error` takes over.
+    stderr_log: PathBuf,
+}
+
+impl Paths {
+    fn new(dir: &Path) -> Paths {
+        Paths {
+            cnf: dir.join("my.cnf"),
+            datadir: dir.join("data"),
+            socket: dir.join("mysqld.sock"),
+            pid_file: dir.join("mysqld.pid"),
+            error_log: dir.join("error.log"),
+            stderr_log: dir.join("stderr.log"),
+        }
+    }
+}
+
+/// A running (or stopped) MariaDB server owned by the test. Dropping it stops the server and
+/// deletes its files.
+#[derive(Debug)]
+pub struct MariaDb {
+    child: Option<Child>,
+    pid: u32,
+    port: u16,
+    server_id: u32,
+    paths: Paths,
+    // Declared last so the directory is removed only after everything else is gone.
+    dir: TempDir,
+}
+
+impl MariaDb {
+    /// Starts a new server from the cached template and creates the test users and database.
+    /// Panics, with the tail of the error log, if it does not come up within a minute.
+    pub fn start(opts: MariaDbOptions) -> MariaDb {
+        let template = template_datadir();
+        let dir = tempfile::Builder::new()
+            .prefix("strongsync-mariadb-")
+            .tempdir()
+            .expect("create a temporary directory for mariadbd");
+        let paths = Paths::new(dir.path());
+        check_socket_path(&paths.socket);
+        copy_dir(template, &paths.datadir).unwrap_or_else(|e| {
+            panic!(
+                "copy template {} to {}: {e}",
+                template.display(),
+                paths.datadir.display()
+            )
+        });
+        let (child, port) = launch_on_free_port(&paths, &opts);
+        let server = MariaDb {
+            pid: child.id(),
+            child: Some(child),
+            port,
+            server_id: opts.server_id,
+            paths,
+            dir,
+        };
+        server.sql(SETUP_SQL);
+        server
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.paths.socket
+    }
+
+    pub fn datadir(&self) -> &Path {
+        &self.paths.datadir
+    }
+
+    pub fn server_id(&self) -> u32 {
+        self.server_id
+    }
+
+    /// Pid of the current server process (of the last one, once stopped).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether this handle has a server process that it has not stopped or killed.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Runs `sql` as root over the unix socket in batch mode without column names and returns
+    /// the trimmed output. Panics with the client's stderr and the SQL on failure.
+    pub fn sql(&self, sql: &str) -> String {
+        self.try_sql(sql)
+            .unwrap_or_else(|e| panic!("{}: SQL failed: {e}\nSQL: {sql}", self.name()))
+    }
+
+    /// Like [`MariaDb::sql`], but returns the client's stderr as the error instead of panicking.
+    pub fn try_sql(&self, sql: &str) -> Result<String, String> {
+        run_client(&self.paths.socket, &["-N"], sql).map(|out| out.trim().to_string())
+    }
+
+    /// Result rows, each split into columns. Values are as the client prints them in batch
+    /// mode: `NULL` for NULL, with tabs, newlines and backslashes escaped.
+    pub fn query_rows(&self, sql: &str) -> Vec<Vec<String>> {
+        let out = run_client(&self.paths.socket, &["-N"], sql)
+            .unwrap_or_else(|e| panic!("{}: query failed: {e}\nSQL: {sql}", self.name()));
+        split_rows(&out)
+    }
+
+    /// Result rows as column name -> value.
+    pub fn query_maps(&self, sql: &str) -> Vec<HashMap<String, String>> {
+        let out = run_client(&self.paths.socket, &[], sql)
+            .unwrap_or_else(|e| panic!("{}: query failed: {e}\nSQL: {sql}", self.name()));
+        let mut rows = split_rows(&out).into_iter();
+        let Some(names) = rows.next() else {
+            return Vec::new();
+        };
+        rows.map(|row| names.iter().cloned().zip(row).collect())
+            .collect()
+    }
+
+    /// `SHOW SLAVE STATUS` as column -> value; empty when the server is not a replica.
+    pub fn slave_status(&self) -> HashMap<String, String> {
+        self.query_maps("SHOW SLAVE STATUS")
+            .into_iter()
+            .next()
+            .unwrap_or_default()
+    }
+
+    /// The whole error log (all starts of this instance).
+    pub fn error_log(&self) -> String {
+        fs::read_to_string(&self.paths.error_log).unwrap_or_default()
+    }
+
+    pub fn gtid_binlog_pos(&self) -> String {
+        self.sql("SELECT @@global.gtid_binlog_pos")
+    }
+
+    pub fn gtid_slave_pos(&self) -> String {
+        self.sql("SELECT @@global.gtid_slave_pos")
+    }
+
+    /// A `mysql_async` URL for `user` over TCP, defaulting to the test database.
+    pub fn url(&self, user: &str, password: &str) -> String {
+        format!("{}/{TEST_DB}", self.url_without_db(user, password))
+    }
+
+    /// A `mysql_async` URL without a default database, for users such as [`REPL_USER`] that
+    /// have no privileges on any database.
+    pub fn url_without_db(&self, user: &str, password: &str) -> String {
+        format!(
+            "mysql://{}:{}@127.0.0.1:{}",
+            percent_encode(user),
+            percent_encode(password),
+            self.port
+        )
+    }
+
+    /// Turns semi-sync acknowledgements on or off on this replica. The setting only takes effect
+    /// when the IO thread reconnects, hence the restart of the IO thread.
+    pub fn set_semi_sync_replica(&self, enabled: bool) {
+        let value = if enabled { "ON" } else { "OFF" };
+        self.sql(&format!(
+            "SET GLOBAL rpl_semi_sync_slave_enabled = {value}; \
+             STOP SLAVE IO_THREAD; START SLAVE IO_THREAD"
+        ));
+    }
+
+    /// A `SHOW GLOBAL STATUS` variable, e.g. `Rpl_semi_sync_master_clients`.
+    pub fn status_var(&self, name: &str) -> String {
+        let rows = self.query_rows(&format!("SHOW GLOBAL STATUS LIKE {}", sql_quote(name)));
+        match rows.as_slice() {
+            [row] if row.len() == 2 => row[1].clone(),
+            _ => panic!(
+                "{}: no single status variable {name}: {rows:?}",
+                self.name()
+            ),
+        }
+    }
+
+    /// SIGTERM, then SIGKILL if the server has not exited within 30 s. Idempotent.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if signal::kill(self.nix_pid(), Signal::SIGTERM).is_ok() {
+            let deadline = Deadline::after(STOP_TIMEOUT);
+            while !deadline.expired() {
+                match child.try_wait() {
+                    Ok(Some(_)) => return,
+                    Ok(None) => thread::sleep(POLL_INTERVAL),
+                    Err(_) => break,
+                }
+            }
+            eprintln!(
+                "{}: no exit 30 s after SIGTERM, sending SIGKILL",
+                self.name()
+            );
+        }
+        reap_with_sigkill(&mut child);
+    }
+
+    /// SIGKILL, as in a crash, and reap the process. Idempotent.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            reap_with_sigkill(&mut child);
+        }
+    }
+
+    /// Starts the server again on the same port and data directory (stopping it first if it
+    /// still runs) and waits until it accepts connections.
+    pub fn restart(&mut self) {
+        self.stop();
+        match launch(&self.paths) {
+            Ok(child) => {
+                self.pid = child.id();
+                self.child = Some(child);
+            }
+            Err(failure) => panic!(
+                "{}: restart failed: {}\n{}",
+                self.name(),
+                failure.message(),
+                diagnostics(&self.paths)
+            ),
+        }
+    }
+
+    fn nix_pid(&self) -> Pid {
+        Pid::from_raw(i32::try_from(self.pid).expect("pid fits in i32"))
+    }
+
+    fn name(&self) -> String {
+        format!("mariadbd server_id={} port={}", self.server_id, self.port)
+    }
+}
+
+impl Drop for MariaDb {
+    fn drop(&mut self) {
+        if thread::panicking() && self.child.is_some() {
+            eprintln!(
+                "--- {} (test failed), {}",
+                self.name(),
+                diagnostics(&self.paths)
+            );
+        }
+        self.stop();
+    }
+}
+
+fn reap_with_sigkill(child: &mut Child) {
+    // `Child::kill` sends SIGKILL to the pid unless the child was already reaped.
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Why a launch attempt failed.
+enum LaunchFailure {
+    PortTaken,
+    Failed(String),
+}
+
+impl LaunchFailure {
+    fn message(&self) -> &str {
+        match self {
+            LaunchFailure::PortTaken => "the port is already in use",
+            LaunchFailure::Failed(msg) => msg,
+        }
+    }
+}
+
+/// Picks a free port, writes the cnf and launches; picks another port if this one got taken
+/// between choosing it and the server binding it.
+fn launch_on_free_port(paths: &Paths, opts: &MariaDbOptions) -> (Child, u16) {
+    for _ in 0..PORT_ATTEMPTS {
+        let port = free_port();
+        fs::write(&paths.cnf, cnf_text(paths, port, opts))
+            .unwrap_or_else(|e| panic!("write {}: {e}", paths.cnf.display()));
+        match launch(paths) {
+            Ok(child) => return (child, port),
+            Err(LaunchFailure::PortTaken) => continue,
+            Err(LaunchFailure::Failed(msg)) => panic!(
+                "mariadbd (server_id={}) failed to start: {msg}\n{}",
+                opts.server_id,
+                diagnostics(paths)
+            ),
+        }
+    }
+    panic!(
+        "mariadbd (server_id={}): every port tried was taken\n{}",
+        opts.server_id,
+        diagnostics(paths)
+    )
+}
+
+/// A port nobody listens on right now. The kernel hands out a free one for port 0; the listener
+/// is closed right away, so another process may grab it before mariadbd does, which
+/// [`launch_on_free_port`] handles.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("bind 127.0.0.1:0 to find a free port")
+        .port()
+}
+
+/// Starts mariadbd with the cnf already in place and waits until it answers on its socket.
+fn launch(paths: &Paths) -> Result<Child, LaunchFailure> {
+    let log_start = file_len(&paths.error_log);
+    let mut child = spawn_mariadbd(paths).unwrap_or_else(|e| panic!("spawn {MARIADBD}: {e}"));
+    let deadline = Deadline::after(START_TIMEOUT);
+    loop {
+        if let Some(status) = child.try_wait().expect("poll mariadbd") {
+            let log = read_from(&paths.error_log, log_start);
+            if log.contains("Address already in use") {
+                return Err(LaunchFailure::PortTaken);
+            }
+            return Err(LaunchFailure::Failed(format!(
+                "mariadbd exited with {status} while starting"
+            )));
+        }
+        if run_client(&paths.socket, &["-N"], "SELECT 1").is_ok() {
+            return Ok(child);
+        }
+        if deadline.expired() {
+            reap_with_sigkill(&mut child);
+            return Err(LaunchFailure::Failed(format!(
+                "no connection within {} s",
+                START_TIMEOUT.as_secs()
+            )));
+        }
+        thread::sleep(POLL_INTERVAL);
+    }
+}
+
+fn spawn_mariadbd(paths: &Paths) -> io::Result<Child> {
+    let output = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&paths.stderr_log)?;
+    let mut cmd = Command::new(MARIADBD);
+    // --defaults-file must be the first argument.
+    cmd.arg(format!("--defaults-file={}", paths.cnf.display()))
+        .stdin(Stdio::null())
+        .stdout(output.try_clone()?)
+        .stderr(output);
+    spawn_from_long_lived_thread(cmd)
+}
+
+/// Spawns `cmd` so that it gets SIGKILL when the test process dies, however it dies: a test
+/// binary killed by a CI timeout must not leave servers running.
+///
+/// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process, and
+/// tests start servers from short-lived threads. So all servers are forked by one thread that
+/// lives as long as the process.
+fn spawn_from_long_lived_thread(mut cmd: Command) -> io::Result<Child> {
+    type Request = (Command, mpsc::Sender<io::Result<Child>>);
+    static SPAWNER: OnceLock<mpsc::Sender<Request>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Request>();
+        thread::Builder::new()
+            .name("mariadbd-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .expect("start the mariadbd spawner thread");
+        tx
+    });
+    // SAFETY: the closure only makes the prctl system call, which is async-signal-safe, and
+    // converts its errno without allocating.
+    unsafe {
+        cmd.pre_exec(|| prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from));
+    }
+    let (reply_tx, reply_rx) = mpsc::channel();
+    spawner
+        .send((cmd, reply_tx))
+        .expect("mariadbd spawner thread is gone");
+    reply_rx
+        .recv()
+        .expect("mariadbd spawner thread dropped a request")
+}
+
+fn cnf_text(paths: &Paths, port: u16, opts: &MariaDbOptions) -> String {
+    let mut lines: Vec<String> = vec![
+        "[mariadbd]".into(),
+        "user=root".into(),
+        format!("port={port}"),
+        "bind-address=127.0.0.1".into(),
+        format!("socket={}", paths.socket.display()),
+        format!("datadir={}", paths.datadir.display()),
+        format!("pid-file={}", paths.pid_file.display()),
+        format!("log_error={}", paths.error_log.display()),
+        format!("server_id={}", opts.server_id),
+        "skip-name-resolve".into(),
+        "skip-slave-start".into(),
+    ];
+    if opts.log_bin {
+        lines.push("log_bin=mysql-bin".into());
+        let on_off = if opts.log_slave_updates { "ON" } else { "OFF" };
+        lines.push(format!("log_slave_updates={on_off}"));
+    }
+    lines.extend(
+        [
+            "binlog_format=ROW",
+            "gtid_strict_mode=ON",
+            "relay_log=relay-bin",
+            "binlog_expire_logs_seconds=3600",
+            "max_allowed_packet=256M",
+            "max_connections=4000",
+            "max_prepared_stmt_count=1048576",
+            "thread_cache_size=256",
+            "table_open_cache=4000",
+            "local_infile=ON",
+            "plugin_load_add=auth_ed25519",
+            "performance_schema=OFF",
+            // Durability is traded for speed; a test that needs crash safety overrides these.
+            "innodb_flush_log_at_trx_commit=2",
+            "sync_binlog=0",
+            "innodb_doublewrite=OFF",
+        ]
+        .map(String::from),
+    );
+    lines.extend(INNODB_SIZES.iter().map(|s| s.to_string()));
+    lines.extend(opts.extra_cnf.iter().cloned());
+    lines.join("\n") + "\n"
+}
+
+/// The cached template data directory for the installed MariaDB, built on first use.
+fn template_datadir() -> &'static Path {
+    static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
+    TEMPLATE.get_or_init(build_template)
+}
+
+/// Bootstraps the template once per MariaDB version. Concurrent test processes may race to
+/// build it: each builds in its own staging directory and renames it into place, so a reader
+/// never sees a half-built template, and the loser's equivalent copy is discarded.
+fn build_template() -> PathBuf {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let version = server_version();
+    let final_dir = root.join(format!(
+        "mariadb-template-r{TEMPLATE_REVISION}-{}",
+        sanitize(&version)
+    ));
+    if final_dir.is_dir() {
+        return final_dir;
+    }
+    fs::create_dir_all(root).unwrap_or_else(|e| panic!("create {}: {e}", root.display()));
+    let staging = tempfile::Builder::new()
+        .prefix(".mariadb-template-staging-")
+        .tempdir_in(root)
+        .expect("create a staging directory for the template");
+    let datadir = staging.path().join("data");
+    install_db(&datadir);
+    if let Err(e) = fs::rename(&datadir, &final_dir) {
+        assert!(
+            final_dir.is_dir(),
+            "rename {} to {}: {e}",
+            datadir.display(),
+            final_dir.display()
+        );
+    }
+    final_dir
+}
+
+fn server_version() -> String {
+    let out = Command::new(MARIADBD)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| panic!("run {MARIADBD} --version: {e}"));
+    assert!(out.status.success(), "{MARIADBD} --version: {}", out.status);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Runs `mariadb-install-db` without binary logging, so nothing from the bootstrap ends up in a
+/// binlog that replicas would pull, and with root@localhost on an empty password.
+fn install_db(datadir: &Path) {
+    let out = Command::new(INSTALL_DB)
+        // --no-defaults must be the first argument.
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", datadir.display()))
+        .args([
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+            "--user=root",
+        ])
+        .args(INNODB_SIZES.iter().map(|s| format!("--{s}")))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {INSTALL_DB}: {e}"));
+    assert!(
+        out.status.success(),
+        "{INSTALL_DB} failed with {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs the `mariadb` client as root over `socket` in batch mode; returns stdout as is.
+fn run_client(socket: &Path, extra_args: &[&str], sql: &str) -> Result<String, String> {
+    let mut cmd = Command::new(CLIENT);
+    cmd.arg("--no-defaults")
+        .arg(format!("--socket={}", socket.display()))
+        .arg(format!("--user={ROOT_USER}"))
+        .arg("--batch")
+        .args(extra_args)
+        .arg("--execute")
+        .arg(sql)
+        .stdin(Stdio::null());
+    for var in CLIENT_ENV {
+        cmd.env_remove(var);
+    }
+    let out = cmd.output().map_err(|e| format!("run {CLIENT}: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{CLIENT} exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Splits batch-mode output into rows and tab-separated columns. Only the final newline is
+/// dropped: trimming more would eat empty trailing columns.
+fn split_rows(out: &str) -> Vec<Vec<String>> {
+    out.strip_suffix('\n')
+        .unwrap_or(out)
+        .split('\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| line.split('\t').map(String::from).collect())
+        .collect()
+}
+
+/// The tails of the error log and of mariadbd's stderr, for panic messages.
+fn diagnostics(paths: &Paths) -> String {
+    format!(
+        "error log {}:\n{}\nstderr:\n{}",
+        paths.error_log.display(),
+        tail(&fs::read_to_string(&paths.error_log).unwrap_or_default()),
+        tail(&fs::read_to_string(&paths.stderr_log).unwrap_or_default())
+    )
+}
+
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+}
+
+fn file_len(path: &Path) -> u64 {
+    fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// The part of a file written after `offset`, so a retry does not see an earlier attempt's
+/// messages.
+fn read_from(path: &Path, offset: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(path) {
+        if file.seek(SeekFrom::Start(offset)).is_ok() {
+            let mut bytes = Vec::new();
+            let _ = file.read_to_end(&mut bytes);
+            text = String::from_utf8_lossy(&bytes).into_owned();
+        }
+    }
+    text
+}
+
+fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
+    fs::create_dir(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_socket_path(socket: &Path) {
+    let len = socket.as_os_str().len();
+    assert!(
+        len <= MAX_SOCKET_PATH,
+        "socket path {} is {len} bytes, over the {MAX_SOCKET_PATH}-byte unix socket limit; \
+         set TMPDIR to a shorter directory",
+        socket.display()
+    );
+}
+
+/// A file-name-safe rendering of `text`.
+fn sanitize(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters, for URL userinfo.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Quotes `text` as an SQL string literal.
+pub fn sql_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+}

@@ -1,0 +1,9 @@
+//! Shared support code for the integration tests: real MariaDB servers and topologies, the
+//! proxy in-process or as its binary, and a raw protocol client.
+// Each test binary uses only a subset of this module.
+#![allow(dead_code)]
+
+pub mod mariadb;
+pub mod proxy;
+pub mod rawclient;
+pub mod topology;

@@ -1,0 +1,205 @@
+//! strongsync for tests: in-process on a runtime of its own (so tests may block freely), with a
+//! commit hook that records what each session reported; or as the built binary, for the CLI.
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use nix::sys::signal::{self, Signal};
+use nix::unistd::Pid;
+use strongsync::{Commit, CommitHook, Config, Proxy};
+use tempfile::TempDir;
+
+use super::mariadb::{wait_for, MariaDb};
+
+/// Records every commit the sessions report.
+#[derive(Debug, Default, Clone)]
+pub struct Recorder(Arc<Mutex<Vec<Commit>>>);
+
+impl CommitHook for Recorder {
+    fn on_commit(&self, commit: Commit) -> BoxFuture<'static, ()> {
+        self.0.lock().unwrap().push(commit);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+impl Recorder {
+    /// Everything recorded so far.
+    pub fn commits(&self) -> Vec<Commit> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The GTIDs reported for the primary connection `connection_id`, in order, as text.
+    pub fn gtids_of(&self, connection_id: u32) -> Vec<String> {
+        self.commits()
+            .iter()
+            .filter(|c| c.connection_id == connection_id)
+            .flat_map(|c| c.gtids.iter().map(ToString::to_string))
+            .collect()
+    }
+
+    /// True if any commit of `connection_id` was reported without its GTID.
+    pub fn any_unresolved(&self, connection_id: u32) -> bool {
+        self.commits()
+            .iter()
+            .any(|c| c.connection_id == connection_id && c.unresolved)
+    }
+
+    pub fn clear(&self) {
+        self.0.lock().unwrap().clear();
+    }
+}
+
+/// A proxy running in this process.
+pub struct TestProxy {
+    addr: SocketAddr,
+    pub recorder: Recorder,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl TestProxy {
+    /// A proxy in front of `primary` with default settings.
+    pub fn start(primary: &MariaDb) -> TestProxy {
+        TestProxy::start_with(TestProxy::config(primary))
+    }
+
+    /// The default test configuration: listen on a free loopback port.
+    pub fn config(primary: &MariaDb) -> Config {
+        let mut config = Config::new(primary.addr());
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config
+    }
+
+    pub fn start_with(config: Config) -> TestProxy {
+        let recorder = Recorder::default();
+        let hook = recorder.clone();
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let thread = thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("proxy runtime");
+            runtime.block_on(async move {
+                let proxy = Proxy::builder(config)
+                    .commit_hook(Arc::new(hook))
+                    .start()
+                    .await
+                    .expect("proxy starts");
+                addr_tx.send(proxy.local_addr()).unwrap();
+                tokio::task::spawn_blocking(move || stop_rx.recv())
+                    .await
+                    .ok();
+                proxy.shutdown(Duration::from_secs(5)).await;
+            });
+        });
+        let addr = addr_rx.recv().expect("proxy reports its address");
+        TestProxy {
+            addr,
+            recorder,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// A mysql_async URL through the proxy.
+    pub fn url(&self, user: &str, password: &str) -> String {
+        format!(
+            "mysql://{user}:{password}@127.0.0.1:{}/sbtest",
+            self.addr.port()
+        )
+    }
+}
+
+impl Drop for TestProxy {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The `strongsync` binary, started with the given arguments; stopped by pid on drop.
+pub struct ProxyProcess {
+    child: Child,
+    log: PathBuf,
+    _dir: TempDir,
+}
+
+impl ProxyProcess {
+    /// Starts the binary and waits until `listen` accepts connections.
+    pub fn start(args: &[&str], envs: &[(&str, &str)], listen: SocketAddr) -> ProxyProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("strongsync.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_strongsync"))
+            .args(args)
+            .envs(envs.iter().copied())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .expect("start strongsync");
+        let process = ProxyProcess {
+            child,
+            log,
+            _dir: dir,
+        };
+        wait_for("strongsync to listen", Duration::from_secs(20), || {
+            TcpStream::connect(listen).is_ok()
+        });
+        process
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `sig` and waits for the exit status.
+    pub fn stop_with(&mut self, sig: Signal) -> std::process::ExitStatus {
+        let _ = signal::kill(Pid::from_raw(self.child.id() as i32), sig);
+        self.child.wait().expect("wait for strongsync")
+    }
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A free loopback port (bound and released; the caller binds it again at once).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -1,0 +1,220 @@
+//! A minimal blocking MySQL client built on `mysql_common`'s packet types, for what the common
+//! client libraries do not expose: choosing capabilities (session tracking, DEPRECATE_EOF)
+//! and reading the session-state block of every OK.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use mysql_common::auth::plugins::mysql_native_password::scramble_native;
+use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::session_state_change::SessionStateChange;
+use mysql_common::packets::{
+    AuthPlugin, CommonOkPacket, ErrPacket, HandshakePacket, HandshakeResponse, OkPacket,
+    OkPacketDeserializer, ResultSetTerminator,
+};
+use mysql_common::proto::{MyDeserialize, MySerialize};
+
+/// One connection.
+pub struct RawClient {
+    stream: TcpStream,
+    pub caps: CapabilityFlags,
+    pub connection_id: u32,
+}
+
+/// What the client got back for one command.
+#[derive(Debug, Default)]
+pub struct Reply {
+    /// Every OK packet (including OK-FE terminators), parsed.
+    pub oks: Vec<OkPacket<'static>>,
+    /// Text rows, first column only (`None` for NULL).
+    pub first_values: Vec<Option<Vec<u8>>>,
+    /// ERR code and message, if the command failed.
+    pub error: Option<(u16, String)>,
+    /// Status flags of legacy EOF terminators.
+    pub eof_statuses: Vec<StatusFlags>,
+}
+
+impl RawClient {
+    /// Logs in with `mysql_native_password`. `extra` capabilities are added to a basic set
+    /// (protocol 4.1, secure connection, plugin auth, multi-statements, multi-results).
+    pub fn connect(
+        addr: SocketAddr,
+        user: &str,
+        password: &str,
+        extra: CapabilityFlags,
+    ) -> RawClient {
+        let mut stream = TcpStream::connect(addr).expect("connect");
+        stream.set_nodelay(true).unwrap();
+        let (_, greeting) = read_packet(&mut stream);
+        let handshake =
+            HandshakePacket::deserialize((), &mut ParseBuf(&greeting)).expect("greeting");
+        let caps = (CapabilityFlags::CLIENT_PROTOCOL_41
+            | CapabilityFlags::CLIENT_SECURE_CONNECTION
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH
+            | CapabilityFlags::CLIENT_LONG_PASSWORD
+            | CapabilityFlags::CLIENT_TRANSACTIONS
+            | CapabilityFlags::CLIENT_MULTI_STATEMENTS
+            | CapabilityFlags::CLIENT_MULTI_RESULTS
+            | CapabilityFlags::CLIENT_CONNECT_WITH_DB
+            | extra)
+            & handshake.capabilities();
+        let nonce = handshake.nonce();
+        let token = scramble_native(&nonce, password.as_bytes())
+            .unwrap()
+            .to_vec();
+        let response = HandshakeResponse::new(
+            Some(&token[..]),
+            (10, 11, 0),
+            Some(user.as_bytes()),
+            Some(&b"sbtest"[..]),
+            Some(AuthPlugin::MysqlNativePassword),
+            caps,
+            None,
+            64 << 20,
+        );
+        let mut payload = Vec::new();
+        response.serialize(&mut payload);
+        write_packet(&mut stream, 1, &payload);
+        let (_, reply) = read_packet(&mut stream);
+        assert_eq!(
+            reply.first(),
+            Some(&0x00),
+            "login failed: {:?}",
+            String::from_utf8_lossy(&reply)
+        );
+        RawClient {
+            stream,
+            caps,
+            connection_id: handshake.connection_id(),
+        }
+    }
+
+    /// Sends a `COM_QUERY` and reads its whole response.
+    pub fn query(&mut self, sql: &str) -> Reply {
+        let mut payload = vec![0x03];
+        payload.extend_from_slice(sql.as_bytes());
+        write_packet(&mut self.stream, 0, &payload);
+        self.read_reply()
+    }
+
+    fn read_reply(&mut self) -> Reply {
+        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        let mut reply = Reply::default();
+        loop {
+            let (_, first) = read_packet(&mut self.stream);
+            match first.first() {
+                Some(0x00) => {
+                    let ok = self.parse_ok::<CommonOkPacket>(&first);
+                    let more = ok
+                        .status_flags()
+                        .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
+                    reply.oks.push(ok);
+                    if !more {
+                        return reply;
+                    }
+                }
+                Some(0xFF) => {
+                    let err = ErrPacket::deserialize(self.caps, &mut ParseBuf(&first)).unwrap();
+                    let err = err.server_error();
+                    reply.error = Some((err.error_code(), err.message_str().into_owned()));
+                    return reply;
+                }
+                Some(_) => {
+                    let columns = first[0] as usize; // fine for the small result sets tests use
+                    for _ in 0..columns {
+                        read_packet(&mut self.stream);
+                    }
+                    if !deprecate_eof {
+                        read_packet(&mut self.stream);
+                    }
+                    let more = loop {
+                        let (_, row) = read_packet(&mut self.stream);
+                        match row.first() {
+                            Some(0xFE) if deprecate_eof && row.len() < 0xFF_FFFF => {
+                                let ok = self.parse_ok::<ResultSetTerminator>(&row);
+                                let more = ok
+                                    .status_flags()
+                                    .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
+                                reply.oks.push(ok);
+                                break more;
+                            }
+                            Some(0xFE) if row.len() < 9 => {
+                                let status = StatusFlags::from_bits_retain(u16::from_le_bytes([
+                                    row[3], row[4],
+                                ]));
+                                reply.eof_statuses.push(status);
+                                break status.contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS);
+                            }
+                            Some(0xFF) => {
+                                let err =
+                                    ErrPacket::deserialize(self.caps, &mut ParseBuf(&row)).unwrap();
+                                reply.error = Some((
+                                    err.server_error().error_code(),
+                                    err.server_error().message_str().into_owned(),
+                                ));
+                                return reply;
+                            }
+                            Some(0xFB) => reply.first_values.push(None),
+                            _ => {
+                                let len = row[0] as usize;
+                                reply.first_values.push(Some(row[1..1 + len].to_vec()));
+                            }
+                        }
+                    };
+                    if !more {
+                        return reply;
+                    }
+                }
+                None => panic!("empty packet"),
+            }
+        }
+    }
+
+    fn parse_ok<K: mysql_common::packets::OkPacketKind>(
+        &self,
+        payload: &[u8],
+    ) -> OkPacket<'static> {
+        OkPacketDeserializer::<K>::deserialize(self.caps, &mut ParseBuf(payload))
+            .map(|ok| OkPacket::from(ok).into_owned())
+            .unwrap_or_else(|e| panic!("bad OK {payload:02x?}: {e}"))
+    }
+}
+
+/// The system variables reported by an OK's session state, as `name=value`.
+pub fn tracked_variables(ok: &OkPacket<'_>) -> Vec<String> {
+    let Ok(items) = ok.session_state_info() else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .filter_map(|item| match item.decode() {
+            Ok(SessionStateChange::SystemVariables(vars)) => Some(
+                vars.iter()
+                    .map(|v| format!("{}={}", v.name_str(), v.value_str()))
+                    .collect::<Vec<_>>(),
+            ),
+            Ok(SessionStateChange::Schema(schema)) => {
+                Some(vec![format!("schema={}", schema.as_str())])
+            }
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+fn read_packet(stream: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut header = [0u8; 4];
+    stream.read_exact(&mut header).expect("packet header");
+    let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+    let mut payload = vec![0u8; len];
+    stream.read_exact(&mut payload).expect("packet payload");
+    (header[3], payload)
+}
+
+fn write_packet(stream: &mut TcpStream, seq: u8, payload: &[u8]) {
+    let mut packet = (payload.len() as u32).to_le_bytes()[..3].to_vec();
+    packet.push(seq);
+    packet.extend_from_slice(payload);
+    stream.write_all(&packet).expect("write packet");
+}
