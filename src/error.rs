@@ -147,7 +147,10 @@ impl Error {
             Error::ClientProtocol(ProtoError::TooLarge { .. }) => (1153, b"08S01"), // ER_NET_PACKET_TOO_LARGE
             Error::ClientProtocol(_) => (1835, b"HY000"), // ER_MALFORMED_PACKET
             Error::HandshakeTimeout(_) => (1043, b"08S01"), // ER_HANDSHAKE_ERROR
-            Error::PrimaryConnect { .. } | Error::PrimaryConnectTimeout { .. } => (2003, b"HY000"), // CR_CONN_HOST_ERROR
+            // ER_UNKNOWN_ERROR: Connector/C (3.3.9+) rejects client-range codes (2000-2999)
+            // from a server as forged, so CR_CONN_HOST_ERROR cannot be used; the message
+            // names the primary.
+            Error::PrimaryConnect { .. } | Error::PrimaryConnectTimeout { .. } => (1105, b"HY000"),
             Error::PrimaryProtocol(_) => (1158, b"08S01"), // ER_NET_READ_ERROR
             Error::TooManyConnections { .. } => (1040, b"08004"), // ER_CON_COUNT_ERROR
             Error::HeldResponseTooLarge { .. } => (1153, b"08S01"),
@@ -192,7 +195,7 @@ mod tests {
                     addr: "db1:3306".into(),
                     source: io::ErrorKind::ConnectionRefused.into(),
                 },
-                Some(2003),
+                Some(1105),
                 "cannot connect to primary db1:3306",
             ),
             (

@@ -1,6 +1,7 @@
 //! The `strongsync` binary: command-line flags (each also settable as a `STRONGSYNC_*`
 //! environment variable), logging, and the proxy's lifetime until a signal.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -158,5 +159,6 @@ fn init_logging(level: Option<&str>) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }

@@ -146,18 +146,27 @@ impl<'a> OkPacket<'a> {
         let head = &payload[..r.position()];
         let status = StatusFlags::from_bits_retain(r.u16("OK status")?);
         let warnings = r.u16("OK warnings")?;
-        let (info, session_state) = if !session_track {
-            (r.rest(), &[][..])
-        } else if r.is_empty() {
+        let (info, session_state) = if r.is_empty() {
             (&[][..], &[][..])
+        } else if !session_track {
+            // The protocol docs say string<EOF>, but servers write the info length-encoded
+            // either way (MariaDB 10.11 and MySQL net_send_ok use net_store_data); the
+            // documented form is accepted too.
+            let rest = r.rest();
+            match Reader::new(rest).lenenc_str("OK info") {
+                Ok(info) if lenenc_int_len(info.len() as u64) + info.len() == rest.len() => {
+                    (info, &[][..])
+                }
+                _ => (rest, &[][..]),
+            }
         } else {
             let info = r.lenenc_str("OK info")?;
-            let state =
-                if status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED) && !r.is_empty() {
-                    r.lenenc_str("OK session state")?
-                } else {
-                    &[][..]
-                };
+            let changed = status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED);
+            let state = if changed && !r.is_empty() {
+                r.lenenc_str("OK session state")?
+            } else {
+                &[][..]
+            };
             (info, state)
         };
         Ok(OkPacket {
@@ -183,11 +192,10 @@ impl<'a> OkPacket<'a> {
     /// client with `filter` may see it.
     pub fn needs_filtering(&self, filter: TrackingFilter) -> bool {
         if !filter.client_tracks {
-            // Without tracking the info travels as string<EOF> and there is no state block.
-            return !self.info.is_empty()
-                || self
-                    .status
-                    .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED);
+            // Without tracking there is no state block (nor the flag announcing one).
+            return self
+                .status
+                .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED);
         }
         self.state_items()
             .any(|item| item.is_ok_and(|item| item.dropped_by(filter) != Kept::All))
@@ -195,7 +203,8 @@ impl<'a> OkPacket<'a> {
 
     /// Appends the payload a client with `filter` should see: the same packet with the
     /// tracking data it did not ask for removed, laid out as the server would have laid it out
-    /// had that tracking never been on. Items that do not parse are passed through untouched.
+    /// had that tracking never been on (the info stays length-encoded: servers write it so
+    /// with or without `CLIENT_SESSION_TRACK`). Items that do not parse pass through untouched.
     pub fn write_filtered(&self, filter: TrackingFilter, dst: &mut impl BufMut) {
         dst.put_slice(self.head);
         let kept_len: usize = if filter.client_tracks {
@@ -209,10 +218,6 @@ impl<'a> OkPacket<'a> {
         status.set(StatusFlags::SERVER_SESSION_STATE_CHANGED, kept_len > 0);
         dst.put_u16_le(status.bits());
         dst.put_u16_le(self.warnings);
-        if !filter.client_tracks {
-            dst.put_slice(self.info);
-            return;
-        }
         if kept_len == 0 {
             if !self.info.is_empty() {
                 put_lenenc_str(dst, self.info);

@@ -64,6 +64,7 @@ impl Session {
         if commits.pending || self.tracking.recheck {
             self.recover_last_gtid(&mut commits).await?;
         }
+        debug_assert!(!commits.pending, "a finished response is never held back");
         self.release(&mut commits).await?;
         Ok(if self.tracking.recheck {
             Phase::TrackingSetup

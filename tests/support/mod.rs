@@ -3,7 +3,10 @@
 // Each test binary uses only a subset of this module.
 #![allow(dead_code)]
 
+pub mod certs;
+pub mod cli;
 pub mod mariadb;
 pub mod proxy;
 pub mod rawclient;
+pub mod sysbench;
 pub mod topology;

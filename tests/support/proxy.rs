@@ -77,6 +77,7 @@ impl TestProxy {
     }
 
     pub fn start_with(config: Config) -> TestProxy {
+        init_test_logging();
         let recorder = Recorder::default();
         let hook = recorder.clone();
         let (addr_tx, addr_rx) = mpsc::channel();
@@ -117,10 +118,11 @@ impl TestProxy {
         self.addr.port()
     }
 
-    /// A mysql_async URL through the proxy.
+    /// A mysql_async URL through the proxy. `prefer_socket=false`: otherwise mysql_async asks
+    /// the server for its unix socket and reconnects there, around the proxy.
     pub fn url(&self, user: &str, password: &str) -> String {
         format!(
-            "mysql://{user}:{password}@127.0.0.1:{}/sbtest",
+            "mysql://{user}:{password}@127.0.0.1:{}/sbtest?prefer_socket=false",
             self.addr.port()
         )
     }
@@ -192,6 +194,17 @@ impl Drop for ProxyProcess {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// Proxy logs for a test run: set `STRONGSYNC_TEST_LOG` (e.g. `strongsync=debug`) to see
+/// them in a failing test's output.
+fn init_test_logging() {
+    if let Ok(filter) = std::env::var("STRONGSYNC_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
     }
 }
 

@@ -94,12 +94,118 @@ impl RawClient {
     pub fn query(&mut self, sql: &str) -> Reply {
         let mut payload = vec![0x03];
         payload.extend_from_slice(sql.as_bytes());
-        write_packet(&mut self.stream, 0, &payload);
+        self.command(&payload)
+    }
+
+    /// Sends any command answered by OK, ERR or result sets, and reads the answer.
+    pub fn command(&mut self, payload: &[u8]) -> Reply {
+        write_packet(&mut self.stream, 0, payload);
         self.read_reply()
     }
 
+    /// `COM_STMT_PREPARE`: returns the statement id and its column count.
+    pub fn prepare(&mut self, sql: &str) -> (u32, usize) {
+        let mut payload = vec![0x16];
+        payload.extend_from_slice(sql.as_bytes());
+        write_packet(&mut self.stream, 0, &payload);
+        let (_, ok) = read_packet(&mut self.stream);
+        assert_eq!(
+            ok[0],
+            0x00,
+            "prepare failed: {}",
+            String::from_utf8_lossy(&ok)
+        );
+        let id = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
+        let columns = u16::from_le_bytes([ok[5], ok[6]]) as usize;
+        let params = u16::from_le_bytes([ok[7], ok[8]]) as usize;
+        let eofs = if self.deprecate_eof() { 0 } else { 1 };
+        for count in [params, columns] {
+            if count > 0 {
+                for _ in 0..count + eofs {
+                    read_packet(&mut self.stream);
+                }
+            }
+        }
+        (id, columns)
+    }
+
+    /// `COM_STMT_EXECUTE` of a parameterless statement with a read-only cursor; returns the
+    /// status flags of the packet that ends the response (it must say CURSOR_EXISTS).
+    pub fn execute_with_cursor(&mut self, stmt: u32, columns: usize) -> StatusFlags {
+        let mut payload = vec![0x17];
+        payload.extend_from_slice(&stmt.to_le_bytes());
+        payload.push(0x01); // CURSOR_TYPE_READ_ONLY
+        payload.extend_from_slice(&1u32.to_le_bytes());
+        write_packet(&mut self.stream, 0, &payload);
+        let (_, count) = read_packet(&mut self.stream);
+        assert_eq!(count[0] as usize, columns, "{count:02x?}");
+        for _ in 0..columns {
+            read_packet(&mut self.stream);
+        }
+        let (_, end) = read_packet(&mut self.stream);
+        assert_eq!(end[0], 0xFE, "no rows may follow a cursor: {end:02x?}");
+        terminator_status(&end)
+    }
+
+    /// `COM_STMT_FETCH` of up to `rows` rows: returns how many came and the end status.
+    pub fn fetch(&mut self, stmt: u32, rows: u32) -> (usize, StatusFlags) {
+        let mut payload = vec![0x1C];
+        payload.extend_from_slice(&stmt.to_le_bytes());
+        payload.extend_from_slice(&rows.to_le_bytes());
+        write_packet(&mut self.stream, 0, &payload);
+        let mut got = 0;
+        loop {
+            let (_, packet) = read_packet(&mut self.stream);
+            match packet[0] {
+                0x00 => got += 1,
+                0xFE => return (got, terminator_status(&packet)),
+                _ => panic!("fetch failed: {}", String::from_utf8_lossy(&packet)),
+            }
+        }
+    }
+
+    /// Sends a command that gets no response (e.g. `COM_STMT_CLOSE`).
+    pub fn send(&mut self, payload: &[u8]) {
+        write_packet(&mut self.stream, 0, payload);
+    }
+
+    /// Writes raw bytes (for malformed-input tests).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write raw bytes");
+    }
+
+    /// Reads one packet, or `None` if the connection was closed.
+    pub fn try_read_packet(&mut self) -> Option<(u8, Vec<u8>)> {
+        let mut header = [0u8; 4];
+        self.stream.read_exact(&mut header).ok()?;
+        let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+        let mut payload = vec![0u8; len];
+        self.stream.read_exact(&mut payload).ok()?;
+        Some((header[3], payload))
+    }
+
+    /// True once the server (proxy) has closed the connection; waits up to `timeout`.
+    pub fn is_closed_within(&mut self, timeout: std::time::Duration) -> bool {
+        self.stream.set_read_timeout(Some(timeout)).unwrap();
+        let mut byte = [0u8; 1];
+        let closed = loop {
+            match self.stream.read(&mut byte) {
+                Ok(0) => break true,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+                Err(_) => break false,
+            }
+        };
+        self.stream.set_read_timeout(None).unwrap();
+        closed
+    }
+
+    fn deprecate_eof(&self) -> bool {
+        self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF)
+    }
+
     fn read_reply(&mut self) -> Reply {
-        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        let deprecate_eof = self.deprecate_eof();
         let mut reply = Reply::default();
         loop {
             let (_, first) = read_packet(&mut self.stream);
@@ -201,6 +307,12 @@ pub fn tracked_variables(ok: &OkPacket<'_>) -> Vec<String> {
         })
         .flatten()
         .collect()
+}
+
+/// Status flags of an EOF (`FE warnings status`) or a short OK-FE (`FE 00 00 status …`): both
+/// put them at bytes 3..5 when affected rows and insert id are 0.
+fn terminator_status(packet: &[u8]) -> StatusFlags {
+    StatusFlags::from_bits_retain(u16::from_le_bytes([packet[3], packet[4]]))
 }
 
 fn read_packet(stream: &mut TcpStream) -> (u8, Vec<u8>) {

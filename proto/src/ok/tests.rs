@@ -106,6 +106,7 @@ fn tracker_data_the_client_did_not_ask_for_is_removed() {
         (INSERT_OK, WANTED, INSERT_OK),
         (MULTI_OK, NOT_WANTED, "00 01 0a 0a 40 00 00 00 03 01 01 00"),
         (MULTI_OK, UNTRACKED, "00 01 0a 0a 00 00 00"),
+        (USE_OK, UNTRACKED, "00 00 00 02 00 00 00"),
         (USE_OK, NOT_WANTED, "00 00 00 02 40 00 00 00 04 01 02 01 74"),
         (OKFE, NOT_WANTED, "fe 00 00 02 00 00 00"),
         (XA_PREPARE_OK, NOT_WANTED, "00 00 00 03 00 00 00"),
@@ -121,22 +122,27 @@ fn tracker_data_the_client_did_not_ask_for_is_removed() {
     }
 }
 
+/// UPDATE on MariaDB 10.11.19 for a client WITHOUT CLIENT_SESSION_TRACK: the info is still
+/// length-encoded (0x28 bytes), not the string<EOF> the protocol docs describe.
+const UNTRACKED_UPDATE_OK: &str = "00 02 00 22 00 00 00 28 52 6f 77 73 20 6d 61 74 63 68 65 64 3a 20 32 20 20 43 68 61 6e 67 65 64 3a 20 32 20 20 57 61 72 6e 69 6e 67 73 3a 20 30";
+
 #[test]
-fn info_moves_from_lenenc_to_string_eof_for_clients_without_tracking() {
-    let info = b"Rows matched: 1  Changed: 1  Warnings: 0";
-    let mut tracked = hex("00 01 00 02 00 00 00");
-    tracked.push(info.len() as u8);
-    tracked.extend_from_slice(info);
-    let ok = OkPacket::parse(&tracked, true).unwrap();
-    assert_eq!(ok.info, info);
-    assert!(
-        !ok.needs_filtering(NOT_WANTED),
-        "tracking clients read the same bytes"
-    );
-    let mut untracked = hex("00 01 00 02 00 00 00");
-    untracked.extend_from_slice(info);
-    assert_eq!(filtered(&tracked, UNTRACKED), untracked);
-    assert_eq!(OkPacket::parse(&untracked, false).unwrap().info, info);
+fn info_is_length_encoded_with_and_without_tracking() {
+    let payload = hex(UNTRACKED_UPDATE_OK);
+    let info = b"Rows matched: 2  Changed: 2  Warnings: 0";
+    for track in [false, true] {
+        let ok = OkPacket::parse(&payload, track).unwrap();
+        assert_eq!(ok.info, info, "session_track={track}");
+        assert_eq!((ok.affected_rows, ok.session_state), (2, &[][..]));
+    }
+    // What a tracking primary sends for the same statement is what a client without tracking
+    // must get: nothing to rewrite.
+    let ok = OkPacket::parse(&payload, true).unwrap();
+    assert!(!ok.needs_filtering(UNTRACKED) && !ok.needs_filtering(NOT_WANTED));
+    // The documented string<EOF> form is still read.
+    let mut eof_info = hex("00 01 00 02 00 00 00");
+    eof_info.extend_from_slice(info);
+    assert_eq!(OkPacket::parse(&eof_info, false).unwrap().info, info);
 }
 
 #[test]
@@ -273,12 +279,8 @@ proptest! {
             })
             .collect();
         prop_assert_eq!(filtered(&payload, filter), encode(status, &info, &kept));
-        // A client without tracking gets the pre-tracking layout.
-        let mut plain = payload[..3].to_vec();
-        plain.extend_from_slice(&(status & !0x4000).to_le_bytes());
-        plain.extend_from_slice(&[0, 0]);
-        plain.extend_from_slice(&info);
-        prop_assert_eq!(filtered(&payload, UNTRACKED), plain);
+        // A client without tracking gets the same packet with no state at all.
+        prop_assert_eq!(filtered(&payload, UNTRACKED), encode(status, &info, &[]));
     }
 
     #[test]
