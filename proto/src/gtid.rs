@@ -152,7 +152,7 @@ mod tests {
                 .ok()
                 .map(|g| (g.domain, g.server_id, g.seq_no));
             assert_eq!(got, want, "{text:?}");
-            if let Some(_) = want {
+            if want.is_some() {
                 assert_eq!(MariaGtid::parse(text.as_bytes()).unwrap().to_string(), text);
             }
         }

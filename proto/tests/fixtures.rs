@@ -179,7 +179,8 @@ fn summary(name: &str) -> (Vec<usize>, Vec<usize>) {
 fn every_captured_response_ends_where_the_server_ended_it_and_gtids_are_found() {
     // scenario → (commands whose response reports a GTID, commands with a legacy EOF that
     // flags a state change), per mode. Command 1 of every file is the tracker SET.
-    let expected: BTreeMap<&str, [(&[usize], &[usize]); 2]> = BTreeMap::from([
+    type PerMode = [(&'static [usize], &'static [usize]); 2];
+    let expected: BTreeMap<&str, PerMode> = BTreeMap::from([
         (
             "commits",
             [(&[2, 3, 4, 7, 8][..], &[][..]), (&[2, 3, 4, 7, 8], &[])],
@@ -269,26 +270,28 @@ fn a_row_of_16_mib_is_framed_across_two_packets() {
     for name in ["large_row_eof.lens", "large_row_okfe.lens"] {
         let text = fs::read_to_string(fixtures().join(name)).unwrap();
         let deprecate_eof = name.contains("okfe");
-        let commands: Vec<Vec<(bool, u8, usize, Vec<u8>)>> = text
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .fold(Vec::new(), |mut acc, l| {
-                let mut p = l.split_whitespace();
-                let from_client = p.next() == Some(">");
-                let seq: u8 = p.next().unwrap().parse().unwrap();
-                let len: usize = p
-                    .next()
-                    .unwrap()
-                    .trim_start_matches("len=")
-                    .parse()
-                    .unwrap();
-                let first = unhex(p.next().unwrap().trim_start_matches("first="));
-                if from_client {
-                    acc.push(Vec::new());
-                }
-                acc.last_mut().unwrap().push((from_client, seq, len, first));
-                acc
-            });
+        // (from the client, sequence id, payload length, first payload bytes)
+        type Lens = (bool, u8, usize, Vec<u8>);
+        let commands: Vec<Vec<Lens>> =
+            text.lines()
+                .filter(|l| !l.starts_with('#'))
+                .fold(Vec::new(), |mut acc, l| {
+                    let mut p = l.split_whitespace();
+                    let from_client = p.next() == Some(">");
+                    let seq: u8 = p.next().unwrap().parse().unwrap();
+                    let len: usize = p
+                        .next()
+                        .unwrap()
+                        .trim_start_matches("len=")
+                        .parse()
+                        .unwrap();
+                    let first = unhex(p.next().unwrap().trim_start_matches("first="));
+                    if from_client {
+                        acc.push(Vec::new());
+                    }
+                    acc.last_mut().unwrap().push((from_client, seq, len, first));
+                    acc
+                });
         for command in commands {
             let (_, _, _, first) = &command[0];
             let mut reader = ResponseReader::for_command(first, deprecate_eof).unwrap();

@@ -208,7 +208,10 @@ fn eof_and_err_packets() {
     assert!(!is_progress_report(&err));
 }
 
-fn arb_item() -> impl Strategy<Value = (u8, Vec<(Vec<u8>, Vec<u8>)>, Vec<u8>)> {
+/// A generated state item: type, variables (for type 0), raw data (for the others).
+type Item = (u8, Vec<(Vec<u8>, Vec<u8>)>, Vec<u8>);
+
+fn arb_item() -> impl Strategy<Value = Item> {
     let name = prop_oneof![
         Just(b"last_gtid".to_vec()),
         Just(b"autocommit".to_vec()),
@@ -221,7 +224,7 @@ fn arb_item() -> impl Strategy<Value = (u8, Vec<(Vec<u8>, Vec<u8>)>, Vec<u8>)> {
     )
 }
 
-fn encode(status: u16, info: &[u8], items: &[(u8, Vec<(Vec<u8>, Vec<u8>)>, Vec<u8>)]) -> Vec<u8> {
+fn encode(status: u16, info: &[u8], items: &[Item]) -> Vec<u8> {
     let mut state = Vec::new();
     for (kind, vars, raw) in items {
         state.push(*kind);
