@@ -27,5 +27,8 @@ pub mod packet;
 pub mod response;
 pub mod wire;
 
+#[cfg(test)]
+mod testing;
+
 pub use error::ProtoError;
 pub use packet::{Packet, PacketDecoder};

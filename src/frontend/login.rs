@@ -208,17 +208,4 @@ impl Session {
             }
         }
     }
-
-    /// Reads the client's next packet of the current exchange.
-    async fn read_client_packet(&mut self) -> Result<Packet, Error> {
-        let packet = self
-            .client
-            .read_packet()
-            .await
-            .map_err(Error::from_client)?;
-        self.client_seq
-            .check(packet.seq())
-            .map_err(Error::ClientProtocol)?;
-        Ok(packet)
-    }
 }

@@ -169,14 +169,7 @@ impl Session {
             if !self.client.has_buffered_packet() || self.primary.pending_write() >= FLUSH_AT {
                 self.flush_primary().await?;
             }
-            let packet = self
-                .client
-                .read_packet()
-                .await
-                .map_err(Error::from_client)?;
-            self.client_seq
-                .check(packet.seq())
-                .map_err(Error::ClientProtocol)?;
+            let packet = self.read_client_packet().await?;
             self.primary.forward_as(&packet, self.primary_seq.advance());
             // An empty packet after a full one only ends that chunk, not the file.
             if packet.payload().is_empty() && !packet.is_continuation() {

@@ -195,18 +195,24 @@ impl Session {
             if !self.client.has_buffered_packet() {
                 self.flush_primary().await?;
             }
-            let packet = self
-                .client
-                .read_packet()
-                .await
-                .map_err(Error::from_client)?;
-            self.client_seq
-                .check(packet.seq())
-                .map_err(Error::ClientProtocol)?;
+            let packet = self.read_client_packet().await?;
             self.primary.forward_as(&packet, self.primary_seq.advance());
             continues = packet.continues();
         }
         self.flush_primary().await
+    }
+
+    /// Reads the client's next packet of the current exchange.
+    pub(super) async fn read_client_packet(&mut self) -> Result<Packet, Error> {
+        let packet = self
+            .client
+            .read_packet()
+            .await
+            .map_err(Error::from_client)?;
+        self.client_seq
+            .check(packet.seq())
+            .map_err(Error::ClientProtocol)?;
+        Ok(packet)
     }
 
     /// The client negotiated `CLIENT_DEPRECATE_EOF` (so did the primary leg: the proxy

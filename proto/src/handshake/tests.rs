@@ -1,3 +1,6 @@
+//! Greeting and handshake-response parsing and in-place rewrites, checked against `mysql_common`'s
+//! independent encoder.
+
 use mysql_common::constants::{StatusFlags, UTF8MB4_GENERAL_CI};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};

@@ -5,14 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::gtid::{tracked_gtids, TrackedGtid};
-
-fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.split_whitespace().collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
+use crate::testing::hex;
 
 /// Autocommit INSERT: one `last_gtid` item, "0-1-11".
 const INSERT_OK: &str =

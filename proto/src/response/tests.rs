@@ -5,14 +5,7 @@
 
 use super::PacketKind::*;
 use super::*;
-
-fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.split_whitespace().collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
+use crate::testing::hex;
 
 const COLDEF: &str = "03 64 65 66 00 00 00 02 69 64 00 0c 3f 00 0b 00 00 00 03 03 42 00 00 00";
 
