@@ -11,8 +11,10 @@ pub struct Commit {
     pub connection_id: u32,
     /// The GTIDs, in the order the response reported them.
     pub gtids: Vec<Gtid>,
-    /// True if the response committed something whose GTID the proxy could not learn (see
-    /// `README.md`, "Known limits"); `gtids` then holds only what was learnt.
+    /// True if the response may have committed something whose GTID the proxy could not
+    /// learn (see `README.md`, "Known limits"); `gtids` then holds only what was learnt. The
+    /// commit happened before the response was sent, so everything the primary has written
+    /// by the time the hook runs includes it.
     pub unresolved: bool,
 }
 

@@ -45,9 +45,8 @@ pub struct Limits {
     /// Largest packet accepted from a client before it has logged in. Default 64 KiB.
     pub max_handshake_packet_size: usize,
     /// Bytes of a response the proxy may hold back while it learns which GTID the response
-    /// committed (a legacy EOF hides it until the response ends). A client whose response
-    /// exceeds it is disconnected rather than told about a commit the proxy cannot follow.
-    /// Default 64 MiB.
+    /// committed (a legacy EOF hides it until the response ends). Past it the commit is
+    /// reported as one whose GTID is unknown and the response flows on. Default 64 MiB.
     pub max_held_response_bytes: usize,
 }
 

@@ -59,12 +59,6 @@ pub enum Error {
         /// The configured limit.
         limit: usize,
     },
-    /// A response grew past what the proxy may hold while resolving its GTID.
-    #[error("response exceeded {limit} bytes while its commit's GTID was being resolved")]
-    HeldResponseTooLarge {
-        /// The configured limit.
-        limit: usize,
-    },
     /// The proxy is shutting down.
     #[error("proxy is shutting down")]
     Shutdown,
@@ -128,9 +122,7 @@ impl Error {
             | Error::PrimaryClosed
             | Error::PrimaryIo(_)
             | Error::PrimaryProtocol(_) => Side::Primary,
-            Error::TooManyConnections { .. }
-            | Error::HeldResponseTooLarge { .. }
-            | Error::Shutdown => Side::Proxy,
+            Error::TooManyConnections { .. } | Error::Shutdown => Side::Proxy,
         }
     }
 
@@ -153,8 +145,7 @@ impl Error {
             Error::PrimaryConnect { .. } | Error::PrimaryConnectTimeout { .. } => (1105, b"HY000"),
             Error::PrimaryProtocol(_) => (1158, b"08S01"), // ER_NET_READ_ERROR
             Error::TooManyConnections { .. } => (1040, b"08004"), // ER_CON_COUNT_ERROR
-            Error::HeldResponseTooLarge { .. } => (1153, b"08S01"),
-            Error::Shutdown => (1053, b"08S01"), // ER_SERVER_SHUTDOWN
+            Error::Shutdown => (1053, b"08S01"),           // ER_SERVER_SHUTDOWN
             // The peer is gone or its socket is broken: nobody to tell.
             Error::ClientClosed
             | Error::ClientIo(_)

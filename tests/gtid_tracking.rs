@@ -11,6 +11,7 @@ use std::process::Command;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts, OptsBuilder, WhiteListFsHandler};
 use mysql_common::constants::CapabilityFlags;
+use support::clientlib::retry_ed25519;
 use support::mariadb::{MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER, ED_PASSWORD, ED_USER};
 use support::proxy::TestProxy;
 use support::rawclient::RawClient;
@@ -239,6 +240,12 @@ async fn each_commit_reports_exactly_the_gtids_the_primary_wrote() {
             infile_path()
         );
         fx.check(&mut conn, &sql, Expect::Written).await;
+        // A commit reported before the file request of the same batch.
+        let sql = format!(
+            "INSERT INTO t (v) VALUES ('before'); LOAD DATA LOCAL INFILE '{}' INTO TABLE t (v)",
+            infile_path()
+        );
+        fx.check(&mut conn, &sql, Expect::Written).await;
 
         // What the session last reported is what the primary says it committed last.
         let last: Option<String> = conn.query_first("SELECT @@last_gtid").await.unwrap();
@@ -255,7 +262,13 @@ async fn each_commit_reports_exactly_the_gtids_the_primary_wrote() {
         let to_ed = mysql_async::ChangeUserOpts::default()
             .with_user(Some(ED_USER.into()))
             .with_pass(Some(ED_PASSWORD.into()));
-        conn.change_user(to_ed).await.unwrap();
+        // A refused attempt leaves the connection unusable: each retry starts afresh.
+        conn = retry_ed25519(|| async {
+            let mut conn = fx.connect().await;
+            conn.change_user(to_ed.clone()).await.map(|()| conn)
+        })
+        .await
+        .unwrap();
         let user: String = conn
             .query_first("SELECT CURRENT_USER()")
             .await

@@ -1,6 +1,8 @@
 //! Tests of the test harness itself: real MariaDB servers, users, replication, crash and stop.
 mod support;
 
+use support::clientlib::retry_ed25519;
+
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -80,7 +82,7 @@ fn primary_and_two_replicas_replicate_with_gtid() {
 }
 
 async fn current_user(db: &MariaDb, user: &str, password: &str) -> String {
-    let mut conn = Conn::from_url(db.url(user, password))
+    let mut conn = retry_ed25519(|| Conn::from_url(db.url(user, password)))
         .await
         .unwrap_or_else(|e| panic!("connect as {user}: {e}"));
     let current: Option<String> = conn

@@ -10,6 +10,7 @@ use std::time::Duration;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts, OptsBuilder, Row, Value, WhiteListFsHandler};
 use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use support::clientlib::retry_ed25519;
 use support::mariadb::{MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER, ED_PASSWORD, ED_USER};
 use support::proxy::TestProxy;
 use support::rawclient::{tracked_variables, RawClient};
@@ -227,13 +228,17 @@ async fn load_data_local_infile_uploads_the_whole_file() {
 #[tokio::test(flavor = "multi_thread")]
 async fn change_user_reset_ping_and_kill() {
     let (_primary, proxy) = start();
-    let mut conn = connect(&proxy, None).await;
-    conn.query_drop("SET @marker = 42").await.unwrap();
-
     let to_ed = mysql_async::ChangeUserOpts::default()
         .with_user(Some(ED_USER.into()))
         .with_pass(Some(ED_PASSWORD.into()));
-    conn.change_user(to_ed).await.unwrap();
+    // A refused attempt leaves the connection unusable: each retry starts afresh.
+    let mut conn = retry_ed25519(|| async {
+        let mut conn = connect(&proxy, None).await;
+        conn.query_drop("SET @marker = 42").await?;
+        conn.change_user(to_ed.clone()).await.map(|()| conn)
+    })
+    .await
+    .unwrap();
     let (user, marker): (String, Option<u32>) = conn
         .query_first("SELECT CURRENT_USER(), @marker")
         .await

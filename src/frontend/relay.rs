@@ -30,6 +30,11 @@ impl Session {
         let mut commits = ResponseCommits::default();
         loop {
             if reader.awaits_client() {
+                // The client must see the request before anything more can happen, so what
+                // is held goes now; a GTID not learnt yet never will be (the response is not
+                // over), so it goes out as unknown.
+                commits.give_up_resolving();
+                self.release(&mut commits).await?;
                 self.relay_infile().await?;
                 reader.infile_sent();
                 continue;
@@ -104,19 +109,19 @@ impl Session {
 
     /// Releases what has been queued for the client: first reports the commits it announces
     /// (waiting as long as the commit hook says), then writes it. While a legacy EOF's news
-    /// is unknown nothing is released, up to the configured bound.
+    /// is unknown nothing is released, up to the configured bound; past it the commit is
+    /// reported as unknown (the hook then waits for everything the primary has written).
     async fn release(&mut self, commits: &mut ResponseCommits) -> Result<(), Error> {
         if commits.pending {
-            let limit = self.shared.config.limits.max_held_response_bytes;
-            if self.client.pending_write() > limit {
-                return Err(Error::HeldResponseTooLarge { limit });
+            if self.client.pending_write() <= self.shared.config.limits.max_held_response_bytes {
+                return Ok(());
             }
-            return Ok(());
+            commits.give_up_resolving();
         }
         if commits.has_news() {
             let commit = commits.take(self.connection_id);
             if commit.unresolved {
-                tracing::warn!(gtids = ?commit.gtids, "response committed a transaction whose GTID is unknown");
+                tracing::warn!(gtids = ?commit.gtids, "a response committed a transaction whose GTID is unknown");
             }
             let wait = self.shared.hook.on_commit(commit);
             self.while_watching_client(wait).await?;

@@ -109,6 +109,14 @@ fn mentions_session_track(text: &[u8]) -> bool {
 // === impl ResponseCommits ===
 
 impl ResponseCommits {
+    /// Stops waiting to learn what a flagged legacy EOF hid: if something may have been
+    /// committed, it is reported as unknown.
+    pub(super) fn give_up_resolving(&mut self) {
+        if std::mem::take(&mut self.pending) {
+            self.unresolved = true;
+        }
+    }
+
     /// True if something must be reported before the held packets are released.
     pub(super) fn has_news(&self) -> bool {
         !self.gtids.is_empty() || self.unresolved

@@ -5,6 +5,7 @@
 
 pub mod certs;
 pub mod cli;
+pub mod clientlib;
 pub mod mariadb;
 pub mod proxy;
 pub mod rawclient;
