@@ -123,6 +123,8 @@ impl Session {
             .map(capabilities::offered_to_client_mariadb);
         ServerGreeting::set_capabilities(&mut payload, offered, offered_ext)
             .map_err(Error::PrimaryProtocol)?;
+        // What the client may use is what was offered and what it asks for.
+        self.client_caps = offered;
         self.primary_seq = Sequence::expecting(greeting.seq().wrapping_add(1));
         self.client_seq = Sequence::expecting(0);
         self.client
@@ -149,7 +151,7 @@ impl Session {
         let parsed = ClientResponse::parse(&payload).map_err(Error::ClientProtocol)?;
         debug!(user = %String::from_utf8_lossy(parsed.user), tls = self.client.get_ref().is_tls(), "login");
         self.logged_in = true;
-        self.client_caps = parsed.capabilities.difference(capabilities::MASKED);
+        self.client_caps &= parsed.capabilities;
         self.tracking.client_tracks(
             self.client_caps
                 .contains(CapabilityFlags::CLIENT_SESSION_TRACK),

@@ -38,7 +38,7 @@ pub(crate) struct Session {
     pub(super) connection_id: u32,
     /// The primary is MariaDB (not MySQL).
     pub(super) mariadb: bool,
-    /// Capabilities the client negotiated.
+    /// Capabilities the client negotiated (offered in the greeting and asked for).
     pub(super) client_caps: CapabilityFlags,
     /// The primary leg negotiated session tracking (the proxy asks; old servers may lack it).
     pub(super) primary_tracks: bool,
