@@ -13,18 +13,10 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
-use super::mariadb::{timed, Deadline};
+use super::mariadb::{timed, without_client_env, Deadline};
 
 pub const MARIADB: &str = "mariadb";
 pub const MARIADB_ADMIN: &str = "mariadb-admin";
-
-/// Environment variables the clients read even with `--no-defaults`.
-const CLIENT_ENV: &[&str] = &[
-    "MYSQL_PWD",
-    "MYSQL_HOST",
-    "MYSQL_TCP_PORT",
-    "MYSQL_UNIX_PORT",
-];
 
 /// A guard against a client that never exits (e.g. a proxy that stops answering): after this
 /// the client is killed and the test fails. Not a performance expectation.
@@ -165,9 +157,7 @@ impl Client {
     fn command(&self) -> Command {
         let mut command = Command::new(self.program);
         command.args(&self.args);
-        for var in CLIENT_ENV {
-            command.env_remove(var);
-        }
+        without_client_env(&mut command);
         command
     }
 

@@ -56,14 +56,23 @@ const PORT_ATTEMPTS: usize = 5;
 const MAX_SOCKET_PATH: usize = 107;
 const LOG_TAIL_LINES: usize = 40;
 
-/// Environment variables the `mariadb` client reads even with `--no-defaults`; an inherited
-/// `MYSQL_PWD` or `MYSQL_HOST` would silently change what the harness connects to.
+/// Environment variables the MariaDB client library reads even with `--no-defaults`; an
+/// inherited `MYSQL_PWD` or `MYSQL_HOST` would silently change what a client connects to.
 const CLIENT_ENV: &[&str] = &[
     "MYSQL_PWD",
     "MYSQL_HOST",
     "MYSQL_TCP_PORT",
     "MYSQL_UNIX_PORT",
 ];
+
+/// Removes the environment variables the MariaDB client library would read from `command`
+/// (the `mariadb` CLI, `mariadb-admin`, sysbench).
+pub fn without_client_env(command: &mut Command) -> &mut Command {
+    for var in CLIENT_ENV {
+        command.env_remove(var);
+    }
+    command
+}
 
 /// Users and the test database, created on every instance. `sql_log_bin=0` keeps them out of the
 /// binlog: each server creates its own, so replicating them would conflict.
@@ -661,10 +670,9 @@ fn run_client(socket: &Path, extra_args: &[&str], sql: &str) -> Result<String, S
         .arg("--execute")
         .arg(sql)
         .stdin(Stdio::null());
-    for var in CLIENT_ENV {
-        cmd.env_remove(var);
-    }
-    let out = cmd.output().map_err(|e| format!("run {CLIENT}: {e}"))?;
+    let out = without_client_env(&mut cmd)
+        .output()
+        .map_err(|e| format!("run {CLIENT}: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {

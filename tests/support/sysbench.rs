@@ -22,18 +22,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use super::mariadb::{Deadline, APP_PASSWORD, APP_USER, TEST_DB};
+use super::mariadb::{without_client_env, Deadline, APP_PASSWORD, APP_USER, TEST_DB};
 
 const SYSBENCH: &str = "sysbench";
-
-/// Variables the MariaDB client library reads from the environment; an inherited one could
-/// silently change where sysbench connects.
-const CLIENT_ENV: &[&str] = &[
-    "MYSQL_PWD",
-    "MYSQL_HOST",
-    "MYSQL_TCP_PORT",
-    "MYSQL_UNIX_PORT",
-];
 
 /// How long a command may take beyond its `--time`, for connecting, preparing statements and
 /// shutting down; and how long a command without a time limit may take at all.
@@ -289,10 +280,7 @@ impl Sysbench {
             .stdin(Stdio::null())
             .stdout(File::create(&stdout_path).expect("create sysbench stdout file"))
             .stderr(File::create(&stderr_path).expect("create sysbench stderr file"));
-        for var in CLIENT_ENV {
-            cmd.env_remove(var);
-        }
-        let mut child = cmd
+        let mut child = without_client_env(&mut cmd)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start `{command_line}`: {e}"));
         let limit = self.limit();
