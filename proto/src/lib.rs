@@ -14,9 +14,14 @@
 //! | [`ok`] | OK / EOF / ERR packets and the session-state block inside OK |
 //! | [`gtid`] | GTIDs as MariaDB (`domain-server-seq`) and MySQL (`uuid:n`) report them |
 //! | [`response`] | where each command's response ends, packet by packet |
+//! | [`position`] | positions in the primary's binlog and their order |
+//! | [`binlog`] | the dump stream: event headers, where transactions end, heartbeats |
+//! | [`semisync`] | semisync negotiation statements, the event header, ACKs |
+//! | [`resultset`] | result sets and OKs for the statements the proxy answers itself |
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod binlog;
 pub mod capabilities;
 pub mod command;
 pub mod error;
@@ -24,7 +29,10 @@ pub mod gtid;
 pub mod handshake;
 pub mod ok;
 pub mod packet;
+pub mod position;
 pub mod response;
+pub mod resultset;
+pub mod semisync;
 pub mod wire;
 
 #[cfg(test)]

@@ -61,6 +61,35 @@ pub fn put_payload(dst: &mut BytesMut, mut seq: u8, payload: &[u8]) -> u8 {
     }
 }
 
+/// Like [`put_payload`] for a payload given in pieces (e.g. a header the proxy adds in front of
+/// bytes it relays), without joining them first. Returns the sequence id after the last packet.
+pub fn put_payload_parts(dst: &mut BytesMut, mut seq: u8, parts: &[&[u8]]) -> u8 {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    dst.reserve(total + HEADER_LEN * (1 + total / MAX_PACKET_PAYLOAD));
+    let mut parts = parts.iter().copied().filter(|p| !p.is_empty());
+    let mut current: &[u8] = parts.next().unwrap_or_default();
+    let mut left = total;
+    loop {
+        let n = left.min(MAX_PACKET_PAYLOAD);
+        put_header(dst, n, seq);
+        seq = seq.wrapping_add(1);
+        let mut need = n;
+        while need > 0 {
+            if current.is_empty() {
+                current = parts.next().unwrap_or_default();
+            }
+            let take = need.min(current.len());
+            dst.put_slice(&current[..take]);
+            current = &current[take..];
+            need -= take;
+        }
+        left -= n;
+        if n < MAX_PACKET_PAYLOAD {
+            return seq;
+        }
+    }
+}
+
 // === impl Packet ===
 
 impl Packet {
@@ -340,6 +369,26 @@ mod tests {
         );
         assert_eq!(s.advance(), 0);
         assert_eq!(s.next(), 1);
+    }
+
+    #[test]
+    fn payloads_in_parts_frame_like_whole_ones() {
+        for len in [
+            0,
+            5,
+            MAX_PACKET_PAYLOAD - 3,
+            MAX_PACKET_PAYLOAD - 2,
+            MAX_PACKET_PAYLOAD,
+            2 * MAX_PACKET_PAYLOAD + 7,
+        ] {
+            let payload: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+            let split = len.min(3);
+            let mut whole = BytesMut::new();
+            let mut parts = BytesMut::new();
+            let a = put_payload(&mut whole, 9, &payload);
+            let b = put_payload_parts(&mut parts, 9, &[&payload[..split], &[], &payload[split..]]);
+            assert_eq!((a, &whole[..]), (b, &parts[..]), "len {len}");
+        }
     }
 
     proptest! {
