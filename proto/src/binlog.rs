@@ -66,6 +66,10 @@ pub struct EventHeader {
 pub struct StreamTracker {
     file: Option<Box<[u8]>>,
     file_seq: u64,
+    /// Offset in `file` the stream has reached.
+    offset: u64,
+    /// Server id of the primary itself (from the FORMAT_DESCRIPTION_EVENT it wrote).
+    server_id: Option<u32>,
     checksum: Option<bool>,
     group: Option<OpenGroup>,
 }
@@ -133,6 +137,20 @@ impl StreamTracker {
         self.checksum
     }
 
+    /// Where the stream stands in the primary's binlog: the current file and the end of the
+    /// last event that moved it.
+    pub fn position(&self) -> Option<Position> {
+        self.file.as_ref().map(|_| Position {
+            file_seq: self.file_seq,
+            offset: self.offset,
+        })
+    }
+
+    /// The primary's own server id, once its FORMAT_DESCRIPTION_EVENT has been seen.
+    pub fn server_id(&self) -> Option<u32> {
+        self.server_id
+    }
+
     /// Takes note of one event. `event` is the event as sent (after the stream's `00` byte);
     /// for an event spread over several packets, its first packet is enough.
     ///
@@ -149,6 +167,7 @@ impl StreamTracker {
             // whatever the layout of the version-dependent fields before it.
             FORMAT_DESCRIPTION_EVENT if whole => {
                 self.checksum = Some(has_valid_checksum(&event[..header.event_size as usize]));
+                self.server_id = Some(header.server_id);
             }
             GTID_EVENT => {
                 let mut r = Reader::new(&event[EVENT_HEADER_LEN..]);
@@ -185,6 +204,9 @@ impl StreamTracker {
                 file_seq: self.file_seq,
                 offset: u64::from(header.log_pos),
             });
+        if let Some(end) = end {
+            self.offset = end.offset;
+        }
         Ok(EventSeen {
             header,
             end,

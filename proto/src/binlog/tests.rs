@@ -122,6 +122,14 @@ fn captured_events_parse() {
 
     let seen = t.on_event(&hex(HEARTBEAT)).unwrap();
     assert_eq!((seen.end, seen.ends_transaction), (None, false));
+    assert_eq!(
+        t.position(),
+        Some(Position {
+            file_seq: 1,
+            offset: 1935
+        }),
+        "heartbeats do not move it"
+    );
 }
 
 #[test]
@@ -137,7 +145,7 @@ fn transactions_end_where_mariadbs_io_thread_says() {
     let mut t = StreamTracker::new();
     t.on_event(&rotate_to("mysql-bin.000007", 0)).unwrap();
     t.on_event(&fde(true)).unwrap();
-    assert_eq!(t.checksum(), Some(true));
+    assert_eq!((t.checksum(), t.server_id()), (Some(true), Some(1)));
     let stream: Vec<(Vec<u8>, Option<u64>)> = vec![
         (gtid(10, 0, 0x0c, 300), None), // transactional DML
         (query("BEGIN", 350), None),
