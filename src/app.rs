@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::commit::{CommitHook, ReleaseAtOnce};
+use crate::commit::CommitHook;
 use crate::config::{Config, ConfigError};
+use crate::durability::Durability;
 use crate::frontend::{self, Shared};
 use crate::tls::{self, TlsError};
 
@@ -20,6 +21,7 @@ use crate::tls::{self, TlsError};
 #[derive(Debug)]
 pub struct Proxy {
     local_addr: SocketAddr,
+    durability: Arc<Durability>,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
@@ -46,16 +48,23 @@ pub enum StartError {
 /// Builds a [`Proxy`].
 pub struct ProxyBuilder {
     config: Config,
-    hook: Arc<dyn CommitHook>,
+    hook: HookFactory,
 }
+
+/// Makes the commit hook from the strong-sync service.
+type HookFactory = Box<dyn FnOnce(Arc<Durability>) -> Arc<dyn CommitHook> + Send>;
 
 // === impl ProxyBuilder ===
 
 impl ProxyBuilder {
-    /// Sets what decides when a response that reported a commit may reach the client
-    /// (default: at once).
-    pub fn commit_hook(mut self, hook: Arc<dyn CommitHook>) -> Self {
-        self.hook = hook;
+    /// Sets what decides when a response that reported a commit may reach the client, made
+    /// from the strong-sync service (by default the service itself: park until the quorum).
+    /// Tests use it to observe commits on the way.
+    pub fn commit_hook(
+        mut self,
+        hook: impl FnOnce(Arc<Durability>) -> Arc<dyn CommitHook> + Send + 'static,
+    ) -> Self {
+        self.hook = Box::new(hook);
         self
     }
 
@@ -80,7 +89,14 @@ impl ProxyBuilder {
             source,
         })?;
         info!(listen = %local_addr, primary = %config.primary, tls = tls.is_some(), "strongsync listening");
-        let shared = Arc::new(Shared { config, tls, hook });
+        let durability = Durability::new(config.durability.clone());
+        let hook = hook(Arc::clone(&durability));
+        let shared = Arc::new(Shared {
+            config,
+            tls,
+            hook,
+            durability: Arc::clone(&durability),
+        });
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
         tracker.spawn(frontend::serve(
@@ -91,6 +107,7 @@ impl ProxyBuilder {
         ));
         Ok(Proxy {
             local_addr,
+            durability,
             cancel,
             tracker,
         })
@@ -104,8 +121,13 @@ impl Proxy {
     pub fn builder(config: Config) -> ProxyBuilder {
         ProxyBuilder {
             config,
-            hook: Arc::new(ReleaseAtOnce),
+            hook: Box::new(|durability| Arc::new(durability)),
         }
+    }
+
+    /// Strong sync's state: replicas, quorum position, parked commits.
+    pub fn durability(&self) -> &Arc<Durability> {
+        &self.durability
     }
 
     /// The address the SQL port is bound to (useful with port 0).
@@ -116,6 +138,7 @@ impl Proxy {
     /// Stops accepting, tells every session to finish, and waits up to `grace` for them.
     /// Returns the number of tasks still running when the grace period ran out.
     pub async fn shutdown(self, grace: Duration) -> usize {
+        self.durability.begin_shutdown();
         self.cancel.cancel();
         self.tracker.close();
         if tokio::time::timeout(grace, self.tracker.wait())

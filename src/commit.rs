@@ -1,8 +1,10 @@
 //! What a session reports when the primary tells it that it committed, and the hook that
-//! decides when the response carrying that news may go to the client.
+//! decides when (and how) the response carrying that news may go to the client.
 
 use futures::future::BoxFuture;
 use strongsync_proto::gtid::Gtid;
+
+use crate::durability::NotAcknowledged;
 
 /// Transactions a response reported as committed by this session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,10 +14,18 @@ pub struct Commit {
     /// The GTIDs, in the order the response reported them.
     pub gtids: Vec<Gtid>,
     /// True if the response may have committed something whose GTID the proxy could not
-    /// learn (see `README.md`, "Known limits"); `gtids` then holds only what was learnt. The
-    /// commit happened before the response was sent, so everything the primary has written
-    /// by the time the hook runs includes it.
+    /// learn (see `README.md`, "Known limits"); `gtids` then holds only what was learnt.
     pub unresolved: bool,
+}
+
+/// What to do with the held part of a response once the hook is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release {
+    /// Send it as the primary wrote it.
+    Proceed,
+    /// Replace it with an error saying the commit did not reach its quorum (the rest of the
+    /// response is dropped).
+    Fail(NotAcknowledged),
 }
 
 /// Decides when a response that reported a commit may be released to the client.
@@ -23,7 +33,7 @@ pub trait CommitHook: Send + Sync + 'static {
     /// Called before the first packet that reported `commit` (and anything after it in the
     /// same response) is released; the packets are held until the future completes. Dropping
     /// the future (client gone, shutdown) must clean up after it.
-    fn on_commit(&self, commit: Commit) -> BoxFuture<'static, ()>;
+    fn on_commit(&self, commit: Commit) -> BoxFuture<'static, Release>;
 }
 
 /// Releases every response at once: a transparent proxy that only observes commits.
@@ -31,8 +41,8 @@ pub trait CommitHook: Send + Sync + 'static {
 pub struct ReleaseAtOnce;
 
 impl CommitHook for ReleaseAtOnce {
-    fn on_commit(&self, commit: Commit) -> BoxFuture<'static, ()> {
+    fn on_commit(&self, commit: Commit) -> BoxFuture<'static, Release> {
         tracing::debug!(connection_id = commit.connection_id, gtids = ?commit.gtids, "commit");
-        Box::pin(std::future::ready(()))
+        Box::pin(std::future::ready(Release::Proceed))
     }
 }

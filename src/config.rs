@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::durability::DurabilityConfig;
+
 /// Everything the proxy needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -20,6 +22,8 @@ pub struct Config {
     pub limits: Limits,
     /// How long the proxy waits for peers.
     pub timeouts: Timeouts,
+    /// Strong sync: quorum, ACK timeout and what happens when it passes.
+    pub durability: DurabilityConfig,
 }
 
 /// PEM files for the client-facing TLS endpoint.
@@ -83,6 +87,7 @@ impl Config {
             tls: None,
             limits: Limits::default(),
             timeouts: Timeouts::default(),
+            durability: DurabilityConfig::default(),
         }
     }
 
@@ -116,9 +121,18 @@ impl Config {
         if l.max_held_response_bytes < 64 * 1024 {
             return invalid("max_held_response_bytes", "must be at least 64 KiB");
         }
+        let d = &self.durability;
+        if d.gtid_index_capacity == 0 {
+            return invalid("gtid_index_capacity", "must be at least 1");
+        }
+        if d.quorum > 64 {
+            return invalid("quorum", "must be at most 64");
+        }
         for (key, value) in [
             ("primary_connect_timeout", self.timeouts.primary_connect),
             ("client_handshake_timeout", self.timeouts.client_handshake),
+            ("ack_timeout", d.ack_timeout),
+            ("ack_nudge_after", d.ack_nudge_after),
         ] {
             if value.is_zero() {
                 return invalid(key, "must be greater than zero");

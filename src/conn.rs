@@ -161,6 +161,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         self.wbuf.len()
     }
 
+    /// Drops what was queued after the first `len` bytes (packets that must not be sent).
+    pub fn truncate_pending(&mut self, len: usize) {
+        self.wbuf.truncate(len);
+    }
+
+    /// Queues bytes written by `fill` (whole packets, headers included) and returns what it
+    /// returns.
+    pub fn queue<R>(&mut self, fill: impl FnOnce(&mut BytesMut) -> R) -> R {
+        fill(&mut self.wbuf)
+    }
+
     /// Writes everything queued.
     ///
     /// # Cancel safety

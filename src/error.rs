@@ -59,9 +59,32 @@ pub enum Error {
         /// The configured limit.
         limit: usize,
     },
+    /// A commit did not reach its quorum in time (`on_timeout = error`); the session goes on.
+    #[error("{0}")]
+    NotAcknowledged(#[from] crate::durability::NotAcknowledged),
+    /// A replica broke the replication protocol.
+    #[error("replica misbehaved: {0}")]
+    Replica(#[from] ReplicaError),
     /// The proxy is shutting down.
     #[error("proxy is shutting down")]
     Shutdown,
+}
+
+/// What a replica did wrong on its dump connection.
+#[derive(Debug, Error)]
+pub enum ReplicaError {
+    /// Its ACK does not parse.
+    #[error("malformed semisync ACK: {0}")]
+    MalformedAck(#[source] ProtoError),
+    /// Its ACK is for a position it cannot have.
+    #[error("semisync ACK refused: {0}")]
+    Ack(#[from] crate::durability::AckError),
+    /// It sent something other than an ACK during the dump.
+    #[error("unexpected packet starting with 0x{first:02x} during the binlog dump")]
+    Unexpected {
+        /// First payload byte.
+        first: u8,
+    },
 }
 
 /// Whose fault an error is.
@@ -71,6 +94,8 @@ pub enum Side {
     Client,
     /// The primary.
     Primary,
+    /// A replica on its dump connection.
+    Replica,
     /// The proxy's own limits or lifecycle.
     Proxy,
 }
@@ -122,7 +147,10 @@ impl Error {
             | Error::PrimaryClosed
             | Error::PrimaryIo(_)
             | Error::PrimaryProtocol(_) => Side::Primary,
-            Error::TooManyConnections { .. } | Error::Shutdown => Side::Proxy,
+            Error::Replica(_) => Side::Replica,
+            Error::TooManyConnections { .. } | Error::NotAcknowledged(_) | Error::Shutdown => {
+                Side::Proxy
+            }
         }
     }
 
@@ -145,9 +173,13 @@ impl Error {
             Error::PrimaryConnect { .. } | Error::PrimaryConnectTimeout { .. } => (1105, b"HY000"),
             Error::PrimaryProtocol(_) => (1158, b"08S01"), // ER_NET_READ_ERROR
             Error::TooManyConnections { .. } => (1040, b"08004"), // ER_CON_COUNT_ERROR
+            Error::NotAcknowledged(_) => (1105, b"HY000"), // ER_UNKNOWN_ERROR
             Error::Shutdown => (1053, b"08S01"),           // ER_SERVER_SHUTDOWN
-            // The peer is gone or its socket is broken: nobody to tell.
-            Error::ClientClosed
+            // The peer is gone or its socket is broken: nobody to tell. A replica in the middle
+            // of a dump is only disconnected: it reconnects by itself, where an error would
+            // stop its I/O thread for good.
+            Error::Replica(_)
+            | Error::ClientClosed
             | Error::ClientIo(_)
             | Error::ClientTls(_)
             | Error::PrimaryClosed

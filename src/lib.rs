@@ -10,6 +10,9 @@
 //!   tracking on the primary leg, relays every command and learns from each response which
 //!   GTIDs it committed.
 //! - [`commit`]: the hook a session calls with those GTIDs before it releases the response.
+//! - [`durability`]: strong sync. Replica pipes report the transactions they relay and the
+//!   acknowledgements they get; commits park until a quorum of replicas has them, under the
+//!   timeout policy and the STRONG/DEGRADED state.
 //! - [`app`]: wiring, cancellation tree and graceful stop; [`config`]: typed settings;
 //!   [`error`]: session errors and the single mapping to MySQL ERR packets.
 #![forbid(unsafe_code)]
@@ -18,6 +21,7 @@ pub mod app;
 pub mod commit;
 pub mod config;
 pub mod conn;
+pub mod durability;
 pub mod error;
 pub mod stream;
 pub mod tls;
@@ -25,5 +29,5 @@ pub mod tls;
 mod frontend;
 
 pub use app::{Proxy, ProxyBuilder, StartError};
-pub use commit::{Commit, CommitHook, ReleaseAtOnce};
+pub use commit::{Commit, CommitHook, Release, ReleaseAtOnce};
 pub use config::{Config, ConfigError, Limits, Timeouts, TlsFiles};

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use strongsync::durability::{DurabilityConfig, OnTimeout, WithoutQuorum};
 use strongsync::{Config, Limits, Proxy, Timeouts, TlsFiles};
 use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
@@ -69,6 +70,40 @@ struct Cli {
     #[arg(long, env = "STRONGSYNC_HANDSHAKE_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
     handshake_timeout: Duration,
 
+    /// Replicas that must acknowledge a transaction before its commit is acknowledged to the
+    /// client (0: do not wait, only relay).
+    #[arg(long, env = "STRONGSYNC_QUORUM", default_value_t = 1)]
+    quorum: usize,
+
+    /// How long a commit waits for its quorum before --on-timeout applies.
+    #[arg(long, env = "STRONGSYNC_ACK_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
+    ack_timeout: Duration,
+
+    /// What happens to a commit that waited --ack-timeout without quorum: "degrade" (release it
+    /// and stop waiting until the replicas catch up), "block" (keep waiting), "error" (answer
+    /// with an error saying it committed without quorum).
+    #[arg(
+        long,
+        env = "STRONGSYNC_ON_TIMEOUT",
+        default_value = "degrade",
+        value_name = "POLICY"
+    )]
+    on_timeout: OnTimeout,
+
+    /// What a commit does while fewer than --quorum semisync replicas are connected: "wait"
+    /// (for --ack-timeout) or "immediate" (apply --on-timeout at once).
+    #[arg(
+        long,
+        env = "STRONGSYNC_WITHOUT_QUORUM",
+        default_value = "wait",
+        value_name = "BEHAVIOUR"
+    )]
+    without_quorum: WithoutQuorum,
+
+    /// Ask a replica again for an acknowledgement that has not come after this long.
+    #[arg(long, env = "STRONGSYNC_ACK_NUDGE_AFTER", value_parser = humantime::parse_duration, default_value = "1s")]
+    ack_nudge_after: Duration,
+
     /// Log level or filter (e.g. "info", "strongsync=debug"); overrides RUST_LOG.
     #[arg(long, env = "STRONGSYNC_LOG_LEVEL", value_name = "FILTER")]
     log_level: Option<String>,
@@ -96,6 +131,14 @@ fn main() -> ExitCode {
         timeouts: Timeouts {
             primary_connect: cli.connect_timeout,
             client_handshake: cli.handshake_timeout,
+        },
+        durability: DurabilityConfig {
+            quorum: cli.quorum,
+            ack_timeout: cli.ack_timeout,
+            on_timeout: cli.on_timeout,
+            without_quorum: cli.without_quorum,
+            ack_nudge_after: cli.ack_nudge_after,
+            ..DurabilityConfig::default()
         },
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -24,7 +24,15 @@ const PATIENCE: Duration = Duration::from_secs(30);
 fn binary(primary: &str, extra: &[&str]) -> (ProxyProcess, SocketAddr) {
     let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let listen_text = listen.to_string();
-    let mut args = vec!["--listen", &listen_text, "--primary", primary];
+    // No replicas here: commits must not wait for a quorum.
+    let mut args = vec![
+        "--listen",
+        &listen_text,
+        "--primary",
+        primary,
+        "--quorum",
+        "0",
+    ];
     args.extend_from_slice(extra);
     (ProxyProcess::start(&args, &[], listen), listen)
 }

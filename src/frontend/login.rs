@@ -152,6 +152,9 @@ impl Session {
         debug!(user = %String::from_utf8_lossy(parsed.user), tls = self.client.get_ref().is_tls(), "login");
         self.logged_in = true;
         self.client_caps &= parsed.capabilities;
+        self.client_ext_caps = parsed
+            .mariadb_capabilities
+            .map(capabilities::requested_from_primary_mariadb);
         self.tracking.client_tracks(
             self.client_caps
                 .contains(CapabilityFlags::CLIENT_SESSION_TRACK),

@@ -1,9 +1,11 @@
 //! The SQL port: accepts client connections and runs one session per client, each with its
 //! own connection to the primary.
 
+mod dump;
 mod listener;
 mod login;
 mod relay;
+mod replica;
 mod session;
 mod tracking;
 
@@ -13,6 +15,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::commit::CommitHook;
 use crate::config::Config;
+use crate::durability::Durability;
 
 pub(crate) use listener::serve;
 
@@ -23,4 +26,6 @@ pub(crate) struct Shared {
     pub tls: Option<TlsAcceptor>,
     /// Decides when a response that reported a commit may be released.
     pub hook: Arc<dyn CommitHook>,
+    /// Strong sync: replica pipes report to it.
+    pub durability: Arc<Durability>,
 }

@@ -1,22 +1,17 @@
-//! Relaying the command phase: responses packet by packet (with tracker data filtered and
-//! commits reported before the packets that announce them are released), `LOAD DATA LOCAL
-//! INFILE` uploads, and binlog dumps.
+//! Relaying a command's response packet by packet: tracker data filtered, commits reported to
+//! the commit hook before the packets that announce them are released (or replaced by an
+//! error if the hook says so), and `LOAD DATA LOCAL INFILE` uploads.
 
 use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::gtid::tracked_gtids;
-use strongsync_proto::ok::{EofPacket, OkPacket};
+use strongsync_proto::ok::{self, EofPacket, OkPacket};
 use strongsync_proto::packet::Packet;
 use strongsync_proto::response::{PacketKind, ResponseReader};
 
 use super::session::{Phase, Session, CLIENT_READ_AHEAD, FLUSH_AT};
-use super::tracking::ResponseCommits;
+use super::tracking::{Mark, ResponseCommits};
+use crate::commit::Release;
 use crate::error::Error;
-
-/// One packet from either side of a dump.
-enum DumpEvent {
-    Primary(Packet),
-    Client(Packet),
-}
 
 // === impl Session (relay) ===
 
@@ -30,12 +25,7 @@ impl Session {
         let mut commits = ResponseCommits::default();
         loop {
             if reader.awaits_client() {
-                // The client must see the request before anything more can happen, so what
-                // is held goes now; a GTID not learnt yet never will be (the response is not
-                // over), so it goes out as unknown.
-                commits.give_up_resolving();
-                self.release(&mut commits).await?;
-                self.relay_infile().await?;
+                self.answer_infile_request(&mut commits).await?;
                 reader.infile_sent();
                 continue;
             }
@@ -47,10 +37,14 @@ impl Session {
                 .check(packet.seq())
                 .map_err(Error::PrimaryProtocol)?;
             let step = reader.on_packet(&packet).map_err(Error::PrimaryProtocol)?;
-            let seq = self.client_seq.advance();
+            let mark = Mark {
+                offset: self.client.pending_write(),
+                seq: self.client_seq.advance(),
+            };
+            commits.queued(mark);
             match step.kind {
                 PacketKind::Ok | PacketKind::OkTerminator => {
-                    self.relay_ok(&packet, seq, Some(&mut commits))?
+                    self.relay_ok(&packet, mark.seq, Some(&mut commits))?
                 }
                 PacketKind::Eof => {
                     // A legacy EOF carries the state-changed flag but never the state itself.
@@ -58,16 +52,19 @@ impl Session {
                         .map_err(Error::PrimaryProtocol)?
                         .status;
                     commits.pending |= status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED);
-                    self.client.forward_as(&packet, seq);
+                    self.last_status = status;
+                    self.forward_to_client(&packet, mark.seq, &commits);
                 }
-                _ => self.client.forward_as(&packet, seq),
+                _ => self.forward_to_client(&packet, mark.seq, &commits),
             }
+            commits.hold_if_news();
             if step.done {
                 break;
             }
         }
         if commits.pending || self.tracking.recheck {
             self.recover_last_gtid(&mut commits).await?;
+            commits.hold_if_news();
         }
         debug_assert!(!commits.pending, "a finished response is never held back");
         self.release(&mut commits).await?;
@@ -88,6 +85,8 @@ impl Session {
     ) -> Result<(), Error> {
         let ok = OkPacket::parse(packet.payload(), self.primary_tracks)
             .map_err(Error::PrimaryProtocol)?;
+        self.last_status = ok.status;
+        let discard = commits.as_ref().is_some_and(|c| c.discard);
         if let Some(commits) = commits {
             if !ok.session_state.is_empty() {
                 // A state block carries every change pending so far, last_gtid included.
@@ -96,6 +95,9 @@ impl Session {
                     self.note_tracked(tracked, commits);
                 }
             }
+        }
+        if discard {
+            return Ok(());
         }
         let filter = self.tracking.filter;
         if ok.needs_filtering(filter) {
@@ -107,10 +109,17 @@ impl Session {
         Ok(())
     }
 
+    fn forward_to_client(&mut self, packet: &Packet, seq: u8, commits: &ResponseCommits) {
+        if !commits.discard {
+            self.client.forward_as(packet, seq);
+        }
+    }
+
     /// Releases what has been queued for the client: first reports the commits it announces
-    /// (waiting as long as the commit hook says), then writes it. While a legacy EOF's news
-    /// is unknown nothing is released, up to the configured bound; past it the commit is
-    /// reported as unknown (the hook then waits for everything the primary has written).
+    /// (waiting as long as the commit hook says), then writes it — or, if the hook says the
+    /// commit failed its quorum, replaces it with that error and drops the rest of the
+    /// response. While a legacy EOF's news is unknown nothing is released, up to the configured
+    /// bound; past it the commit is reported as unknown.
     async fn release(&mut self, commits: &mut ResponseCommits) -> Result<(), Error> {
         if commits.pending {
             if self.client.pending_write() <= self.shared.config.limits.max_held_response_bytes {
@@ -119,17 +128,34 @@ impl Session {
             commits.give_up_resolving();
         }
         if commits.has_news() {
-            let commit = commits.take(self.connection_id);
-            if commit.unresolved {
-                tracing::warn!(gtids = ?commit.gtids, "a response committed a transaction whose GTID is unknown");
+            let (commit, hold) = commits.take(self.connection_id);
+            if commits.discard {
+                // The client already has its error; later commits of the batch wait for no one.
+            } else {
+                let wait = self.shared.hook.on_commit(commit);
+                if let Release::Fail(error) = self.while_watching_client(wait).await? {
+                    self.fail_held(hold, Error::NotAcknowledged(error));
+                    commits.discard = true;
+                }
             }
-            let wait = self.shared.hook.on_commit(commit);
-            self.while_watching_client(wait).await?;
         }
         self.flush_client().await
     }
 
-    /// Runs `fut`, failing early if the client disconnects or the proxy shuts down.
+    /// Replaces the held part of the response with the ERR packet for `error`.
+    fn fail_held(&mut self, hold: Option<Mark>, error: Error) {
+        let Some(hold) = hold else { return };
+        tracing::warn!(%error, "commit not acknowledged: the client gets an error");
+        self.client.truncate_pending(hold.offset);
+        if let Some(err) = error.client_error() {
+            self.client.write_packet_with(hold.seq, |buf| {
+                ok::put_err(buf, err.code, Some(err.sql_state), &err.message)
+            });
+        }
+    }
+
+    /// Runs `fut`, failing early if the client disconnects. A parked commit is not cut short
+    /// by shutdown: it gets the shutdown's grace period like any other work in flight.
     async fn while_watching_client<T>(
         &mut self,
         fut: impl std::future::Future<Output = T>,
@@ -139,7 +165,6 @@ impl Session {
             tokio::select! {
                 biased;
                 out = &mut fut => return Ok(out),
-                () = self.cancel.cancelled() => return Err(Error::Shutdown),
                 filled = self.client.fill(), if self.client.buffered_len() < CLIENT_READ_AHEAD => {
                     if filled.map_err(Error::from_client)? == 0 {
                         return Err(Error::ClientClosed);
@@ -166,10 +191,23 @@ impl Session {
         }
     }
 
+    /// The primary asks for the client's file. The client must see the request before
+    /// anything more can happen, so what is held goes now (a GTID not learnt yet never will
+    /// be: the response is not over, so it goes out as unknown). After a failed commit the
+    /// client is not listening any more: the proxy declines the file itself.
+    async fn answer_infile_request(&mut self, commits: &mut ResponseCommits) -> Result<(), Error> {
+        commits.give_up_resolving();
+        self.release(commits).await?;
+        if commits.discard {
+            self.primary.write_packet(self.primary_seq.advance(), &[]);
+            return self.flush_primary().await;
+        }
+        self.relay_infile().await
+    }
+
     /// Relays the client's file for `LOAD DATA LOCAL INFILE` up to and including the empty
     /// packet that ends it.
     async fn relay_infile(&mut self) -> Result<(), Error> {
-        self.flush_client().await?;
         loop {
             if !self.client.has_buffered_packet() || self.primary.pending_write() >= FLUSH_AT {
                 self.flush_primary().await?;
@@ -179,28 +217,6 @@ impl Session {
             // An empty packet after a full one only ends that chunk, not the file.
             if packet.payload().is_empty() && !packet.is_continuation() {
                 return self.flush_primary().await;
-            }
-        }
-    }
-
-    /// Relays a binlog dump verbatim in both directions until either side closes.
-    pub(super) async fn relay_dump(&mut self) -> Result<Phase, Error> {
-        loop {
-            if !self.primary.has_buffered_packet() {
-                self.flush_client().await?;
-            }
-            if !self.client.has_buffered_packet() {
-                self.flush_primary().await?;
-            }
-            let event = tokio::select! {
-                biased;
-                () = self.cancel.cancelled() => return Err(Error::Shutdown),
-                packet = self.primary.read_packet() => DumpEvent::Primary(packet.map_err(Error::from_primary)?),
-                packet = self.client.read_packet() => DumpEvent::Client(packet.map_err(Error::from_client)?),
-            };
-            match event {
-                DumpEvent::Primary(packet) => self.client.forward(&packet),
-                DumpEvent::Client(packet) => self.primary.forward(&packet),
             }
         }
     }

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use strongsync_proto::capabilities::CapabilityFlags;
+use strongsync_proto::capabilities::{CapabilityFlags, MariadbCapabilities, StatusFlags};
 use strongsync_proto::command::{self, *};
 use strongsync_proto::ok;
 use strongsync_proto::packet::{Packet, Sequence};
@@ -14,6 +14,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::replica::ReplicaSetup;
 use super::tracking::Tracking;
 use super::Shared;
 use crate::conn::Conn;
@@ -40,6 +41,8 @@ pub(crate) struct Session {
     pub(super) mariadb: bool,
     /// Capabilities the client negotiated (offered in the greeting and asked for).
     pub(super) client_caps: CapabilityFlags,
+    /// MariaDB extended capabilities the client negotiated, if it is a MariaDB client.
+    pub(super) client_ext_caps: Option<MariadbCapabilities>,
     /// The primary leg negotiated session tracking (the proxy asks; old servers may lack it).
     pub(super) primary_tracks: bool,
     /// Sequence ids of the current exchange, as each leg sees them.
@@ -48,6 +51,10 @@ pub(crate) struct Session {
     /// The client has sent a protocol-4.1 login, so ERR packets may carry a SQLSTATE.
     pub(super) logged_in: bool,
     pub(super) tracking: Tracking,
+    /// Status flags of the last OK or EOF the primary sent (for answers the proxy makes up).
+    pub(super) last_status: StatusFlags,
+    /// What a replica said before asking for the binlog.
+    pub(super) replica: ReplicaSetup,
 }
 
 /// Where a session is.
@@ -63,8 +70,11 @@ pub(super) enum Phase {
     Responding(ResponseReader),
     /// Relaying a `COM_CHANGE_USER` authentication exchange.
     ChangingUser,
-    /// Relaying a binlog dump in both directions until one side closes.
-    Dumping,
+    /// Relaying a binlog dump to a replica until one side closes.
+    Dumping {
+        /// The replica's `server_id` (from `COM_BINLOG_DUMP`).
+        server_id: u32,
+    },
     /// Done; close both connections.
     Closed,
 }
@@ -86,11 +96,14 @@ impl Session {
             connection_id: 0,
             mariadb: true,
             client_caps: CapabilityFlags::empty(),
+            client_ext_caps: None,
             primary_tracks: false,
             client_seq: Sequence::expecting(0),
             primary_seq: Sequence::expecting(0),
             logged_in: false,
             tracking: Tracking::default(),
+            last_status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
+            replica: ReplicaSetup::default(),
         }
     }
 
@@ -110,7 +123,7 @@ impl Session {
                 Phase::Idle => self.await_command().await,
                 Phase::Responding(reader) => self.relay_response(reader).await,
                 Phase::ChangingUser => self.change_user().await,
-                Phase::Dumping => self.relay_dump().await,
+                Phase::Dumping { server_id } => self.relay_dump(server_id, peer).await,
                 Phase::Closed => break Ok(()),
             };
             match next {
@@ -173,12 +186,17 @@ impl Session {
             len = packet.payload().len(),
             "command"
         );
+        if let Some(negotiation) = self.replica.negotiation(packet.payload()) {
+            return self.answer_negotiation(negotiation).await;
+        }
         self.tracking.note_command(packet.payload());
         self.forward_command(&packet).await?;
         Ok(match cmd {
             COM_QUIT => Phase::Closed,
             COM_CHANGE_USER => Phase::ChangingUser,
-            COM_BINLOG_DUMP | COM_BINLOG_DUMP_GTID => Phase::Dumping,
+            COM_BINLOG_DUMP | COM_BINLOG_DUMP_GTID => Phase::Dumping {
+                server_id: dump_server_id(packet.payload()),
+            },
             _ => match ResponseReader::for_command(packet.payload(), self.deprecate_eof()) {
                 Some(reader) => Phase::Responding(reader),
                 None => Phase::Idle,
@@ -229,6 +247,16 @@ impl Session {
     pub(super) async fn flush_client(&mut self) -> Result<(), Error> {
         self.client.flush().await.map_err(Error::ClientIo)
     }
+}
+
+/// The replica's `server_id` in `COM_BINLOG_DUMP` (`u8 cmd | u32 pos | u16 flags | u32
+/// server_id | …`) or `COM_BINLOG_DUMP_GTID` (`u8 cmd | u16 flags | u32 server_id | …`);
+/// 0 if the packet is too short to say.
+fn dump_server_id(payload: &[u8]) -> u32 {
+    let at = if payload[0] == COM_BINLOG_DUMP { 7 } else { 3 };
+    payload
+        .get(at..at + 4)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// Queues the ERR packet that tells the client about `error`, if it has one. The SQLSTATE

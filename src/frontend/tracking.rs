@@ -51,7 +51,7 @@ pub(super) struct Tracking {
     prepared_touches: bool,
 }
 
-/// What one response reported about commits.
+/// What one response reported about commits, and which part of it is held for them.
 #[derive(Debug, Default)]
 pub(super) struct ResponseCommits {
     gtids: Vec<Gtid>,
@@ -59,6 +59,19 @@ pub(super) struct ResponseCommits {
     /// A legacy EOF flagged a session-state change without saying what changed; until an OK
     /// with a state block or a `SELECT @@last_gtid` says, the response is held.
     pub pending: bool,
+    /// The packet the held part starts with (the first that reported news).
+    hold: Option<Mark>,
+    /// The last packet queued for the client.
+    last: Option<Mark>,
+    /// The client was told the commit failed: the rest of the response is not relayed.
+    pub discard: bool,
+}
+
+/// Where a packet starts in the client's write queue, and its sequence id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Mark {
+    pub offset: usize,
+    pub seq: u8,
 }
 
 /// The answer to a query the proxy sent on its own behalf.
@@ -122,13 +135,27 @@ impl ResponseCommits {
         !self.gtids.is_empty() || self.unresolved
     }
 
-    /// Takes what has been reported so far.
-    pub(super) fn take(&mut self, connection_id: u32) -> Commit {
-        Commit {
+    /// Notes the packet about to be queued.
+    pub(super) fn queued(&mut self, mark: Mark) {
+        self.last = Some(mark);
+    }
+
+    /// If there is news (or a pending question) and nothing is held yet, holds from the last
+    /// packet queued: the one that brought the news.
+    pub(super) fn hold_if_news(&mut self) {
+        if self.hold.is_none() && (self.has_news() || self.pending) {
+            self.hold = self.last;
+        }
+    }
+
+    /// Takes what has been reported so far, with the packet the held part starts at.
+    pub(super) fn take(&mut self, connection_id: u32) -> (Commit, Option<Mark>) {
+        let commit = Commit {
             connection_id,
             gtids: std::mem::take(&mut self.gtids),
             unresolved: std::mem::take(&mut self.unresolved),
-        }
+        };
+        (commit, self.hold.take())
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod certs;
 pub mod cli;
 pub mod clientlib;
+pub mod fake_replica;
 pub mod mariadb;
 pub mod proxy;
 pub mod rawclient;

@@ -12,7 +12,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
-use strongsync::{Commit, CommitHook, Config, Proxy};
+use strongsync::durability::Durability;
+use strongsync::{Commit, CommitHook, Config, Proxy, Release};
 use tempfile::TempDir;
 
 use super::mariadb::{wait_for, MariaDb};
@@ -21,10 +22,16 @@ use super::mariadb::{wait_for, MariaDb};
 #[derive(Debug, Default, Clone)]
 pub struct Recorder(Arc<Mutex<Vec<Commit>>>);
 
-impl CommitHook for Recorder {
-    fn on_commit(&self, commit: Commit) -> BoxFuture<'static, ()> {
-        self.0.lock().unwrap().push(commit);
-        Box::pin(std::future::ready(()))
+/// The proxy's own commit hook (strong sync), with a [`Recorder`] listening in.
+struct Recording {
+    recorder: Recorder,
+    inner: Arc<dyn CommitHook>,
+}
+
+impl CommitHook for Recording {
+    fn on_commit(&self, commit: Commit) -> BoxFuture<'static, Release> {
+        self.recorder.0.lock().unwrap().push(commit.clone());
+        self.inner.on_commit(commit)
     }
 }
 
@@ -59,6 +66,7 @@ impl Recorder {
 pub struct TestProxy {
     addr: SocketAddr,
     pub recorder: Recorder,
+    durability: Arc<Durability>,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<thread::JoinHandle<()>>,
 }
@@ -69,17 +77,19 @@ impl TestProxy {
         TestProxy::start_with(TestProxy::config(primary))
     }
 
-    /// The default test configuration: listen on a free loopback port.
+    /// The default test configuration: listen on a free loopback port, and do not wait for
+    /// replicas (quorum 0): tests of strong sync set their own quorum.
     pub fn config(primary: &MariaDb) -> Config {
         let mut config = Config::new(primary.addr());
         config.listen = "127.0.0.1:0".parse().unwrap();
+        config.durability.quorum = 0;
         config
     }
 
     pub fn start_with(config: Config) -> TestProxy {
         init_test_logging();
         let recorder = Recorder::default();
-        let hook = recorder.clone();
+        let listening = recorder.clone();
         let (addr_tx, addr_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
         let thread = thread::spawn(move || {
@@ -90,21 +100,29 @@ impl TestProxy {
                 .expect("proxy runtime");
             runtime.block_on(async move {
                 let proxy = Proxy::builder(config)
-                    .commit_hook(Arc::new(hook))
+                    .commit_hook(move |durability| {
+                        Arc::new(Recording {
+                            recorder: listening,
+                            inner: Arc::new(durability),
+                        })
+                    })
                     .start()
                     .await
                     .expect("proxy starts");
-                addr_tx.send(proxy.local_addr()).unwrap();
+                addr_tx
+                    .send((proxy.local_addr(), Arc::clone(proxy.durability())))
+                    .unwrap();
                 tokio::task::spawn_blocking(move || stop_rx.recv())
                     .await
                     .ok();
                 proxy.shutdown(Duration::from_secs(5)).await;
             });
         });
-        let addr = addr_rx.recv().expect("proxy reports its address");
+        let (addr, durability) = addr_rx.recv().expect("proxy reports its address");
         TestProxy {
             addr,
             recorder,
+            durability,
             stop: Some(stop_tx),
             thread: Some(thread),
         }
@@ -112,6 +130,11 @@ impl TestProxy {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Strong sync's state.
+    pub fn durability(&self) -> &Arc<Durability> {
+        &self.durability
     }
 
     pub fn port(&self) -> u16 {

@@ -44,6 +44,17 @@ impl RawClient {
         password: &str,
         extra: CapabilityFlags,
     ) -> RawClient {
+        RawClient::connect_to(addr, user, password, Some("sbtest"), extra)
+    }
+
+    /// Like [`connect`](Self::connect), with a chosen initial database (or none).
+    pub fn connect_to(
+        addr: SocketAddr,
+        user: &str,
+        password: &str,
+        db: Option<&str>,
+        extra: CapabilityFlags,
+    ) -> RawClient {
         let mut stream = TcpStream::connect(addr).expect("connect");
         stream.set_nodelay(true).unwrap();
         let (_, greeting) = read_packet(&mut stream);
@@ -56,7 +67,6 @@ impl RawClient {
             | CapabilityFlags::CLIENT_TRANSACTIONS
             | CapabilityFlags::CLIENT_MULTI_STATEMENTS
             | CapabilityFlags::CLIENT_MULTI_RESULTS
-            | CapabilityFlags::CLIENT_CONNECT_WITH_DB
             | extra)
             & handshake.capabilities();
         let nonce = handshake.nonce();
@@ -67,7 +77,7 @@ impl RawClient {
             Some(&token[..]),
             (10, 11, 0),
             Some(user.as_bytes()),
-            Some(&b"sbtest"[..]),
+            db.map(str::as_bytes),
             Some(AuthPlugin::MysqlNativePassword),
             caps,
             None,
@@ -162,6 +172,16 @@ impl RawClient {
                 _ => panic!("fetch failed: {}", String::from_utf8_lossy(&packet)),
             }
         }
+    }
+
+    /// Reads one packet (sequence id, payload); panics if the connection closed.
+    pub fn read_packet(&mut self) -> (u8, Vec<u8>) {
+        read_packet(&mut self.stream)
+    }
+
+    /// Writes one packet with sequence id `seq`.
+    pub fn write_packet(&mut self, seq: u8, payload: &[u8]) {
+        write_packet(&mut self.stream, seq, payload);
     }
 
     /// Sends a command that gets no response (e.g. `COM_STMT_CLOSE`).

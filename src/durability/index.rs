@@ -1,0 +1,192 @@
+//! GTID → binlog position, learnt from the events relayed to replicas: where each transaction
+//! ends. Bounded: entries the quorum has passed are dropped, and past the capacity the oldest
+//! go; what is dropped is remembered per replication domain as a bound (any GTID up to that
+//! sequence number ends at or before that position), which is all a waiter needs.
+//!
+//! The bound relies on sequence numbers growing in binlog order within a domain, which is how a
+//! primary assigns them (and what `gtid_strict_mode` enforces).
+
+use std::collections::{HashMap, VecDeque};
+
+use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::position::Position;
+
+/// The index.
+#[derive(Debug)]
+pub struct GtidIndex {
+    exact: HashMap<MariaGtid, Position>,
+    /// Entries in the order they were learnt (binlog order), for pruning.
+    order: VecDeque<(MariaGtid, Position)>,
+    /// Per domain: every GTID up to `seq_no` not in `exact` ends at or before `position`.
+    floors: HashMap<u32, Floor>,
+    capacity: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Floor {
+    seq_no: u64,
+    position: Position,
+}
+
+/// What the index knows about a GTID's position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// The transaction ends exactly here.
+    Exact(Position),
+    /// The transaction ends here or earlier (its entry was dropped).
+    AtMost(Position),
+    /// Not relayed to any replica yet.
+    Unknown,
+}
+
+// === impl GtidIndex ===
+
+impl GtidIndex {
+    /// An empty index holding at most `capacity` exact entries.
+    pub fn new(capacity: usize) -> Self {
+        GtidIndex {
+            exact: HashMap::new(),
+            order: VecDeque::new(),
+            floors: HashMap::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Exact entries held.
+    pub fn len(&self) -> usize {
+        self.exact.len()
+    }
+
+    /// Records where `gtid` ends. The first replica to relay a transaction decides; a GTID
+    /// already covered by a floor is ignored.
+    pub fn insert(&mut self, gtid: MariaGtid, position: Position) {
+        if self.floor_covers(&gtid) || self.exact.contains_key(&gtid) {
+            return;
+        }
+        self.exact.insert(gtid, position);
+        self.order.push_back((gtid, position));
+        while self.exact.len() > self.capacity {
+            self.drop_oldest();
+        }
+    }
+
+    /// Where `gtid` ends, as far as the index knows.
+    pub fn lookup(&self, gtid: &MariaGtid) -> Lookup {
+        if let Some(position) = self.exact.get(gtid) {
+            return Lookup::Exact(*position);
+        }
+        match self.floors.get(&gtid.domain) {
+            Some(floor) if gtid.seq_no <= floor.seq_no => Lookup::AtMost(floor.position),
+            _ => Lookup::Unknown,
+        }
+    }
+
+    /// Drops the entries at or before `quorum` (they are acknowledged; nobody needs their exact
+    /// position again).
+    pub fn prune_through(&mut self, quorum: Position) {
+        while self.order.front().is_some_and(|(_, p)| *p <= quorum) {
+            self.drop_oldest();
+        }
+    }
+
+    fn drop_oldest(&mut self) {
+        let Some((gtid, position)) = self.order.pop_front() else {
+            return;
+        };
+        self.exact.remove(&gtid);
+        let floor = self.floors.entry(gtid.domain).or_insert(Floor {
+            seq_no: 0,
+            position,
+        });
+        floor.seq_no = floor.seq_no.max(gtid.seq_no);
+        floor.position = floor.position.max(position);
+    }
+
+    fn floor_covers(&self, gtid: &MariaGtid) -> bool {
+        self.floors
+            .get(&gtid.domain)
+            .is_some_and(|floor| gtid.seq_no <= floor.seq_no)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn g(domain: u32, seq_no: u64) -> MariaGtid {
+        MariaGtid {
+            domain,
+            server_id: 1,
+            seq_no,
+        }
+    }
+
+    fn p(offset: u64) -> Position {
+        Position {
+            file_seq: 1,
+            offset,
+        }
+    }
+
+    #[test]
+    fn learns_prunes_and_bounds() {
+        let mut index = GtidIndex::new(100);
+        assert_eq!(index.lookup(&g(0, 1)), Lookup::Unknown);
+        index.insert(g(0, 1), p(100));
+        index.insert(g(0, 2), p(200));
+        index.insert(g(1, 1), p(300));
+        index.insert(g(0, 2), p(999)); // a second replica relaying the same transaction
+        assert_eq!(index.lookup(&g(0, 2)), Lookup::Exact(p(200)));
+
+        index.prune_through(p(200));
+        assert_eq!(index.len(), 1);
+        assert_eq!(index.lookup(&g(0, 1)), Lookup::AtMost(p(200)));
+        assert_eq!(index.lookup(&g(0, 2)), Lookup::AtMost(p(200)));
+        assert_eq!(index.lookup(&g(0, 3)), Lookup::Unknown);
+        assert_eq!(index.lookup(&g(1, 1)), Lookup::Exact(p(300)));
+
+        // A lagging replica relaying old transactions changes nothing.
+        index.insert(g(0, 1), p(100));
+        assert_eq!(index.len(), 1);
+    }
+
+    #[test]
+    fn capacity_drops_the_oldest_into_the_floor() {
+        let mut index = GtidIndex::new(2);
+        for seq in 1..=5 {
+            index.insert(g(0, seq), p(seq * 100));
+        }
+        assert_eq!(index.len(), 2);
+        assert_eq!(index.lookup(&g(0, 2)), Lookup::AtMost(p(300)));
+        assert_eq!(index.lookup(&g(0, 4)), Lookup::Exact(p(400)));
+    }
+
+    proptest! {
+        /// Whatever is dropped, a lookup never answers a position before the true one.
+        #[test]
+        fn lookups_never_underestimate(
+            count in 1u64..200,
+            capacity in 1usize..50,
+            prunes in prop::collection::vec(0u64..200, 0..10),
+        ) {
+            let mut index = GtidIndex::new(capacity);
+            let truth = |seq: u64| p(seq * 10 + 5);
+            for (i, seq) in (1..=count).enumerate() {
+                index.insert(g(0, seq), truth(seq));
+                if let Some(&at) = prunes.get(i % 10) {
+                    index.prune_through(p(at * 10));
+                }
+            }
+            prop_assert!(index.len() <= capacity);
+            for seq in 1..=count {
+                match index.lookup(&g(0, seq)) {
+                    Lookup::Exact(pos) => prop_assert_eq!(pos, truth(seq)),
+                    Lookup::AtMost(pos) => prop_assert!(pos >= truth(seq)),
+                    Lookup::Unknown => prop_assert!(false, "{seq} was relayed"),
+                }
+            }
+        }
+    }
+}

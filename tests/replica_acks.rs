@@ -1,0 +1,235 @@
+//! The replica side of strong sync, driven by hand-made replicas: which events are flagged for
+//! ACK, ACKs releasing parked commits, ACKs that are lost or garbled, a replica that reconnects
+//! before it acknowledged, and replicas that do not ask for semisync.
+
+mod support;
+
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Opts};
+use strongsync::durability::{DurabilityConfig, OnTimeout, State};
+use support::fake_replica::{FakeReplica, HEARTBEAT_EVENT, QUERY_EVENT, XID_EVENT};
+use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
+use support::proxy::{free_port, ProxyProcess, TestProxy};
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A primary with a table, and the proxy in front of it with quorum 1 and `block` (nothing is
+/// ever released without an ACK), asking again for a missing ACK after `nudge`.
+fn setup(nudge: Duration) -> (MariaDb, TestProxy) {
+    let primary = MariaDb::start(MariaDbOptions::default());
+    primary.sql("CREATE TABLE sbtest.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)");
+    let mut config = TestProxy::config(&primary);
+    config.durability = DurabilityConfig {
+        quorum: 1,
+        on_timeout: OnTimeout::Block,
+        ack_timeout: Duration::from_secs(3600),
+        ack_nudge_after: nudge,
+        ..DurabilityConfig::default()
+    };
+    let proxy = TestProxy::start_with(config);
+    (primary, proxy)
+}
+
+async fn client(proxy: &TestProxy) -> Conn {
+    Conn::new(Opts::from_url(&proxy.url(APP_USER, APP_PASSWORD)).unwrap())
+        .await
+        .unwrap()
+}
+
+fn parked(proxy: &TestProxy) -> usize {
+    proxy.durability().status().parked
+}
+
+fn released(proxy: &TestProxy, outcome: &str) -> u64 {
+    proxy.durability().status().released[outcome]
+}
+
+/// Starts an INSERT in the background and waits until it is parked.
+async fn parked_insert(proxy: &TestProxy) -> tokio::task::JoinHandle<Conn> {
+    let mut conn = client(proxy).await;
+    let before = parked(proxy);
+    let insert = tokio::spawn(async move {
+        conn.query_drop("INSERT INTO t (v) VALUES (1)")
+            .await
+            .unwrap();
+        conn
+    });
+    wait_for("the INSERT to park", PATIENCE, || {
+        parked(proxy) == before + 1
+    });
+    insert
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_transaction_ends_are_flagged_and_an_ack_releases_the_commit() {
+    let (_primary, proxy) = setup(Duration::from_secs(3600));
+    let mut replica = FakeReplica::start(proxy.addr(), 7, true, "");
+    wait_for("the replica to register", PATIENCE, || {
+        proxy.durability().status().replicas.len() == 1
+    });
+    let insert = parked_insert(&proxy).await;
+
+    // The dump starts at the beginning of the binlog: the table's CREATE (a standalone
+    // transaction ending in its QUERY event) is flagged first, then the INSERT's XID.
+    let mut unflagged = Vec::new();
+    let mut flagged_kinds = Vec::new();
+    let flagged = replica.until(|e| {
+        if e.ack_requested {
+            flagged_kinds.push(e.kind);
+        } else {
+            unflagged.push(e.kind);
+        }
+        e.ack_requested && e.kind == XID_EVENT
+    });
+    assert_eq!(
+        flagged_kinds,
+        [QUERY_EVENT, XID_EVENT],
+        "only transaction ends are flagged"
+    );
+    assert!(
+        unflagged.contains(&162),
+        "its GTID event came unflagged: {unflagged:?}"
+    );
+    assert_eq!(parked(&proxy), 1, "no ACK yet: still parked");
+
+    replica.ack_event(&flagged);
+    let conn = tokio::time::timeout(PATIENCE, insert)
+        .await
+        .expect("the ACK releases it")
+        .unwrap();
+    assert_eq!(released(&proxy, "quorum"), 1);
+    assert_eq!(proxy.durability().status().state, State::Strong);
+    let acked = proxy.durability().status().replicas[0].acked.unwrap();
+    assert_eq!(acked.offset, u64::from(flagged.log_pos));
+
+    // After a flagged event the next packet has sequence id 1 (protocol.md §4.5).
+    let next = replica.next_event().unwrap();
+    assert_eq!(next.seq, 1, "{next:?}");
+    conn.disconnect().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_ack_is_asked_for_again_with_a_flagged_heartbeat() {
+    let (_primary, proxy) = setup(Duration::from_millis(300));
+    let mut replica = FakeReplica::start(proxy.addr(), 7, true, "");
+    let insert = parked_insert(&proxy).await;
+    let flagged = replica.until(|e| e.ack_requested && e.kind == XID_EVENT);
+    // The ACK is "lost": the proxy must ask again.
+    let reminder = replica.until(|e| e.ack_requested);
+    assert_eq!(reminder.kind, HEARTBEAT_EVENT, "{reminder:?}");
+    assert_eq!(
+        reminder.log_pos, flagged.log_pos,
+        "at the position the replica has reached"
+    );
+    replica.ack_event(&reminder);
+    tokio::time::timeout(PATIENCE, insert)
+        .await
+        .expect("released")
+        .unwrap();
+    assert_eq!(released(&proxy, "quorum"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_that_reconnects_before_acknowledging_counts_by_its_gtid_state() {
+    let (_primary, proxy) = setup(Duration::from_secs(3600));
+    let replica = FakeReplica::start(proxy.addr(), 7, true, "");
+    let mut conn = client(&proxy).await;
+    let id = conn.id();
+    let insert = tokio::spawn(async move {
+        conn.query_drop("INSERT INTO t (v) VALUES (1)")
+            .await
+            .unwrap();
+    });
+    wait_for("the INSERT to park", PATIENCE, || parked(&proxy) == 1);
+    let mut replica = replica;
+    replica.until(|e| e.ack_requested && e.kind == XID_EVENT);
+    drop(replica); // gone before its ACK
+
+    let gtid = proxy
+        .recorder
+        .gtids_of(id)
+        .pop()
+        .expect("the commit was reported");
+    let _back = FakeReplica::start(proxy.addr(), 7, true, &gtid);
+    tokio::time::timeout(PATIENCE, insert)
+        .await
+        .expect("released by the GTID state")
+        .unwrap();
+    assert_eq!(released(&proxy, "quorum"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_without_semisync_gets_plain_events_and_never_counts() {
+    let (_primary, proxy) = setup(Duration::from_secs(3600));
+    let mut plain = FakeReplica::start(proxy.addr(), 8, false, "");
+    let insert = parked_insert(&proxy).await;
+    let xid = plain.until(|e| e.kind == XID_EVENT);
+    assert!(!xid.ack_requested);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        parked(&proxy),
+        1,
+        "an async replica does not release anything"
+    );
+    let status = proxy.durability().status();
+    assert_eq!(status.replicas.iter().filter(|r| r.semisync).count(), 0);
+
+    let mut semisync = FakeReplica::start(proxy.addr(), 9, true, "");
+    let flagged = semisync.until(|e| e.ack_requested && e.kind == XID_EVENT);
+    semisync.ack_event(&flagged);
+    tokio::time::timeout(PATIENCE, insert)
+        .await
+        .expect("released")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_garbled_ack_or_one_beyond_the_stream_disconnects_only_that_replica() {
+    let primary = MariaDb::start(MariaDbOptions::default());
+    primary.sql("CREATE TABLE sbtest.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)");
+    let listen = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let listen_text = listen.to_string();
+    let proxy = ProxyProcess::start(
+        &[
+            "--listen",
+            &listen_text,
+            "--primary",
+            &primary.addr(),
+            "--on-timeout",
+            "block",
+        ],
+        &[],
+        listen,
+    );
+    let mut good = FakeReplica::start(listen, 10, true, "");
+    let mut garbled = FakeReplica::start(listen, 11, true, "");
+    let mut beyond = FakeReplica::start(listen, 12, true, "");
+
+    garbled.send_packet(b"\xee\x01\x02");
+    beyond.ack(1 << 40, "mysql-bin.000001");
+    assert!(
+        garbled.is_closed_within(PATIENCE),
+        "the garbled ACK's sender is disconnected"
+    );
+    assert!(
+        beyond.is_closed_within(PATIENCE),
+        "the impossible ACK's sender is disconnected"
+    );
+    let log = proxy.log();
+    assert!(log.contains("malformed semisync ACK"), "{log}");
+    assert!(log.contains("beyond anything relayed"), "{log}");
+
+    // The good replica and the clients carry on: a commit is released by its ACK.
+    let url = format!("mysql://{APP_USER}:{APP_PASSWORD}@{listen}/sbtest?prefer_socket=false");
+    let mut conn = Conn::new(Opts::from_url(&url).unwrap()).await.unwrap();
+    let insert = tokio::spawn(async move { conn.query_drop("INSERT INTO t (v) VALUES (1)").await });
+    let flagged = good.until(|e| e.ack_requested && e.kind == XID_EVENT);
+    good.ack_event(&flagged);
+    tokio::time::timeout(PATIENCE, insert)
+        .await
+        .expect("released")
+        .unwrap()
+        .expect("committed");
+}
