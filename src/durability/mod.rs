@@ -12,6 +12,9 @@ mod quorum;
 mod replicas;
 mod wait;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
@@ -111,6 +114,12 @@ pub struct NotAcknowledged {
     pub waited: Duration,
 }
 
+/// Hears of every commit released, with how and after how long (for metrics).
+pub trait WaitObserver: Send + Sync + 'static {
+    /// A parked commit was released (or abandoned) after waiting `waited`.
+    fn released(&self, outcome: Outcome, waited: Duration);
+}
+
 /// A snapshot of strong sync for status pages and tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DurabilityStatus {
@@ -154,6 +163,7 @@ pub struct Durability {
     parked: AtomicUsize,
     released: [AtomicU64; OUTCOMES.len()],
     shutting_down: AtomicBool,
+    observer: Option<Arc<dyn WaitObserver>>,
 }
 
 const OUTCOMES: [Outcome; 6] = [
@@ -202,6 +212,15 @@ struct Waiters {
 impl Durability {
     /// The service for `config`.
     pub fn new(config: DurabilityConfig) -> Arc<Self> {
+        Self::build(config, None)
+    }
+
+    /// The service for `config`, telling `observer` about every release.
+    pub fn with_observer(config: DurabilityConfig, observer: Arc<dyn WaitObserver>) -> Arc<Self> {
+        Self::build(config, Some(observer))
+    }
+
+    fn build(config: DurabilityConfig, observer: Option<Arc<dyn WaitObserver>>) -> Arc<Self> {
         let capacity = config.gtid_index_capacity;
         Arc::new(Durability {
             config,
@@ -217,6 +236,7 @@ impl Durability {
             parked: AtomicUsize::new(0),
             released: Default::default(),
             shutting_down: AtomicBool::new(false),
+            observer,
         })
     }
 
@@ -270,9 +290,12 @@ impl Durability {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn count(&self, outcome: Outcome) {
+    fn count(&self, outcome: Outcome, waited: Duration) {
         let i = OUTCOMES.iter().position(|o| *o == outcome).unwrap_or(0);
         self.released[i].fetch_add(1, Ordering::Relaxed);
+        if let Some(observer) = &self.observer {
+            observer.released(outcome, waited);
+        }
     }
 
     fn semisync_replicas(inner: &Inner) -> usize {

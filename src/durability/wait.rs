@@ -43,6 +43,7 @@ enum Key {
 /// dropped before it was released.
 struct Parked {
     durability: Arc<Durability>,
+    since: Instant,
     done: bool,
 }
 
@@ -55,10 +56,10 @@ impl Durability {
             return Release::Proceed;
         }
         let mut parked = Parked::new(&self);
-        let started = Instant::now();
+        let started = parked.since;
         let (outcome, release) = self.decide(&commit, started).await;
         parked.done = true;
-        self.count(outcome);
+        self.count(outcome, started.elapsed());
         if outcome != Outcome::Quorum {
             warn!(
                 connection_id = commit.connection_id,
@@ -267,6 +268,7 @@ impl Parked {
         durability.parked.fetch_add(1, Ordering::Relaxed);
         Parked {
             durability: Arc::clone(durability),
+            since: Instant::now(),
             done: false,
         }
     }
@@ -282,7 +284,7 @@ impl Drop for Parked {
             } else {
                 Outcome::ClientGone
             };
-            d.count(outcome);
+            d.count(outcome, self.since.elapsed());
         }
     }
 }

@@ -1,0 +1,279 @@
+//! The strong-sync service without sockets: replicas and commits driven by hand, time paused.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use strongsync_proto::gtid::{Gtid, MariaGtid};
+use strongsync_proto::position::Position;
+
+use super::*;
+
+fn gtid(seq_no: u64) -> MariaGtid {
+    MariaGtid {
+        domain: 0,
+        server_id: 1,
+        seq_no,
+    }
+}
+
+fn at(offset: u64) -> Position {
+    Position {
+        file_seq: 1,
+        offset,
+    }
+}
+
+fn commit(seqs: &[u64]) -> Commit {
+    Commit {
+        connection_id: 1,
+        gtids: seqs.iter().map(|&s| Gtid::Maria(gtid(s))).collect(),
+        unresolved: false,
+    }
+}
+
+fn service(quorum: usize, on_timeout: OnTimeout) -> Arc<Durability> {
+    Durability::new(DurabilityConfig {
+        quorum,
+        on_timeout,
+        ack_timeout: Duration::from_secs(10),
+        ..DurabilityConfig::default()
+    })
+}
+
+fn addr() -> SocketAddr {
+    "127.0.0.1:1".parse().unwrap()
+}
+
+/// Spawns the wait for `commit` and lets it run until it parks.
+async fn park(d: &Arc<Durability>, c: Commit) -> tokio::task::JoinHandle<Release> {
+    let before = d.status().parked;
+    let task = tokio::spawn(Arc::clone(d).wait(c));
+    while d.status().parked == before {
+        tokio::task::yield_now().await;
+    }
+    task
+}
+
+async fn settle() {
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_commit_waits_for_its_position_then_for_the_quorum() {
+    let d = service(2, OnTimeout::Block);
+    let a = d.register_replica(2, addr(), true);
+    let b = d.register_replica(3, addr(), true);
+    // The OK comes before the events: first the position must become known.
+    let waiting = park(&d, commit(&[5])).await;
+    a.transaction_relayed(Some(gtid(5)), at(500));
+    a.acknowledged(at(500), Some(at(500))).unwrap();
+    settle().await;
+    assert!(!waiting.is_finished(), "one ACK of two");
+    b.transaction_relayed(Some(gtid(5)), at(500));
+    b.acknowledged(at(600), Some(at(600))).unwrap();
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+    let status = d.status();
+    assert_eq!((status.parked, status.released["quorum"]), (0, 1));
+    assert_eq!(status.quorum_position, Some(at(500)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_ack_wakes_only_the_commits_it_covers() {
+    let d = service(1, OnTimeout::Block);
+    let r = d.register_replica(2, addr(), true);
+    for seq in 1..=3 {
+        r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
+    }
+    let early = park(&d, commit(&[1])).await;
+    let late = park(&d, commit(&[3])).await;
+    r.acknowledged(at(150), Some(at(300))).unwrap();
+    assert_eq!(early.await.unwrap(), Release::Proceed);
+    settle().await;
+    assert!(!late.is_finished());
+    assert_eq!(d.status().parked, 1);
+    r.acknowledged(at(300), Some(at(300))).unwrap();
+    assert_eq!(late.await.unwrap(), Release::Proceed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn degrade_releases_everyone_and_returns_to_strong_when_the_quorum_has_it_all() {
+    let d = service(1, OnTimeout::Degrade);
+    let first = park(&d, commit(&[1])).await;
+    let second = park(&d, commit(&[2])).await;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    assert_eq!(first.await.unwrap(), Release::Proceed);
+    assert_eq!(second.await.unwrap(), Release::Proceed);
+    let status = d.status();
+    assert_eq!(status.state, State::Degraded);
+    assert_eq!(status.released["timeout"] + status.released["degraded"], 2);
+    // DEGRADED: no waiting.
+    assert_eq!(Arc::clone(&d).wait(commit(&[3])).await, Release::Proceed);
+
+    // A replica comes back and acknowledges everything released without quorum.
+    let r = d.register_replica(2, addr(), true);
+    for seq in 1..=3 {
+        r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
+    }
+    r.acknowledged(at(200), Some(at(300))).unwrap();
+    assert_eq!(
+        d.status().state,
+        State::Degraded,
+        "3 is not acknowledged yet"
+    );
+    r.acknowledged(at(300), Some(at(300))).unwrap();
+    assert_eq!(d.status().state, State::Strong);
+}
+
+#[tokio::test(start_paused = true)]
+async fn error_answers_with_the_gtid_and_block_keeps_waiting() {
+    let d = service(1, OnTimeout::Error);
+    let waiting = park(&d, commit(&[7])).await;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    match waiting.await.unwrap() {
+        Release::Fail(e) => assert!(
+            e.to_string()
+                .contains("transaction 0-1-7 committed on the primary"),
+            "{e}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(d.status().state, State::Strong);
+
+    let d = service(1, OnTimeout::Block);
+    let waiting = park(&d, commit(&[7])).await;
+    tokio::time::advance(Duration::from_secs(35)).await;
+    settle().await;
+    assert!(!waiting.is_finished(), "block never gives up");
+    let r = d.register_replica(2, addr(), true);
+    r.transaction_relayed(Some(gtid(7)), at(70));
+    r.acknowledged(at(70), Some(at(70))).unwrap();
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_wait_leaves_nothing_behind_and_is_counted() {
+    let d = service(1, OnTimeout::Block);
+    let waiting = park(&d, commit(&[1])).await;
+    waiting.abort();
+    let _ = waiting.await;
+    let status = d.status();
+    assert_eq!((status.parked, status.released["client_gone"]), (0, 1));
+    {
+        let inner = d.lock();
+        assert!(inner.waiters.by_gtid.is_empty() && inner.waiters.by_position.is_empty());
+    }
+
+    d.begin_shutdown();
+    let waiting = park(&d, commit(&[2])).await;
+    waiting.abort();
+    let _ = waiting.await;
+    assert_eq!(d.status().released["shutdown"], 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn acks_beyond_the_stream_are_refused_and_replicas_that_leave_stop_counting() {
+    let d = service(1, OnTimeout::Block);
+    let r = d.register_replica(2, addr(), true);
+    assert_eq!(
+        r.acknowledged(at(900), Some(at(500))),
+        Err(AckError::BeyondRelayed {
+            acked: at(900),
+            relayed: Some(at(500))
+        })
+    );
+    r.acknowledged(at(500), Some(at(500))).unwrap();
+    assert_eq!(d.status().quorum_position, Some(at(500)));
+    drop(r);
+    assert_eq!(
+        d.status().quorum_position,
+        None,
+        "only connected replicas count"
+    );
+    // An async replica never counts.
+    let plain = d.register_replica(3, addr(), false);
+    plain.acknowledged(at(500), Some(at(500))).unwrap();
+    assert_eq!(d.status().quorum_position, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reconnecting_replicas_gtid_state_acknowledges_what_it_names() {
+    let d = service(1, OnTimeout::Block);
+    let r = d.register_replica(2, addr(), true);
+    r.transaction_relayed(Some(gtid(4)), at(400));
+    let waiting = park(&d, commit(&[4])).await;
+    drop(r); // left before acknowledging
+    let back = d.register_replica(2, addr(), true);
+    back.has_gtids(&[gtid(4)]);
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_quorum_immediate_acts_at_once_and_when_replicas_leave() {
+    let d = Durability::new(DurabilityConfig {
+        quorum: 1,
+        on_timeout: OnTimeout::Error,
+        without_quorum: WithoutQuorum::Immediate,
+        ..DurabilityConfig::default()
+    });
+    assert!(matches!(
+        Arc::clone(&d).wait(commit(&[1])).await,
+        Release::Fail(_)
+    ));
+    let r = d.register_replica(2, addr(), true);
+    let waiting = park(&d, commit(&[2])).await;
+    drop(r);
+    assert!(
+        matches!(waiting.await.unwrap(), Release::Fail(_)),
+        "the last replica left"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn quorum_zero_never_waits_and_unknown_gtids_are_not_waited_for() {
+    let d = service(0, OnTimeout::Block);
+    assert_eq!(Arc::clone(&d).wait(commit(&[1])).await, Release::Proceed);
+    let d = service(1, OnTimeout::Block);
+    let unresolved = Commit {
+        connection_id: 1,
+        gtids: vec![],
+        unresolved: true,
+    };
+    assert_eq!(Arc::clone(&d).wait(unresolved).await, Release::Proceed);
+    assert_eq!(d.status().released["unresolved"], 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_observer_hears_of_every_release_with_its_wait() {
+    #[derive(Default)]
+    struct Heard(std::sync::Mutex<Vec<(Outcome, Duration)>>);
+    impl WaitObserver for Heard {
+        fn released(&self, outcome: Outcome, waited: Duration) {
+            self.0.lock().unwrap().push((outcome, waited));
+        }
+    }
+    let heard = Arc::new(Heard::default());
+    let d = Durability::with_observer(
+        DurabilityConfig {
+            quorum: 1,
+            on_timeout: OnTimeout::Block,
+            ..DurabilityConfig::default()
+        },
+        Arc::clone(&heard) as Arc<dyn WaitObserver>,
+    );
+    let r = d.register_replica(2, addr(), true);
+    r.transaction_relayed(Some(gtid(1)), at(100));
+    let waiting = park(&d, commit(&[1])).await;
+    tokio::time::advance(Duration::from_millis(250)).await;
+    r.acknowledged(at(100), Some(at(100))).unwrap();
+    waiting.await.unwrap();
+    let gone = park(&d, commit(&[2])).await;
+    gone.abort();
+    let _ = gone.await;
+    let heard = heard.0.lock().unwrap().clone();
+    assert_eq!(heard.len(), 2);
+    assert_eq!(heard[0].0, Outcome::Quorum);
+    assert!(heard[0].1 >= Duration::from_millis(250));
+    assert_eq!(heard[1].0, Outcome::ClientGone);
+}
