@@ -64,6 +64,13 @@ fn stop_io(topology: &Topology, i: usize) {
     topology.replicas[i].sql("STOP SLAVE IO_THREAD");
 }
 
+/// Stops both replicas' I/O threads and waits until the proxy has no semisync replica left.
+fn stop_all_replicas(topology: &Topology, proxy: &TestProxy) {
+    stop_io(topology, 0);
+    stop_io(topology, 1);
+    wait_for_semisync_replicas(proxy, 0);
+}
+
 fn start_io(topology: &Topology, i: usize) {
     topology.replicas[i].sql("START SLAVE IO_THREAD");
 }
@@ -181,9 +188,7 @@ async fn quorum_one_survives_one_replica_and_parks_without_both() {
 #[tokio::test(flavor = "multi_thread")]
 async fn on_timeout_error_answers_an_error_naming_the_gtid_and_the_connection_goes_on() {
     let (topology, proxy) = strong(config(1, OnTimeout::Error, Duration::from_secs(1)));
-    stop_io(&topology, 0);
-    stop_io(&topology, 1);
-    wait_for_semisync_replicas(&proxy, 0);
+    stop_all_replicas(&topology, &proxy);
     let mut conn = client(&proxy).await;
     let err = conn
         .query_drop("INSERT INTO t (v) VALUES (1)")
@@ -220,9 +225,7 @@ async fn on_timeout_error_answers_an_error_naming_the_gtid_and_the_connection_go
 #[tokio::test(flavor = "multi_thread")]
 async fn on_timeout_degrade_releases_then_returns_to_strong_once_replicas_catch_up() {
     let (topology, proxy) = strong(config(1, OnTimeout::Degrade, Duration::from_secs(1)));
-    stop_io(&topology, 0);
-    stop_io(&topology, 1);
-    wait_for_semisync_replicas(&proxy, 0);
+    stop_all_replicas(&topology, &proxy);
     let mut conn = client(&proxy).await;
     conn.query_drop("INSERT INTO t (v) VALUES (1)")
         .await
@@ -254,9 +257,7 @@ async fn on_timeout_degrade_releases_then_returns_to_strong_once_replicas_catch_
 #[tokio::test(flavor = "multi_thread")]
 async fn on_timeout_block_waits_through_timeouts_until_a_replica_returns() {
     let (topology, proxy) = strong(config(1, OnTimeout::Block, Duration::from_millis(300)));
-    stop_io(&topology, 0);
-    stop_io(&topology, 1);
-    wait_for_semisync_replicas(&proxy, 0);
+    stop_all_replicas(&topology, &proxy);
     let insert = parked_statement(&proxy, "INSERT INTO t (v) VALUES (1)").await;
     // Several timeouts pass; the commit stays parked.
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -280,9 +281,7 @@ async fn without_quorum_immediate_applies_the_policy_at_once() {
     let mut durability = config(1, OnTimeout::Error, Duration::from_secs(3600));
     durability.without_quorum = WithoutQuorum::Immediate;
     let (topology, proxy) = strong(durability);
-    stop_io(&topology, 0);
-    stop_io(&topology, 1);
-    wait_for_semisync_replicas(&proxy, 0);
+    stop_all_replicas(&topology, &proxy);
     let mut conn = client(&proxy).await;
     // An hour-long ack timeout, yet the answer comes at once: there is no quorum to wait for.
     let result = tokio::time::timeout(PATIENCE, conn.query_drop("INSERT INTO t (v) VALUES (1)"))
@@ -328,9 +327,7 @@ async fn xa_procedures_and_batches_each_park_and_wait_for_their_last_gtid() {
     xa.query_drop("XA START 'x'").await.unwrap();
     xa.query_drop("INSERT INTO t (v) VALUES (1)").await.unwrap();
     xa.query_drop("XA END 'x'").await.unwrap();
-    stop_io(&topology, 0);
-    stop_io(&topology, 1);
-    wait_for_semisync_replicas(&proxy, 0);
+    stop_all_replicas(&topology, &proxy);
 
     // Each statement parks until a replica is back, then the replica goes away again.
     let mut xa = Some(xa);
@@ -382,9 +379,7 @@ async fn xa_procedures_and_batches_each_park_and_wait_for_their_last_gtid() {
 #[test]
 fn a_client_that_leaves_while_parked_leaves_no_waiter_behind() {
     let (topology, proxy) = strong(config(1, OnTimeout::Block, Duration::from_secs(3600)));
-    stop_io(&topology, 0);
-    stop_io(&topology, 1);
-    wait_for_semisync_replicas(&proxy, 0);
+    stop_all_replicas(&topology, &proxy);
     let mut client = RawClient::connect(
         proxy.addr(),
         APP_USER,
@@ -402,9 +397,7 @@ fn a_client_that_leaves_while_parked_leaves_no_waiter_behind() {
 async fn a_thousand_parked_commits_do_not_stop_reads_on_other_connections() {
     raise_open_files_limit();
     let (topology, proxy) = strong(config(1, OnTimeout::Block, Duration::from_secs(3600)));
-    stop_io(&topology, 0);
-    stop_io(&topology, 1);
-    wait_for_semisync_replicas(&proxy, 0);
+    stop_all_replicas(&topology, &proxy);
 
     const PARKED: usize = 1000;
     let mut commits = Vec::with_capacity(PARKED);
