@@ -1,6 +1,6 @@
-//! A replica that replicates through the proxy: its dump connection is relayed verbatim to the
-//! primary (strong sync will take the dump over; until then the proxy must at least not stand
-//! in the way), with and without the replica's semisync, and `STOP SLAVE` still works.
+//! A real replica replicating through the proxy, with and without semisync (which the proxy
+//! answers itself), and `STOP SLAVE` ending its dump on the primary: with semisync the replica
+//! kills its dump thread by id through the proxy.
 
 mod support;
 
