@@ -35,14 +35,3 @@ pub trait CommitHook: Send + Sync + 'static {
     /// the future (client gone, shutdown) must clean up after it.
     fn on_commit(&self, commit: Commit) -> BoxFuture<'static, Release>;
 }
-
-/// Releases every response at once: a transparent proxy that only observes commits.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ReleaseAtOnce;
-
-impl CommitHook for ReleaseAtOnce {
-    fn on_commit(&self, commit: Commit) -> BoxFuture<'static, Release> {
-        tracing::debug!(connection_id = commit.connection_id, gtids = ?commit.gtids, "commit");
-        Box::pin(std::future::ready(Release::Proceed))
-    }
-}

@@ -29,5 +29,5 @@ pub mod tls;
 mod frontend;
 
 pub use app::{Proxy, ProxyBuilder, StartError};
-pub use commit::{Commit, CommitHook, Release, ReleaseAtOnce};
+pub use commit::{Commit, CommitHook, Release};
 pub use config::{Config, ConfigError, Limits, Timeouts, TlsFiles};
