@@ -159,6 +159,12 @@ impl StreamTracker {
     pub fn on_event(&mut self, event: &[u8]) -> Result<EventSeen, ProtoError> {
         let header = EventHeader::parse(event)?;
         let whole = event.len() >= header.event_size as usize;
+        // Where the event ends, in the file it belongs to (a ROTATE ends the file it is in).
+        let end = (header.log_pos != 0 && header.kind != HEARTBEAT_EVENT && self.file.is_some())
+            .then_some(Position {
+                file_seq: self.file_seq,
+                offset: u64::from(header.log_pos),
+            });
         let mut ends_transaction = false;
         let mut gtid = None;
         match header.kind {
@@ -199,12 +205,7 @@ impl StreamTracker {
         if ends_transaction {
             gtid = self.group.take().map(|g| g.gtid);
         }
-        let end = (header.log_pos != 0 && header.kind != HEARTBEAT_EVENT && self.file.is_some())
-            .then_some(Position {
-                file_seq: self.file_seq,
-                offset: u64::from(header.log_pos),
-            });
-        if let Some(end) = end {
+        if let Some(end) = end.filter(|_| header.kind != ROTATE_EVENT) {
             self.offset = end.offset;
         }
         Ok(EventSeen {
@@ -220,11 +221,12 @@ impl StreamTracker {
     /// CRC32 is recognised by checking it.
     fn on_rotate(&mut self, event: &[u8], header: &EventHeader) -> Result<(), ProtoError> {
         let body = self.body(event, header)?;
-        let name = body.get(8..).ok_or(ProtoError::Truncated {
-            what: "ROTATE body",
-        })?;
+        let mut r = Reader::new(body);
+        let offset = r.u64("ROTATE position")?;
+        let name = r.rest();
         self.file_seq = file_seq(name)?;
         self.file = Some(name.into());
+        self.offset = offset;
         Ok(())
     }
 

@@ -90,6 +90,13 @@ fn captured_events_parse() {
         Some(&b"mysql-bin.000001"[..]),
         "CRC32 recognised before the FDE"
     );
+    assert_eq!(
+        t.position(),
+        Some(Position {
+            file_seq: 1,
+            offset: 4
+        })
+    );
 
     let seen = t.on_event(&hex(GTID_DDL)).unwrap();
     assert_eq!(seen.header.kind, GTID_EVENT);
@@ -176,8 +183,23 @@ fn transactions_end_where_mariadbs_io_thread_says() {
 fn rotates_move_to_the_next_file_and_checksums_can_be_off() {
     let mut t = StreamTracker::new();
     t.on_event(&rotate_to("mysql-bin.000001", 0)).unwrap();
-    t.on_event(&rotate_to("mysql-bin.000002", 1200)).unwrap();
+    let seen = t.on_event(&rotate_to("mysql-bin.000002", 1200)).unwrap();
+    assert_eq!(
+        seen.end,
+        Some(Position {
+            file_seq: 1,
+            offset: 1200
+        }),
+        "the old file ends there"
+    );
     assert_eq!(t.file(), Some(&b"mysql-bin.000002"[..]));
+    assert_eq!(
+        t.position(),
+        Some(Position {
+            file_seq: 2,
+            offset: 4
+        })
+    );
     let seen = t.on_event(&gtid(1, 0, 0x0c, 300)).unwrap();
     assert_eq!(
         seen.end,
