@@ -8,6 +8,7 @@
 //! shared state sits behind one short-held mutex; each parked session has its own wake-up.
 
 mod index;
+mod lag;
 mod quorum;
 mod replicas;
 mod wait;
@@ -19,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -32,12 +33,16 @@ use crate::commit::{Commit, CommitHook, Release};
 use index::GtidIndex;
 pub use replicas::{AckError, ReplicaHandle};
 
-/// Settings of strong sync.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Settings of strong sync. All but `gtid_index_capacity` can change while the proxy runs
+/// ([`Durability::reconfigure`]); a change applies to the commits made after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DurabilityConfig {
     /// Replicas that must acknowledge a transaction before its commit is acknowledged to the
-    /// client. 0 turns waiting off (the proxy only relays). Default 1.
+    /// client. Default 1.
     pub quorum: usize,
+    /// Relay only: commits never wait (the proxy's own cost, in benchmarks; a migration step).
+    /// Default false.
+    pub passthrough: bool,
     /// How long a commit waits for its quorum before `on_timeout` applies. Default 10 s.
     pub ack_timeout: Duration,
     /// What happens to a commit whose quorum does not come in time. Default `degrade`.
@@ -101,10 +106,10 @@ pub enum Outcome {
     Shutdown,
 }
 
-/// A commit the policy gave up on (`on_timeout = error`): it committed on the primary, but its
-/// quorum did not acknowledge it in time.
+/// A commit released without its quorum, with an error for its client: `on_timeout = error`,
+/// or the proxy shutting down with the commit still parked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("transaction {gtids} committed on the primary but was not acknowledged by {quorum} replica(s) within {waited:?}; it may be lost if the primary fails")]
+#[error("{}transaction {gtids} committed on the primary but was not acknowledged by {quorum} replica(s) within {waited:?}; it may be lost if the primary fails", if *.shutdown { "proxy shutting down: " } else { "" })]
 pub struct NotAcknowledged {
     /// The GTIDs, comma-separated.
     pub gtids: String,
@@ -112,12 +117,18 @@ pub struct NotAcknowledged {
     pub quorum: usize,
     /// How long it waited.
     pub waited: Duration,
+    /// Released because the proxy is shutting down (not by the timeout policy).
+    pub shutdown: bool,
 }
 
-/// Hears of every commit released, with how and after how long (for metrics).
+/// Hears of every commit released, with how and after how long, and of state changes (for
+/// metrics).
 pub trait WaitObserver: Send + Sync + 'static {
     /// A parked commit was released (or abandoned) after waiting `waited`.
     fn released(&self, outcome: Outcome, waited: Duration);
+
+    /// The durability state changed to `to`.
+    fn state_changed(&self, _to: State) {}
 }
 
 /// A snapshot of strong sync for status pages and tests.
@@ -137,6 +148,8 @@ pub struct DurabilityStatus {
     pub parked: usize,
     /// Transactions whose end position is remembered exactly.
     pub gtid_index_entries: usize,
+    /// Time spent DEGRADED so far (the current spell included).
+    pub degraded_total: Duration,
     /// Commits released so far, by how.
     pub released: BTreeMap<&'static str, u64>,
 }
@@ -152,17 +165,23 @@ pub struct ReplicaStatus {
     pub semisync: bool,
     /// The highest position it acknowledged.
     pub acked: Option<Position>,
+    /// Binlog bytes between `acked` and the newest transaction relayed (when known).
+    pub lag_bytes: Option<u64>,
+    /// Transactions relayed but not acknowledged by it (when known).
+    pub lag_transactions: Option<u64>,
     /// Time since its last acknowledgement.
     pub last_ack_age: Option<Duration>,
 }
 
 /// The strong-sync service shared by sessions and replica pipes.
 pub struct Durability {
-    config: DurabilityConfig,
+    config: RwLock<DurabilityConfig>,
     inner: Mutex<Inner>,
     parked: AtomicUsize,
     released: [AtomicU64; OUTCOMES.len()],
     shutting_down: AtomicBool,
+    /// Parked commits are being released with an error: the shutdown's grace is over.
+    releasing: AtomicBool,
     observer: Option<Arc<dyn WaitObserver>>,
 }
 
@@ -179,10 +198,14 @@ struct Inner {
     replicas: HashMap<u32, replicas::Replica>,
     next_pipe: u64,
     index: GtidIndex,
+    lag: lag::LagBook,
     head: Option<Position>,
     quorum: Option<Position>,
     state: DurableState,
+    /// DEGRADED time of the spells that ended.
+    degraded_before: Duration,
     waiters: Waiters,
+    observer: Option<Arc<dyn WaitObserver>>,
 }
 
 /// The state with what DEGRADED still owes: per domain, the last GTID released without quorum.
@@ -223,31 +246,70 @@ impl Durability {
     fn build(config: DurabilityConfig, observer: Option<Arc<dyn WaitObserver>>) -> Arc<Self> {
         let capacity = config.gtid_index_capacity;
         Arc::new(Durability {
-            config,
+            config: RwLock::new(config),
             inner: Mutex::new(Inner {
                 replicas: HashMap::new(),
                 next_pipe: 0,
                 index: GtidIndex::new(capacity),
+                lag: lag::LagBook::new(capacity),
                 head: None,
                 quorum: None,
                 state: DurableState::Strong,
+                degraded_before: Duration::ZERO,
                 waiters: Waiters::default(),
+                observer: observer.clone(),
             }),
             parked: AtomicUsize::new(0),
             released: Default::default(),
             shutting_down: AtomicBool::new(false),
+            releasing: AtomicBool::new(false),
             observer,
         })
     }
 
-    /// The settings.
-    pub fn config(&self) -> &DurabilityConfig {
-        &self.config
+    /// The settings in force.
+    pub fn config(&self) -> DurabilityConfig {
+        *self
+            .config
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Applies new settings to the commits made from now on (the index capacity stays); the
+    /// quorum position is recomputed for the new quorum, and parked commits look again.
+    pub fn reconfigure(&self, config: DurabilityConfig) {
+        {
+            let mut held = self
+                .config
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            *held = DurabilityConfig {
+                gtid_index_capacity: held.gtid_index_capacity,
+                ..config
+            };
+        }
+        let mut woken = Vec::new();
+        {
+            let mut inner = self.lock();
+            inner.update_quorum(config.quorum, &mut woken);
+            inner.waiters.all(&mut woken);
+        }
+        wake(woken);
     }
 
     /// From now on, commits abandoned while parked count as released by shutdown.
     pub fn begin_shutdown(&self) {
         self.shutting_down.store(true, Ordering::Relaxed);
+    }
+
+    /// The shutdown's grace is over: every parked commit is released now, its client told
+    /// (with an error) that the commit did not reach its quorum.
+    pub fn release_for_shutdown(&self) {
+        self.begin_shutdown();
+        self.releasing.store(true, Ordering::Relaxed);
+        let mut woken = Vec::new();
+        self.lock().waiters.all(&mut woken);
+        wake(woken);
     }
 
     /// A snapshot of the state, the replicas and the parked commits.
@@ -262,18 +324,28 @@ impl Durability {
                 address: r.address.clone(),
                 semisync: r.semisync,
                 acked: r.acked,
+                lag_bytes: r
+                    .acked
+                    .zip(inner.head)
+                    .and_then(|(a, h)| inner.lag.bytes_behind(a, h)),
+                lag_transactions: r.acked.and_then(|a| inner.lag.transactions_behind(a)),
                 last_ack_age: r.last_ack.map(|at| now - at),
             })
             .collect();
         replicas.sort_by_key(|r| r.server_id);
         DurabilityStatus {
             state: inner.state.public(),
-            quorum: self.config.quorum,
+            quorum: self.config().quorum,
             quorum_position: inner.quorum,
             head: inner.head,
             replicas,
             parked: self.parked.load(Ordering::Relaxed),
             gtid_index_entries: inner.index.len(),
+            degraded_total: inner.degraded_before
+                + match &inner.state {
+                    DurableState::Degraded { since, .. } => now - *since,
+                    DurableState::Strong => Duration::ZERO,
+                },
             released: OUTCOMES
                 .iter()
                 .zip(&self.released)
@@ -312,7 +384,7 @@ impl CommitHook for Arc<Durability> {
 impl fmt::Debug for Durability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Durability")
-            .field("config", &self.config)
+            .field("config", &self.config())
             .finish_non_exhaustive()
     }
 }
@@ -329,6 +401,9 @@ impl Inner {
             .filter(|r| r.semisync)
             .map(|r| r.acked);
         self.quorum = quorum::quorum_position(acked, k);
+        if let Some(slowest) = self.replicas.values().map(|r| r.acked).min().flatten() {
+            self.lag.forget_before(slowest);
+        }
         if let Some(q) = self.quorum {
             self.waiters.reached(q, woken);
             self.index.prune_through(q);
@@ -350,8 +425,13 @@ impl Inner {
                 index::Lookup::Unknown => false,
             });
         if enough && caught_up {
-            tracing::warn!(degraded_for = ?since.elapsed(), %quorum, "durability state DEGRADED -> STRONG: the quorum has every commit");
+            let spell = since.elapsed();
+            tracing::warn!(degraded_for = ?spell, %quorum, "durability state DEGRADED -> STRONG: the quorum has every commit");
+            self.degraded_before += spell;
             self.state = DurableState::Strong;
+            if let Some(observer) = &self.observer {
+                observer.state_changed(State::Strong);
+            }
         }
     }
 }
@@ -414,6 +494,25 @@ impl Outcome {
     }
 }
 
+impl fmt::Display for OnTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OnTimeout::Degrade => "degrade",
+            OnTimeout::Block => "block",
+            OnTimeout::Error => "error",
+        })
+    }
+}
+
+impl fmt::Display for WithoutQuorum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WithoutQuorum::Wait => "wait",
+            WithoutQuorum::Immediate => "immediate",
+        })
+    }
+}
+
 impl FromStr for OnTimeout {
     type Err = String;
 
@@ -448,6 +547,7 @@ impl Default for DurabilityConfig {
             without_quorum: WithoutQuorum::Wait,
             ack_nudge_after: Duration::from_secs(1),
             gtid_index_capacity: 100_000,
+            passthrough: false,
         }
     }
 }

@@ -67,7 +67,7 @@ impl Durability {
                     last_ack: None,
                 },
             );
-            inner.update_quorum(self.config.quorum, &mut woken);
+            inner.update_quorum(self.config().quorum, &mut woken);
             pipe
         };
         wake(woken);
@@ -95,15 +95,21 @@ impl ReplicaHandle {
         {
             let mut inner = d.lock();
             inner.head = Some(inner.head.map_or(end, |h| h.max(end)));
+            inner.lag.transaction(end);
             if let Some(gtid) = gtid {
                 inner.index.insert(gtid, end);
                 if let Some(list) = inner.waiters.by_gtid.remove(&gtid) {
                     woken.extend(list.into_iter().map(|(_, tx)| tx));
                 }
             }
-            inner.maybe_strong(d.config.quorum);
+            inner.maybe_strong(d.config().quorum);
         }
         wake(woken);
+    }
+
+    /// A binlog file ended at `end` (its ROTATE was relayed).
+    pub fn file_ended(&self, end: Position) {
+        self.durability.lock().lag.file_ended(end);
     }
 
     /// The replica acknowledged everything up to `position`; `relayed` is the furthest
@@ -159,7 +165,7 @@ impl ReplicaHandle {
             };
             replica.acked = Some(replica.acked.map_or(position, |a| a.max(position)));
             replica.last_ack = Some(Instant::now());
-            inner.update_quorum(d.config.quorum, &mut woken);
+            inner.update_quorum(d.config().quorum, &mut woken);
         }
         wake(woken);
     }
@@ -177,9 +183,10 @@ impl Drop for ReplicaHandle {
                 .is_some_and(|r| r.pipe == self.pipe)
             {
                 inner.replicas.remove(&self.server_id);
-                inner.update_quorum(d.config.quorum, &mut woken);
-                let short = Durability::semisync_replicas(&inner) < d.config.quorum;
-                if short && d.config.without_quorum == WithoutQuorum::Immediate {
+                let config = d.config();
+                inner.update_quorum(config.quorum, &mut woken);
+                let short = Durability::semisync_replicas(&inner) < config.quorum;
+                if short && config.without_quorum == WithoutQuorum::Immediate {
                     // Waiters must apply the timeout policy now rather than at their deadline.
                     inner.waiters.all(&mut woken);
                 }

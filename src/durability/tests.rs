@@ -231,8 +231,11 @@ async fn without_quorum_immediate_acts_at_once_and_when_replicas_leave() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn quorum_zero_never_waits_and_unknown_gtids_are_not_waited_for() {
-    let d = service(0, OnTimeout::Block);
+async fn passthrough_never_waits_and_unknown_gtids_are_not_waited_for() {
+    let d = Durability::new(DurabilityConfig {
+        passthrough: true,
+        ..DurabilityConfig::default()
+    });
     assert_eq!(Arc::clone(&d).wait(commit(&[1])).await, Release::Proceed);
     let d = service(1, OnTimeout::Block);
     let unresolved = Commit {
@@ -276,4 +279,123 @@ async fn an_observer_hears_of_every_release_with_its_wait() {
     assert_eq!(heard[0].0, Outcome::Quorum);
     assert!(heard[0].1 >= Duration::from_millis(250));
     assert_eq!(heard[1].0, Outcome::ClientGone);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_quorum_applies_to_parked_and_later_commits() {
+    let d = service(2, OnTimeout::Block);
+    let a = d.register_replica(2, addr(), true);
+    let _b = d.register_replica(3, addr(), true);
+    a.transaction_relayed(Some(gtid(1)), at(100));
+    a.acknowledged(at(100), Some(at(100))).unwrap();
+    let waiting = park(&d, commit(&[1])).await;
+    settle().await;
+    assert!(!waiting.is_finished(), "one ACK of two");
+
+    d.reconfigure(DurabilityConfig {
+        quorum: 1,
+        ..d.config()
+    });
+    assert_eq!(
+        waiting.await.unwrap(),
+        Release::Proceed,
+        "one ACK is now enough"
+    );
+    assert_eq!(d.status().quorum, 1);
+
+    d.reconfigure(DurabilityConfig {
+        quorum: 2,
+        ..d.config()
+    });
+    a.transaction_relayed(Some(gtid(2)), at(200));
+    a.acknowledged(at(200), Some(at(200))).unwrap();
+    let later = park(&d, commit(&[2])).await;
+    settle().await;
+    assert!(!later.is_finished(), "back to two");
+    later.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn reconfiguring_keeps_the_index_capacity() {
+    let d = service(1, OnTimeout::Block);
+    let before = d.config().gtid_index_capacity;
+    d.reconfigure(DurabilityConfig {
+        gtid_index_capacity: before + 1,
+        passthrough: true,
+        ..d.config()
+    });
+    assert_eq!(d.config().gtid_index_capacity, before);
+    assert!(d.config().passthrough);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_releases_parked_commits_with_an_error_naming_it() {
+    let d = service(1, OnTimeout::Block);
+    let waiting = park(&d, commit(&[4])).await;
+    d.release_for_shutdown();
+    match waiting.await.unwrap() {
+        Release::Fail(e) => {
+            assert!(e.shutdown);
+            let message = e.to_string();
+            assert!(message.starts_with("proxy shutting down"), "{message}");
+            assert!(message.contains("0-1-4"), "{message}");
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+    let status = d.status();
+    assert_eq!((status.parked, status.released["shutdown"]), (0, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn status_shows_each_replicas_lag_and_degraded_time() {
+    #[derive(Default)]
+    struct States(std::sync::Mutex<Vec<State>>);
+    impl WaitObserver for States {
+        fn released(&self, _: Outcome, _: Duration) {}
+        fn state_changed(&self, to: State) {
+            self.0.lock().unwrap().push(to);
+        }
+    }
+    let states = Arc::new(States::default());
+    let d = Durability::with_observer(
+        DurabilityConfig {
+            quorum: 1,
+            on_timeout: OnTimeout::Degrade,
+            ack_timeout: Duration::from_secs(1),
+            ..DurabilityConfig::default()
+        },
+        Arc::clone(&states) as Arc<dyn WaitObserver>,
+    );
+    let fast = d.register_replica(2, addr(), true);
+    let slow = d.register_replica(3, addr(), true);
+    for seq in 1..=3 {
+        fast.transaction_relayed(Some(gtid(seq)), at(seq * 100));
+        slow.transaction_relayed(Some(gtid(seq)), at(seq * 100));
+    }
+    slow.acknowledged(at(100), Some(at(100))).unwrap();
+
+    // Nobody has 3 yet: the wait times out and strong sync degrades.
+    let waiting = park(&d, commit(&[3])).await;
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+    tokio::time::advance(Duration::from_secs(5)).await;
+    fast.acknowledged(at(300), Some(at(300))).unwrap();
+
+    let status = d.status();
+    assert_eq!(status.state, State::Strong);
+    assert!(
+        status.degraded_total >= Duration::from_secs(5),
+        "{:?}",
+        status.degraded_total
+    );
+    let lag: Vec<_> = status
+        .replicas
+        .iter()
+        .map(|r| (r.server_id, r.lag_bytes, r.lag_transactions))
+        .collect();
+    assert_eq!(lag, vec![(2, Some(0), Some(0)), (3, Some(200), Some(2))]);
+    assert_eq!(
+        *states.0.lock().unwrap(),
+        vec![State::Degraded, State::Strong]
+    );
 }

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use strongsync_proto::gtid::{Gtid, MariaGtid};
 use strongsync_proto::position::Position;
@@ -52,7 +53,7 @@ struct Parked {
 impl Durability {
     /// Waits until `commit` may be acknowledged to the client, as the policy says.
     pub(super) async fn wait(self: Arc<Self>, commit: Commit) -> Release {
-        if self.config.quorum == 0 {
+        if self.config().passthrough {
             return Release::Proceed;
         }
         let mut parked = Parked::new(&self);
@@ -85,7 +86,7 @@ impl Durability {
             // Nothing to wait on that is known to cover it.
             return (Outcome::Unresolved, Release::Proceed);
         }
-        let mut deadline = started + self.config.ack_timeout;
+        let mut deadline = started + self.config().ack_timeout;
         loop {
             let registration = match self.look(&gtids) {
                 Look::Released(outcome, release) => return (outcome, release),
@@ -109,7 +110,7 @@ impl Durability {
                     if let Some(done) = self.timed_out(&gtids, started) {
                         return done;
                     }
-                    deadline = Instant::now() + self.config.ack_timeout;
+                    deadline = Instant::now() + self.config().ack_timeout;
                 }
             }
         }
@@ -118,14 +119,25 @@ impl Durability {
     /// Looks at the shared state: released, or registered to be woken.
     fn look(self: &Arc<Self>, gtids: &[MariaGtid]) -> Look {
         let mut inner = self.lock();
+        if self.releasing.load(Ordering::Relaxed) {
+            let config = self.config();
+            let error = NotAcknowledged {
+                gtids: list_maria(gtids),
+                quorum: config.quorum,
+                waited: Duration::ZERO,
+                shutdown: true,
+            };
+            return Look::Released(Outcome::Shutdown, Release::Fail(error));
+        }
         if let DurableState::Degraded { owed, .. } = &mut inner.state {
             owe(owed, gtids);
             return Look::Released(Outcome::Degraded, Release::Proceed);
         }
-        let short = Self::semisync_replicas(&inner) < self.config.quorum;
+        let config = self.config();
+        let short = Self::semisync_replicas(&inner) < config.quorum;
         if short
-            && self.config.without_quorum == WithoutQuorum::Immediate
-            && self.config.on_timeout != OnTimeout::Block
+            && config.without_quorum == WithoutQuorum::Immediate
+            && config.on_timeout != OnTimeout::Block
         {
             return Look::NoQuorum;
         }
@@ -162,7 +174,8 @@ impl Durability {
     /// `None` means keep waiting.
     fn timed_out(&self, gtids: &[MariaGtid], started: Instant) -> Option<(Outcome, Release)> {
         let waited = started.elapsed();
-        match self.config.on_timeout {
+        let config = self.config();
+        match config.on_timeout {
             OnTimeout::Block => {
                 warn!(gtids = %list_maria(gtids), ?waited, "commit still waiting for quorum (on_timeout = block)");
                 None
@@ -179,13 +192,16 @@ impl Durability {
                             warn!(
                                 gtids = %list_maria(gtids),
                                 ?waited,
-                                quorum = self.config.quorum,
+                                quorum = config.quorum,
                                 "durability state STRONG -> DEGRADED: a commit did not reach quorum in time"
                             );
                             inner.state = DurableState::Degraded {
                                 since: Instant::now(),
                                 owed,
                             };
+                            if let Some(observer) = &self.observer {
+                                observer.state_changed(super::State::Degraded);
+                            }
                             // Everyone else waiting is released too: DEGRADED does not wait.
                             inner.waiters.all(&mut woken);
                         }
@@ -197,8 +213,9 @@ impl Durability {
             OnTimeout::Error => {
                 let error = NotAcknowledged {
                     gtids: list_maria(gtids),
-                    quorum: self.config.quorum,
+                    quorum: config.quorum,
                     waited,
+                    shutdown: false,
                 };
                 Some((Outcome::Timeout, Release::Fail(error)))
             }
