@@ -1,5 +1,7 @@
-//! Typed configuration of the proxy, with defaults and validation. The CLI (and later the
-//! config file) fill it in; nothing else reads flags or the environment.
+//! Typed configuration of the proxy, with defaults and validation. The config file and the
+//! command line fill it in through [`settings`]; nothing else reads flags or the environment.
+
+pub mod settings;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,6 +26,12 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// Strong sync: quorum, ACK timeout and what happens when it passes.
     pub durability: DurabilityConfig,
+    /// Address of the admin HTTP port (metrics, health, status).
+    pub admin_listen: SocketAddr,
+    /// Log filter (`info`, `debug`, `strongsync=debug`, …).
+    pub log_level: String,
+    /// On SIGTERM, how long sessions in flight (parked commits included) may take to finish.
+    pub shutdown_grace: Duration,
 }
 
 /// PEM files for the client-facing TLS endpoint.
@@ -66,12 +74,34 @@ pub struct Timeouts {
 /// A configuration that cannot work, with the setting at fault.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ConfigError {
-    /// A setting is out of range.
+    /// A setting is out of range or does not parse.
     #[error("invalid value for {key}: {problem}")]
     Invalid {
-        /// Name of the setting.
+        /// Name of the setting (its key in the config file).
         key: &'static str,
         /// What is wrong with it.
+        problem: String,
+    },
+    /// A required setting is missing.
+    #[error("missing setting {key}")]
+    Missing {
+        /// Name of the setting.
+        key: &'static str,
+    },
+    /// The config file cannot be read.
+    #[error("cannot read {}: {problem}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        problem: String,
+    },
+    /// The config file is not valid TOML or has an unknown key.
+    #[error("{}: {problem}", path.display())]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (it names the key and the line).
         problem: String,
     },
 }
@@ -88,6 +118,9 @@ impl Config {
             limits: Limits::default(),
             timeouts: Timeouts::default(),
             durability: DurabilityConfig::default(),
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 9104)),
+            log_level: "info".into(),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 
@@ -107,36 +140,43 @@ impl Config {
         }
         let l = &self.limits;
         if l.max_connections == 0 {
-            return invalid("max_connections", "must be at least 1");
+            return invalid("limits.max_connections", "must be at least 1");
         }
         if l.max_packet_size < 1024 || l.max_packet_size > (1 << 30) {
-            return invalid("max_packet_size", "must be between 1 KiB and 1 GiB");
+            return invalid("limits.max_packet_size", "must be between 1 KiB and 1 GiB");
         }
         if l.max_handshake_packet_size < 1024 || l.max_handshake_packet_size > l.max_packet_size {
             return invalid(
-                "max_handshake_packet_size",
-                "must be between 1 KiB and max_packet_size",
+                "limits.max_handshake_packet_size",
+                "must be between 1 KiB and limits.max_packet_size",
             );
         }
         if l.max_held_response_bytes < 64 * 1024 {
-            return invalid("max_held_response_bytes", "must be at least 64 KiB");
+            return invalid("limits.max_held_response_bytes", "must be at least 64 KiB");
         }
         let d = &self.durability;
-        if d.gtid_index_capacity == 0 {
-            return invalid("gtid_index_capacity", "must be at least 1");
+        if d.quorum == 0 || d.quorum > 64 {
+            return invalid(
+                "durability.quorum",
+                "must be between 1 and 64 (to relay without waiting, set durability.passthrough)",
+            );
         }
-        if d.quorum > 64 {
-            return invalid("quorum", "must be at most 64");
+        if d.gtid_index_capacity == 0 {
+            return invalid("durability.gtid_index_capacity", "must be at least 1");
         }
         for (key, value) in [
-            ("primary_connect_timeout", self.timeouts.primary_connect),
-            ("client_handshake_timeout", self.timeouts.client_handshake),
-            ("ack_timeout", d.ack_timeout),
-            ("ack_nudge_after", d.ack_nudge_after),
+            ("timeouts.primary_connect", self.timeouts.primary_connect),
+            ("timeouts.client_handshake", self.timeouts.client_handshake),
+            ("durability.ack_timeout", d.ack_timeout),
+            ("durability.ack_nudge_after", d.ack_nudge_after),
         ] {
             if value.is_zero() {
                 return invalid(key, "must be greater than zero");
             }
+        }
+        // Port 0 asks the OS for a free port, so two zero ports never collide.
+        if self.admin_listen == self.listen && self.listen.port() != 0 {
+            return invalid("admin_listen", "must differ from listen");
         }
         Ok(())
     }
@@ -176,17 +216,24 @@ mod tests {
         assert_eq!(Config::new("db:3306").validate(), Ok(()));
         assert_eq!(Config::new("[::1]:3306").validate(), Ok(()));
         type Breaks = fn(&mut Config);
-        let table: [(&str, Breaks); 6] = [
+        let table: [(&str, Breaks); 9] = [
             ("primary", |c| c.primary = "db".into()),
             ("primary", |c| c.primary = "db:0".into()),
-            ("max_connections", |c| c.limits.max_connections = 0),
-            ("max_packet_size", |c| c.limits.max_packet_size = 2 << 30),
-            ("max_handshake_packet_size", |c| {
+            ("limits.max_connections", |c| c.limits.max_connections = 0),
+            ("limits.max_packet_size", |c| {
+                c.limits.max_packet_size = 2 << 30
+            }),
+            ("limits.max_handshake_packet_size", |c| {
                 c.limits.max_handshake_packet_size = 2 << 30
             }),
-            ("client_handshake_timeout", |c| {
+            ("timeouts.client_handshake", |c| {
                 c.timeouts.client_handshake = Duration::ZERO
             }),
+            ("durability.quorum", |c| c.durability.quorum = 0),
+            ("durability.ack_timeout", |c| {
+                c.durability.ack_timeout = Duration::ZERO
+            }),
+            ("admin_listen", |c| c.admin_listen = c.listen),
         ];
         for (key, breaks) in table {
             let mut config = Config::new("db:3306");

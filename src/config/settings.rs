@@ -1,0 +1,361 @@
+//! The settings as an operator writes them: every field optional, durations as `"10s"`, from a
+//! TOML file and from the command line (which wins), resolved onto the defaults into a
+//! [`Config`]. Every error names the key at fault.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Config, ConfigError, TlsFiles};
+
+/// Settings, any of which may be missing (then the default applies). The field names are the
+/// config file's keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// SQL port for clients and replicas, `ADDR:PORT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// The primary, `HOST:PORT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primary: Option<String>,
+    /// Admin HTTP port, `ADDR:PORT`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<String>,
+    /// Log filter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<String>,
+    /// Grace period on SIGTERM, e.g. `"10s"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace: Option<String>,
+    /// TLS on the client side.
+    #[serde(default, skip_serializing_if = "TlsSettings::is_empty")]
+    pub tls: TlsSettings,
+    /// Limits.
+    #[serde(default)]
+    pub limits: LimitSettings,
+    /// Timeouts.
+    #[serde(default)]
+    pub timeouts: TimeoutSettings,
+    /// Strong sync.
+    #[serde(default)]
+    pub durability: DurabilitySettings,
+}
+
+/// `[tls]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSettings {
+    /// PEM certificate chain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert: Option<PathBuf>,
+    /// PEM private key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSettings {
+    /// Clients served at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<i64>,
+    /// Largest packet payload, bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_packet_size: Option<i64>,
+    /// Largest packet before login, bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_handshake_packet_size: Option<i64>,
+    /// Most bytes of a response held while its GTID is resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_held_response_bytes: Option<i64>,
+}
+
+/// `[timeouts]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeoutSettings {
+    /// Connecting to the primary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primary_connect: Option<String>,
+    /// A new client's login.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_handshake: Option<String>,
+}
+
+/// `[durability]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DurabilitySettings {
+    /// Replicas that must acknowledge a commit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<i64>,
+    /// How long a commit waits for its quorum.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ack_timeout: Option<String>,
+    /// `degrade`, `block` or `error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<String>,
+    /// `wait` or `immediate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub without_quorum: Option<String>,
+    /// When to ask a replica again for a missing ACK.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ack_nudge_after: Option<String>,
+    /// Transactions whose end position is remembered exactly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gtid_index_capacity: Option<i64>,
+    /// Relay only, never wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passthrough: Option<bool>,
+}
+
+// === impl Settings ===
+
+impl Settings {
+    /// Reads a TOML config file.
+    ///
+    /// # Errors
+    /// [`ConfigError::File`] if it cannot be read, [`ConfigError::Syntax`] if it is not valid
+    /// TOML or has a key this version does not know (the message names it and its line).
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
+            path: path.to_owned(),
+            problem: e.to_string(),
+        })?;
+        Self::from_toml(&text).map_err(|e| match e {
+            ConfigError::Syntax { problem, .. } => ConfigError::Syntax {
+                path: path.to_owned(),
+                problem,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses TOML text.
+    ///
+    /// # Errors
+    /// [`ConfigError::Syntax`] for invalid TOML or an unknown key.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: PathBuf::from("<config>"),
+            problem: e.to_string(),
+        })
+    }
+
+    /// These settings, with every setting `over` has replacing ours.
+    pub fn overridden_by(self, over: Settings) -> Settings {
+        fn pick<T>(base: Option<T>, over: Option<T>) -> Option<T> {
+            over.or(base)
+        }
+        let (b, o) = (self, over);
+        Settings {
+            listen: pick(b.listen, o.listen),
+            primary: pick(b.primary, o.primary),
+            admin_listen: pick(b.admin_listen, o.admin_listen),
+            log_level: pick(b.log_level, o.log_level),
+            shutdown_grace: pick(b.shutdown_grace, o.shutdown_grace),
+            tls: TlsSettings {
+                cert: pick(b.tls.cert, o.tls.cert),
+                key: pick(b.tls.key, o.tls.key),
+            },
+            limits: LimitSettings {
+                max_connections: pick(b.limits.max_connections, o.limits.max_connections),
+                max_packet_size: pick(b.limits.max_packet_size, o.limits.max_packet_size),
+                max_handshake_packet_size: pick(
+                    b.limits.max_handshake_packet_size,
+                    o.limits.max_handshake_packet_size,
+                ),
+                max_held_response_bytes: pick(
+                    b.limits.max_held_response_bytes,
+                    o.limits.max_held_response_bytes,
+                ),
+            },
+            timeouts: TimeoutSettings {
+                primary_connect: pick(b.timeouts.primary_connect, o.timeouts.primary_connect),
+                client_handshake: pick(b.timeouts.client_handshake, o.timeouts.client_handshake),
+            },
+            durability: DurabilitySettings {
+                quorum: pick(b.durability.quorum, o.durability.quorum),
+                ack_timeout: pick(b.durability.ack_timeout, o.durability.ack_timeout),
+                on_timeout: pick(b.durability.on_timeout, o.durability.on_timeout),
+                without_quorum: pick(b.durability.without_quorum, o.durability.without_quorum),
+                ack_nudge_after: pick(b.durability.ack_nudge_after, o.durability.ack_nudge_after),
+                gtid_index_capacity: pick(
+                    b.durability.gtid_index_capacity,
+                    o.durability.gtid_index_capacity,
+                ),
+                passthrough: pick(b.durability.passthrough, o.durability.passthrough),
+            },
+        }
+    }
+
+    /// The configuration these settings describe, on top of the defaults, validated.
+    ///
+    /// # Errors
+    /// [`ConfigError::Missing`] without a primary; [`ConfigError::Invalid`] naming the first
+    /// setting that does not parse or is out of range.
+    pub fn resolve(&self) -> Result<Config, ConfigError> {
+        let primary = self
+            .primary
+            .clone()
+            .ok_or(ConfigError::Missing { key: "primary" })?;
+        let mut c = Config::new(primary);
+        if let Some(v) = &self.listen {
+            c.listen = parse("listen", v)?;
+        }
+        if let Some(v) = &self.admin_listen {
+            c.admin_listen = parse("admin_listen", v)?;
+        }
+        if let Some(v) = &self.log_level {
+            c.log_level = v.clone();
+        }
+        if let Some(v) = &self.shutdown_grace {
+            c.shutdown_grace = duration("shutdown_grace", v)?;
+        }
+        c.tls = match (&self.tls.cert, &self.tls.key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (None, None) => None,
+            (Some(_), None) => return Err(ConfigError::Missing { key: "tls.key" }),
+            (None, Some(_)) => return Err(ConfigError::Missing { key: "tls.cert" }),
+        };
+        let l = &self.limits;
+        set_count(
+            &mut c.limits.max_connections,
+            "limits.max_connections",
+            l.max_connections,
+        )?;
+        set_count(
+            &mut c.limits.max_packet_size,
+            "limits.max_packet_size",
+            l.max_packet_size,
+        )?;
+        set_count(
+            &mut c.limits.max_handshake_packet_size,
+            "limits.max_handshake_packet_size",
+            l.max_handshake_packet_size,
+        )?;
+        set_count(
+            &mut c.limits.max_held_response_bytes,
+            "limits.max_held_response_bytes",
+            l.max_held_response_bytes,
+        )?;
+        let t = &self.timeouts;
+        if let Some(v) = &t.primary_connect {
+            c.timeouts.primary_connect = duration("timeouts.primary_connect", v)?;
+        }
+        if let Some(v) = &t.client_handshake {
+            c.timeouts.client_handshake = duration("timeouts.client_handshake", v)?;
+        }
+        let d = &self.durability;
+        set_count(&mut c.durability.quorum, "durability.quorum", d.quorum)?;
+        if let Some(v) = &d.ack_timeout {
+            c.durability.ack_timeout = duration("durability.ack_timeout", v)?;
+        }
+        if let Some(v) = &d.on_timeout {
+            c.durability.on_timeout = parse("durability.on_timeout", v)?;
+        }
+        if let Some(v) = &d.without_quorum {
+            c.durability.without_quorum = parse("durability.without_quorum", v)?;
+        }
+        if let Some(v) = &d.ack_nudge_after {
+            c.durability.ack_nudge_after = duration("durability.ack_nudge_after", v)?;
+        }
+        set_count(
+            &mut c.durability.gtid_index_capacity,
+            "durability.gtid_index_capacity",
+            d.gtid_index_capacity,
+        )?;
+        if let Some(v) = d.passthrough {
+            c.durability.passthrough = v;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Every setting of `config`, as a file would say it (what `check-config` prints).
+    pub fn from_config(config: &Config) -> Settings {
+        let d = &config.durability;
+        Settings {
+            listen: Some(config.listen.to_string()),
+            primary: Some(config.primary.clone()),
+            admin_listen: Some(config.admin_listen.to_string()),
+            log_level: Some(config.log_level.clone()),
+            shutdown_grace: Some(show(config.shutdown_grace)),
+            tls: TlsSettings {
+                cert: config.tls.as_ref().map(|t| t.cert.clone()),
+                key: config.tls.as_ref().map(|t| t.key.clone()),
+            },
+            limits: LimitSettings {
+                max_connections: Some(config.limits.max_connections as i64),
+                max_packet_size: Some(config.limits.max_packet_size as i64),
+                max_handshake_packet_size: Some(config.limits.max_handshake_packet_size as i64),
+                max_held_response_bytes: Some(config.limits.max_held_response_bytes as i64),
+            },
+            timeouts: TimeoutSettings {
+                primary_connect: Some(show(config.timeouts.primary_connect)),
+                client_handshake: Some(show(config.timeouts.client_handshake)),
+            },
+            durability: DurabilitySettings {
+                quorum: Some(d.quorum as i64),
+                ack_timeout: Some(show(d.ack_timeout)),
+                on_timeout: Some(d.on_timeout.to_string()),
+                without_quorum: Some(d.without_quorum.to_string()),
+                ack_nudge_after: Some(show(d.ack_nudge_after)),
+                gtid_index_capacity: Some(d.gtid_index_capacity as i64),
+                passthrough: Some(d.passthrough),
+            },
+        }
+    }
+
+    /// TOML text of these settings.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot render the settings: {e}\n"))
+    }
+}
+
+impl TlsSettings {
+    fn is_empty(&self) -> bool {
+        self.cert.is_none() && self.key.is_none()
+    }
+}
+
+fn parse<T: FromStr>(key: &'static str, value: &str) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    value.parse().map_err(|e: T::Err| ConfigError::Invalid {
+        key,
+        problem: format!("{value:?}: {e}"),
+    })
+}
+
+fn duration(key: &'static str, value: &str) -> Result<Duration, ConfigError> {
+    humantime::parse_duration(value).map_err(|e| ConfigError::Invalid {
+        key,
+        problem: format!("{value:?} is not a duration like \"10s\" or \"250ms\" ({e})"),
+    })
+}
+
+fn set_count(slot: &mut usize, key: &'static str, value: Option<i64>) -> Result<(), ConfigError> {
+    if let Some(v) = value {
+        *slot = usize::try_from(v).map_err(|_| ConfigError::Invalid {
+            key,
+            problem: format!("{v} is negative"),
+        })?;
+    }
+    Ok(())
+}
+
+fn show(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,155 @@
+//! Settings from TOML and overrides, resolved and validated; every error names its key.
+
+use super::*;
+use crate::durability::{OnTimeout, WithoutQuorum};
+
+const FULL: &str = r#"
+listen = "0.0.0.0:3307"
+primary = "db1:3306"
+admin_listen = "127.0.0.1:9104"
+log_level = "strongsync=debug"
+shutdown_grace = "15s"
+
+[tls]
+cert = "/etc/strongsync/tls.crt"
+key = "/etc/strongsync/tls.key"
+
+[limits]
+max_connections = 100
+max_packet_size = 67108864
+max_handshake_packet_size = 65536
+max_held_response_bytes = 1048576
+
+[timeouts]
+primary_connect = "2s"
+client_handshake = "250ms"
+
+[durability]
+quorum = 2
+ack_timeout = "3s"
+on_timeout = "error"
+without_quorum = "immediate"
+ack_nudge_after = "500ms"
+gtid_index_capacity = 1000
+passthrough = false
+"#;
+
+fn error_of(toml: &str) -> String {
+    match Settings::from_toml(toml).and_then(|s| s.resolve()) {
+        Ok(c) => panic!("accepted: {c:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_full_file_resolves_and_round_trips() {
+    let config = Settings::from_toml(FULL).unwrap().resolve().unwrap();
+    assert_eq!(config.primary, "db1:3306");
+    assert_eq!(config.limits.max_connections, 100);
+    assert_eq!(config.timeouts.client_handshake, Duration::from_millis(250));
+    assert_eq!(config.durability.quorum, 2);
+    assert_eq!(config.durability.on_timeout, OnTimeout::Error);
+    assert_eq!(config.durability.without_quorum, WithoutQuorum::Immediate);
+    assert_eq!(config.shutdown_grace, Duration::from_secs(15));
+    assert!(config.tls.is_some());
+    let printed = Settings::from_config(&config).to_toml();
+    let again = Settings::from_toml(&printed).unwrap().resolve().unwrap();
+    assert_eq!(again, config, "{printed}");
+}
+
+#[test]
+fn defaults_fill_what_the_file_leaves_out() {
+    let config = Settings::from_toml("primary = \"db:3306\"")
+        .unwrap()
+        .resolve()
+        .unwrap();
+    assert_eq!(config, Config::new("db:3306"));
+}
+
+#[test]
+fn command_line_settings_win() {
+    let file = Settings::from_toml(FULL).unwrap();
+    let cli = Settings {
+        primary: Some("db2:3306".into()),
+        durability: DurabilitySettings {
+            quorum: Some(1),
+            ..DurabilitySettings::default()
+        },
+        ..Settings::default()
+    };
+    let config = file.overridden_by(cli).resolve().unwrap();
+    assert_eq!(
+        (config.primary.as_str(), config.durability.quorum),
+        ("db2:3306", 1)
+    );
+    assert_eq!(
+        config.durability.ack_timeout,
+        Duration::from_secs(3),
+        "the file still counts"
+    );
+}
+
+#[test]
+fn bad_files_are_refused_naming_the_key() {
+    // (file, words the message must contain)
+    let table = [
+        (
+            "primary = \"db:3306\"\nquorom = 2",
+            vec!["unknown field", "quorom"],
+        ),
+        (
+            "primary = \"db:3306\"\n[durability]\nquorom = 2",
+            vec!["unknown field", "quorom"],
+        ),
+        (
+            "primary = \"db:3306\"\n[durability]\nack_timeout = \"-5s\"",
+            vec!["durability.ack_timeout"],
+        ),
+        (
+            "primary = \"db:3306\"\n[durability]\nquorum = 0",
+            vec!["durability.quorum", "between 1 and 64"],
+        ),
+        (
+            "primary = \"db:3306\"\n[durability]\nquorum = -1",
+            vec!["durability.quorum", "negative"],
+        ),
+        (
+            "primary = \"db:3306\"\n[durability]\non_timeout = \"panic\"",
+            vec!["durability.on_timeout", "degrade, block or error"],
+        ),
+        (
+            "primary = \"db:3306\"\n[timeouts]\nclient_handshake = \"0s\"",
+            vec!["timeouts.client_handshake"],
+        ),
+        (
+            "primary = \"db:3306\"\nlisten = \"nowhere\"",
+            vec!["listen"],
+        ),
+        (
+            "primary = \"db:3306\"\n[tls]\ncert = \"a.pem\"",
+            vec!["tls.key"],
+        ),
+        ("listen = \"127.0.0.1:1\"", vec!["missing setting primary"]),
+        (
+            "primary = \"db:3306\"\n[limits]\nmax_connections = \"many\"",
+            vec!["max_connections"],
+        ),
+        ("primary = ", vec!["TOML parse error"]),
+    ];
+    for (toml, words) in table {
+        let message = error_of(toml);
+        for word in words {
+            assert!(
+                message.contains(word),
+                "{toml:?}: {message:?} lacks {word:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_shipped_example_is_valid() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/strongsync.toml");
+    let config = Settings::from_file(&path).unwrap().resolve().unwrap();
+    assert_eq!(config.durability.quorum, 1);
+}
