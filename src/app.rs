@@ -1,30 +1,54 @@
-//! Wires a running proxy together: binds the SQL port, starts the accept loop under a
-//! cancellation tree, and stops it with a grace period for the sessions in flight.
+//! Wires a running proxy together: the SQL port and its sessions, strong sync, metrics and the
+//! admin port, under a cancellation tree; applies reloaded settings; stops with a grace period.
+//!
+//! Shutdown has two stages. The soft stop ends the accept loop and every idle client session;
+//! sessions in the middle of a command (a parked commit included) go on. The hard stop, at the
+//! end of the grace period, ends replica dumps and the admin port — replicas keep acknowledging
+//! until then, so parked commits can still reach their quorum.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::admin::{self, Admin};
 use crate::commit::CommitHook;
 use crate::config::{Config, ConfigError};
-use crate::durability::Durability;
+use crate::durability::{Durability, WaitObserver};
 use crate::frontend::{self, Shared};
+use crate::health::PrimaryHealth;
+use crate::metrics::Metrics;
 use crate::tls::{self, TlsError};
 
 /// A running proxy.
-#[derive(Debug)]
 pub struct Proxy {
     local_addr: SocketAddr,
+    admin_addr: SocketAddr,
     durability: Arc<Durability>,
-    cancel: CancellationToken,
+    metrics: Arc<Metrics>,
+    config: Mutex<Config>,
+    soft: CancellationToken,
+    hard: CancellationToken,
+    in_flight: Arc<InFlight>,
     tracker: TaskTracker,
 }
+
+/// Client sessions that are not replica dumps, counted so shutdown knows when they are done.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+/// A session's place in [`InFlight`], given up when it ends or becomes a replica dump.
+pub(crate) struct InFlightGuard(Arc<InFlight>);
 
 /// Why the proxy could not start.
 #[derive(Debug, Error)]
@@ -35,7 +59,7 @@ pub enum StartError {
     /// The TLS certificate or key is unusable.
     #[error(transparent)]
     Tls(#[from] TlsError),
-    /// The SQL port could not be bound.
+    /// A port could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         /// The configured address.
@@ -43,6 +67,15 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+/// What a shutdown did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Parked commits released with an error because the grace period ended.
+    pub released_parked: u64,
+    /// Client sessions still running when the proxy gave up on them.
+    pub unfinished: usize,
 }
 
 /// Builds a [`Proxy`].
@@ -68,7 +101,7 @@ impl ProxyBuilder {
         self
     }
 
-    /// Validates the configuration, binds the SQL port and starts accepting clients.
+    /// Validates the configuration, binds the SQL and admin ports and starts serving.
     ///
     /// # Errors
     /// [`StartError`] for an invalid configuration, unusable TLS files, or a port that cannot
@@ -77,41 +110,65 @@ impl ProxyBuilder {
         let ProxyBuilder { config, hook } = self;
         config.validate()?;
         let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
-        let listener =
-            TcpListener::bind(config.listen)
-                .await
-                .map_err(|source| StartError::Bind {
-                    addr: config.listen,
-                    source,
-                })?;
-        let local_addr = listener.local_addr().map_err(|source| StartError::Bind {
-            addr: config.listen,
-            source,
-        })?;
-        info!(listen = %local_addr, primary = %config.primary, tls = tls.is_some(), "strongsync listening");
-        let durability = Durability::new(config.durability.clone());
-        let hook = hook(Arc::clone(&durability));
-        let shared = Arc::new(Shared {
-            config,
-            tls,
-            hook,
-            durability: Arc::clone(&durability),
-        });
-        let cancel = CancellationToken::new();
+        let (listener, local_addr) = bind(config.listen).await?;
+        let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
+        info!(listen = %local_addr, admin = %admin_addr, primary = %config.primary, tls = tls.is_some(), "strongsync listening");
+
+        let metrics = Arc::new(Metrics::new());
+        let durability = Durability::with_observer(
+            config.durability,
+            Arc::clone(&metrics) as Arc<dyn WaitObserver>,
+        );
+        let primary_health = Arc::new(PrimaryHealth::new(
+            config.primary.clone(),
+            config.timeouts.primary_connect,
+            metrics.primary_up.clone(),
+        ));
+        let soft = CancellationToken::new();
+        let hard = CancellationToken::new();
+        let in_flight = Arc::new(InFlight::default());
         let tracker = TaskTracker::new();
+        let shared = Arc::new(Shared {
+            config: config.clone(),
+            tls,
+            hook: hook(Arc::clone(&durability)),
+            durability: Arc::clone(&durability),
+            metrics: Arc::clone(&metrics),
+            primary_health: Arc::clone(&primary_health),
+            hard_stop: hard.clone(),
+            in_flight: Arc::clone(&in_flight),
+        });
         tracker.spawn(frontend::serve(
             listener,
             shared,
-            cancel.child_token(),
+            soft.clone(),
             tracker.clone(),
         ));
+        let admin = Admin {
+            durability: Arc::clone(&durability),
+            metrics: Arc::clone(&metrics),
+            primary: primary_health,
+        };
+        tracker.spawn(admin::serve(admin_listener, admin, hard.clone()));
         Ok(Proxy {
             local_addr,
+            admin_addr,
             durability,
-            cancel,
+            metrics,
+            config: Mutex::new(config),
+            soft,
+            hard,
+            in_flight,
             tracker,
         })
     }
+}
+
+async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
+    let bind_error = |source| StartError::Bind { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let local = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, local))
 }
 
 // === impl Proxy ===
@@ -130,29 +187,135 @@ impl Proxy {
         &self.durability
     }
 
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
     /// The address the SQL port is bound to (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
-    /// Stops accepting, tells every session to finish, and waits up to `grace` for them.
-    /// Returns the number of tasks still running when the grace period ran out.
-    pub async fn shutdown(self, grace: Duration) -> usize {
-        self.durability.begin_shutdown();
-        self.cancel.cancel();
-        self.tracker.close();
-        if tokio::time::timeout(grace, self.tracker.wait())
-            .await
-            .is_err()
-        {
-            let left = self.tracker.len();
-            warn!(
-                left,
-                ?grace,
-                "sessions still running after the grace period"
-            );
-            return left;
+    /// The address the admin port is bound to.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// Applies reloaded settings: strong sync's settings take effect for the commits made from
+    /// now on. Returns the settings that changed but only take effect after a restart.
+    pub fn reload(&self, new: &Config) -> Vec<&'static str> {
+        let mut held = self.config.lock().unwrap_or_else(|p| p.into_inner());
+        let old = &*held;
+        let mut needs_restart = Vec::new();
+        let mut differs = |key, changed: bool| {
+            if changed {
+                needs_restart.push(key);
+            }
+        };
+        differs("listen", old.listen != new.listen);
+        differs("primary", old.primary != new.primary);
+        differs("admin_listen", old.admin_listen != new.admin_listen);
+        differs("tls", old.tls != new.tls);
+        differs("limits", old.limits != new.limits);
+        differs("timeouts", old.timeouts != new.timeouts);
+        differs("shutdown_grace", old.shutdown_grace != new.shutdown_grace);
+        differs(
+            "durability.gtid_index_capacity",
+            old.durability.gtid_index_capacity != new.durability.gtid_index_capacity,
+        );
+        if old.durability != new.durability {
+            info!(?new.durability, "strong sync settings reloaded");
+            self.durability.reconfigure(new.durability);
         }
-        0
+        let mut applied = new.clone();
+        // What cannot change keeps its running value, so a later reload compares against it.
+        applied.listen = old.listen;
+        applied.primary = old.primary.clone();
+        applied.admin_listen = old.admin_listen;
+        applied.tls = old.tls.clone();
+        applied.limits = old.limits.clone();
+        applied.timeouts = old.timeouts.clone();
+        applied.shutdown_grace = old.shutdown_grace;
+        *held = applied;
+        needs_restart
+    }
+
+    /// Stops: no new clients, idle sessions closed, sessions in flight (parked commits
+    /// included) given up to `grace`. Parked commits still waiting near its end are released
+    /// with an error saying so (counted as `shutdown`); then replicas and the admin port stop.
+    pub async fn shutdown(self, grace: Duration) -> ShutdownReport {
+        self.durability.begin_shutdown();
+        self.soft.cancel();
+        // Keep the end of the grace period for releasing what is still parked.
+        let margin = (grace / 5).min(Duration::from_secs(1));
+        let mut released_parked = 0;
+        if !self.in_flight.wait_idle(grace - margin).await {
+            let before = self.durability.status().released["shutdown"];
+            self.durability.release_for_shutdown();
+            self.in_flight.wait_idle(margin).await;
+            released_parked = self.durability.status().released["shutdown"] - before;
+        }
+        let unfinished = self.in_flight.count();
+        self.hard.cancel();
+        self.tracker.close();
+        let _ = tokio::time::timeout(Duration::from_millis(500), self.tracker.wait()).await;
+        if unfinished > 0 {
+            warn!(
+                unfinished,
+                ?grace,
+                "client sessions still running after the grace period"
+            );
+        }
+        info!(released_parked, "stopped");
+        ShutdownReport {
+            released_parked,
+            unfinished,
+        }
+    }
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("local_addr", &self.local_addr)
+            .field("admin_addr", &self.admin_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl InFlight ===
+
+impl InFlight {
+    /// Counts a session in.
+    pub(crate) fn enter(self: &Arc<Self>) -> InFlightGuard {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        InFlightGuard(Arc::clone(self))
+    }
+
+    fn count(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no session is in flight, or `limit` passes; true if none is.
+    async fn wait_idle(&self, limit: Duration) -> bool {
+        let idle = async {
+            loop {
+                let notified = self.idle.notified();
+                if self.count() == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(limit, idle).await.is_ok()
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use strongsync_proto::packet::{self, Packet, PacketDecoder, MAX_PACKET_PAYLOAD};
 use strongsync_proto::ProtoError;
 use thiserror::Error;
@@ -24,6 +24,8 @@ pub struct Conn<S> {
     rbuf: BytesMut,
     wbuf: BytesMut,
     decoder: PacketDecoder,
+    /// Bytes written since [`take_written`](Self::take_written) last asked.
+    written: u64,
 }
 
 /// Why a packet could not be read.
@@ -56,6 +58,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             rbuf,
             wbuf: BytesMut::new(),
             decoder: PacketDecoder::new(max_payload),
+            written: 0,
         }
     }
 
@@ -181,10 +184,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// # Errors
     /// Socket errors.
     pub async fn flush(&mut self) -> io::Result<()> {
-        while self.wbuf.has_remaining() {
-            self.stream.write_all_buf(&mut self.wbuf).await?;
-        }
+        let queued = self.wbuf.len();
+        let result = self.stream.write_all_buf(&mut self.wbuf).await;
+        self.written += (queued - self.wbuf.len()) as u64;
+        result?;
         self.stream.flush().await
+    }
+
+    /// Bytes written to the socket since the last call (for the relayed-bytes metric).
+    pub fn take_written(&mut self) -> u64 {
+        std::mem::take(&mut self.written)
     }
 
     /// Flushes, then closes the write side (FIN): the peer sees a clean end of stream.

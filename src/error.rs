@@ -154,6 +154,20 @@ impl Error {
         }
     }
 
+    /// For input rejected as malformed, its kind (a label of the malformed-input metric).
+    pub fn malformed_kind(&self) -> Option<&'static str> {
+        Some(match self {
+            Error::ClientProtocol(ProtoError::TooLarge { .. }) => "client_packet_too_large",
+            Error::ClientProtocol(ProtoError::OutOfSequence { .. }) => "client_out_of_sequence",
+            Error::ClientProtocol(_) => "client_malformed_packet",
+            Error::Replica(ReplicaError::MalformedAck(_)) => "replica_malformed_ack",
+            Error::Replica(ReplicaError::Ack(_)) => "replica_ack_beyond_relayed",
+            Error::Replica(ReplicaError::Unexpected { .. }) => "replica_unexpected_packet",
+            Error::PrimaryProtocol(_) => "primary_malformed_packet",
+            _ => return None,
+        })
+    }
+
     /// True for the ordinary ways a session ends, which are not worth more than a debug line.
     pub fn is_routine(&self) -> bool {
         matches!(self, Error::ClientClosed | Error::Shutdown)

@@ -13,21 +13,27 @@
 //! - [`durability`]: strong sync. Replica pipes report the transactions they relay and the
 //!   acknowledgements they get; commits park until a quorum of replicas has them, under the
 //!   timeout policy and the STRONG/DEGRADED state.
-//! - [`app`]: wiring, cancellation tree and graceful stop; [`config`]: typed settings;
-//!   [`error`]: session errors and the single mapping to MySQL ERR packets.
+//! - [`app`]: wiring, cancellation tree, reload and graceful stop; [`config`]: typed settings
+//!   and the config file; [`error`]: session errors and the single mapping to MySQL ERR
+//!   packets.
+//! - [`metrics`], [`admin`], [`health`]: Prometheus metrics, the admin HTTP port (`/metrics`,
+//!   `/healthz`, `/readyz`, `/status`), and the primary's reachability.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod app;
 pub mod commit;
 pub mod config;
 pub mod conn;
 pub mod durability;
 pub mod error;
+pub mod health;
+pub mod metrics;
 pub mod stream;
 pub mod tls;
 
 mod frontend;
 
-pub use app::{Proxy, ProxyBuilder, StartError};
+pub use app::{Proxy, ProxyBuilder, ShutdownReport, StartError};
 pub use commit::{Commit, CommitHook, Release};
 pub use config::{Config, ConfigError, Limits, Timeouts, TlsFiles};

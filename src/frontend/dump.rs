@@ -6,8 +6,11 @@
 
 use std::net::SocketAddr;
 
+use std::collections::VecDeque;
+
 use bytes::BytesMut;
-use strongsync_proto::binlog::{put_heartbeat, EventSeen, StreamTracker};
+use prometheus::{Histogram, IntCounter};
+use strongsync_proto::binlog::{put_heartbeat, EventSeen, StreamTracker, ROTATE_EVENT};
 use strongsync_proto::command::COM_QUIT;
 use strongsync_proto::packet::Packet;
 use strongsync_proto::position::Position;
@@ -34,7 +37,15 @@ struct Pipe {
     /// An event larger than one packet, being put back together to be re-chunked with the
     /// semisync header (which moves every packet boundary by two bytes).
     large: Option<(BytesMut, EventSeen)>,
+    /// Transaction ends sent with the ACK flag and when, for the ACK latency metric.
+    flagged: VecDeque<(Position, Instant)>,
+    ack_latency: Histogram,
+    acks: IntCounter,
 }
+
+/// Flagged events remembered for the latency metric (a replica that stops acknowledging does
+/// not make the proxy remember every event it sends).
+const FLAGGED_KEPT: usize = 4096;
 
 /// One thing that happened on a dump.
 enum DumpEvent {
@@ -57,7 +68,11 @@ impl Session {
                 .durability
                 .register_replica(server_id, peer, self.replica.semisync);
         handle.has_gtids(&self.replica.connect_state);
+        let (ack_latency, acks) = self.shared.metrics.ack_latency_of(server_id);
         let mut pipe = Pipe {
+            flagged: VecDeque::new(),
+            ack_latency,
+            acks,
             handle,
             semisync: self.replica.semisync,
             tracker: StreamTracker::new(),
@@ -66,6 +81,10 @@ impl Session {
             unacked: None,
             large: None,
         };
+        // A dump is not a client session in flight: shutdown does not wait for it, it ends
+        // it (the hard stop) once the parked commits it may be acknowledging are done.
+        self.in_flight = None;
+        let hard_stop = self.shared.hard_stop.clone();
         let remind_after = self.shared.durability.config().ack_nudge_after;
         loop {
             if !self.primary.has_buffered_packet() {
@@ -74,7 +93,7 @@ impl Session {
             let remind_at = pipe.remind_at(remind_after);
             let event = tokio::select! {
                 biased;
-                () = self.cancel.cancelled() => return Err(Error::Shutdown),
+                () = hard_stop.cancelled() => return Err(Error::Shutdown),
                 packet = self.primary.read_packet() => match packet.map_err(Error::from_primary) {
                     Ok(packet) => DumpEvent::Primary(packet),
                     // The primary ends a dump by closing it (STOP SLAVE kills it by id).
@@ -153,6 +172,8 @@ impl Pipe {
             self.relayed = self.relayed.max(Some(end));
             if seen.ends_transaction {
                 self.handle.transaction_relayed(seen.gtid, end);
+            } else if seen.header.kind == ROTATE_EVENT {
+                self.handle.file_ended(end);
             }
         }
     }
@@ -161,7 +182,12 @@ impl Pipe {
     fn send_event(&mut self, session: &mut Session, event: &[u8], seen: EventSeen) {
         let flag = match seen.end {
             Some(end) if seen.ends_transaction => {
-                self.unacked = Some((end, Instant::now()));
+                let now = Instant::now();
+                self.unacked = Some((end, now));
+                if self.flagged.len() == FLAGGED_KEPT {
+                    self.flagged.pop_front();
+                }
+                self.flagged.push_back((end, now));
                 semisync::ACK_REQUESTED
             }
             _ => semisync::NO_ACK,
@@ -209,6 +235,14 @@ impl Pipe {
             .map_err(ReplicaError::Ack)?;
         if self.unacked.is_some_and(|(flagged, _)| position >= flagged) {
             self.unacked = None;
+        }
+        self.acks.inc();
+        while let Some(&(flagged, sent)) = self.flagged.front() {
+            if flagged > position {
+                break;
+            }
+            self.ack_latency.observe(sent.elapsed().as_secs_f64());
+            self.flagged.pop_front();
         }
         debug!(server_id = self.handle.server_id(), %position, "ack");
         Ok(true)

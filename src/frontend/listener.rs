@@ -74,20 +74,41 @@ async fn handle(tcp: TcpStream, peer: SocketAddr, shared: Arc<Shared>, cancel: C
     if let Err(err) = tcp.set_nodelay(true) {
         warn!(%err, "cannot set TCP_NODELAY on the client connection");
     }
+    let in_flight = shared.in_flight.enter();
+    let _connected = Gauged::new(&shared.metrics.client_connections);
     let client = Conn::new(
         ClientStream::Plain(tcp),
         shared.config.limits.max_handshake_packet_size,
     );
     match connect_primary(&shared).await {
         Ok((primary, greeting)) => {
-            Session::new(shared, client, primary, cancel)
+            shared.primary_health.record(Ok(()));
+            let _primary = Gauged::new(&shared.metrics.primary_connections);
+            Session::new(shared, client, primary, cancel, in_flight)
                 .run(greeting, peer)
-                .await
+                .await;
         }
         Err(error) => {
+            shared.primary_health.record(Err(error.to_string()));
             error!(%error, "client turned away: the primary is unreachable");
             close_with(client, &error).await;
         }
+    }
+}
+
+/// Holds one unit of a gauge (a connection) for as long as it lives.
+struct Gauged(prometheus::IntGauge);
+
+impl Gauged {
+    fn new(gauge: &prometheus::IntGauge) -> Self {
+        gauge.inc();
+        Gauged(gauge.clone())
+    }
+}
+
+impl Drop for Gauged {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

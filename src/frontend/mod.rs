@@ -16,6 +16,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::commit::CommitHook;
 use crate::config::Config;
 use crate::durability::Durability;
+use crate::metrics::Metrics;
 
 pub(crate) use listener::serve;
 
@@ -28,4 +29,12 @@ pub(crate) struct Shared {
     pub hook: Arc<dyn CommitHook>,
     /// Strong sync: replica pipes report to it.
     pub durability: Arc<Durability>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Whether the primary answered lately, as far as sessions and health checks have seen.
+    pub primary_health: Arc<crate::health::PrimaryHealth>,
+    /// Fires at the end of the shutdown grace period (replica dumps stop then).
+    pub hard_stop: tokio_util::sync::CancellationToken,
+    /// Client sessions in flight, for the shutdown to wait on.
+    pub in_flight: Arc<crate::app::InFlight>,
 }

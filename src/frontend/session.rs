@@ -17,6 +17,7 @@ use tracing::{debug, warn};
 use super::replica::ReplicaSetup;
 use super::tracking::Tracking;
 use super::Shared;
+use crate::app::InFlightGuard;
 use crate::conn::Conn;
 use crate::error::Error;
 use crate::stream::ClientStream;
@@ -55,6 +56,8 @@ pub(crate) struct Session {
     pub(super) last_status: StatusFlags,
     /// What a replica said before asking for the binlog.
     pub(super) replica: ReplicaSetup,
+    /// Counts this session as a client session in flight until it ends or becomes a dump.
+    pub(super) in_flight: Option<InFlightGuard>,
 }
 
 /// Where a session is.
@@ -87,6 +90,7 @@ impl Session {
         client: Conn<ClientStream>,
         primary: Conn<TcpStream>,
         cancel: CancellationToken,
+        in_flight: InFlightGuard,
     ) -> Self {
         Session {
             shared,
@@ -104,6 +108,7 @@ impl Session {
             tracking: Tracking::default(),
             last_status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
             replica: ReplicaSetup::default(),
+            in_flight: Some(in_flight),
         }
     }
 
@@ -126,6 +131,9 @@ impl Session {
                 Phase::Dumping { server_id } => self.relay_dump(server_id, peer).await,
                 Phase::Closed => break Ok(()),
             };
+            if matches!(next, Ok(Phase::Idle)) {
+                self.count_relayed_bytes();
+            }
             match next {
                 Ok(next) => phase = next,
                 Err(error) => break Err(error),
@@ -136,10 +144,23 @@ impl Session {
         }
         self.client.shutdown().await;
         self.primary.shutdown().await;
+        self.count_relayed_bytes();
+    }
+
+    /// Adds what was written on both legs to the relayed-bytes counters.
+    pub(super) fn count_relayed_bytes(&mut self) {
+        let m = &self.shared.metrics.relayed_bytes;
+        m.with_label_values(&["client_to_primary"])
+            .inc_by(self.primary.take_written());
+        m.with_label_values(&["primary_to_client"])
+            .inc_by(self.client.take_written());
     }
 
     /// Logs why the session ended and tells the client, if there is anything to tell.
     async fn report(&mut self, error: &Error, peer: SocketAddr) {
+        if let Some(kind) = error.malformed_kind() {
+            self.shared.metrics.malformed(kind);
+        }
         if error.is_routine() {
             debug!(%error, "session ended");
         } else {

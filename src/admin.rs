@@ -1,0 +1,159 @@
+//! The admin HTTP port: `/metrics` (Prometheus), `/healthz` (the process runs), `/readyz` (the
+//! primary is reachable and a quorum of semisync replicas is connected), `/status` (JSON).
+//! Separate from the SQL port; anything else gets 404 or 405.
+
+use std::sync::Arc;
+
+use axum::extract::State as AppState;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::durability::{Durability, DurabilityStatus, State};
+use crate::health::PrimaryHealth;
+use crate::metrics::Metrics;
+
+/// What the admin endpoints read.
+#[derive(Clone)]
+pub struct Admin {
+    /// Strong sync.
+    pub durability: Arc<Durability>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// The primary's reachability.
+    pub primary: Arc<PrimaryHealth>,
+}
+
+/// `/status`.
+#[derive(Debug, Serialize)]
+struct Status {
+    state: &'static str,
+    quorum: usize,
+    ack_timeout: String,
+    on_timeout: String,
+    without_quorum: String,
+    passthrough: bool,
+    quorum_position: Option<String>,
+    head: Option<String>,
+    parked_sessions: usize,
+    released: std::collections::BTreeMap<&'static str, u64>,
+    primary: PrimaryStatus,
+    replicas: Vec<Replica>,
+}
+
+#[derive(Debug, Serialize)]
+struct PrimaryStatus {
+    address: String,
+    reachable: bool,
+    problem: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Replica {
+    server_id: u32,
+    address: String,
+    semisync: bool,
+    /// `file:offset`, the file given by its numeric suffix.
+    acked_position: Option<String>,
+    acked_file: Option<u64>,
+    acked_offset: Option<u64>,
+    lag_bytes: Option<u64>,
+    lag_transactions: Option<u64>,
+    last_ack_age_seconds: Option<f64>,
+}
+
+/// Serves the admin endpoints on `listener` until `cancel` fires.
+pub async fn serve(listener: TcpListener, admin: Admin, cancel: CancellationToken) {
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/status", get(status))
+        .with_state(admin);
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { cancel.cancelled().await })
+        .await;
+    if let Err(error) = served {
+        tracing::error!(%error, "admin server stopped");
+    }
+}
+
+async fn metrics(AppState(admin): AppState<Admin>) -> Response {
+    let _ = admin.primary.check().await;
+    admin.metrics.refresh(&admin.durability.status());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        admin.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn readyz(AppState(admin): AppState<Admin>) -> Response {
+    if let Err(problem) = admin.primary.check().await {
+        let reason = format!(
+            "not ready: primary {} unreachable: {problem}\n",
+            admin.primary.addr()
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
+    }
+    let config = admin.durability.config();
+    let status = admin.durability.status();
+    let semisync = status.replicas.iter().filter(|r| r.semisync).count();
+    if !config.passthrough && semisync < config.quorum {
+        let reason = format!(
+            "not ready: {semisync} semisync replica(s) connected, the quorum needs {}\n",
+            config.quorum
+        );
+        return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
+    }
+    (StatusCode::OK, "ready\n").into_response()
+}
+
+async fn status(AppState(admin): AppState<Admin>) -> Json<serde_json::Value> {
+    let reachable = admin.primary.check().await;
+    let config = admin.durability.config();
+    let s: DurabilityStatus = admin.durability.status();
+    let status = Status {
+        state: match s.state {
+            State::Strong => "strong",
+            State::Degraded => "degraded",
+        },
+        quorum: config.quorum,
+        ack_timeout: humantime::format_duration(config.ack_timeout).to_string(),
+        on_timeout: config.on_timeout.to_string(),
+        without_quorum: config.without_quorum.to_string(),
+        passthrough: config.passthrough,
+        quorum_position: s.quorum_position.map(|p| p.to_string()),
+        head: s.head.map(|p| p.to_string()),
+        parked_sessions: s.parked,
+        released: s.released,
+        primary: PrimaryStatus {
+            address: admin.primary.addr().to_owned(),
+            reachable: reachable.is_ok(),
+            problem: reachable.err(),
+        },
+        replicas: s
+            .replicas
+            .into_iter()
+            .map(|r| Replica {
+                server_id: r.server_id,
+                address: r.address,
+                semisync: r.semisync,
+                acked_position: r.acked.map(|p| p.to_string()),
+                acked_file: r.acked.map(|p| p.file_seq),
+                acked_offset: r.acked.map(|p| p.offset),
+                lag_bytes: r.lag_bytes,
+                lag_transactions: r.lag_transactions,
+                last_ack_age_seconds: r.last_ack_age.map(|d| d.as_secs_f64()),
+            })
+            .collect(),
+    };
+    Json(serde_json::to_value(status).unwrap_or_default())
+}

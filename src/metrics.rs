@@ -1,0 +1,354 @@
+//! The proxy's Prometheus metrics: one struct, its own registry, handed to the parts that
+//! record into it. Gauges that describe strong sync's state are refreshed from
+//! [`Durability::status`](crate::durability::Durability::status) when scraped.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use crate::durability::{DurabilityStatus, Outcome, State, WaitObserver};
+
+/// Buckets for waits from a fraction of a millisecond to past the default 10 s ACK timeout.
+const WAIT_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0,
+];
+
+/// Every metric the proxy exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Histogram: seconds a commit was parked, by outcome.
+    pub commit_wait: HistogramVec,
+    /// Counter: commits released, by outcome.
+    pub commits_released: IntCounterVec,
+    /// Gauge: commits parked now.
+    pub parked: IntGauge,
+    /// Histogram: seconds from a flagged event sent to the ACK that covers it, by replica.
+    pub ack_latency: HistogramVec,
+    /// Counter: ACKs received, by replica.
+    pub acks: IntCounterVec,
+    /// Gauge: 1 for the current durability state, 0 for the other.
+    pub durability_state: IntGaugeVec,
+    /// Counter: durability state transitions, by the state entered.
+    pub durability_transitions: IntCounterVec,
+    /// Counter: seconds spent DEGRADED.
+    pub degraded_seconds: IntCounter,
+    /// Gauge: connected replicas, semisync or async.
+    pub replicas_connected: IntGaugeVec,
+    /// Gauge: per replica, the binlog file (sequence number) of its acknowledged position.
+    pub replica_acked_file: IntGaugeVec,
+    /// Gauge: per replica, the offset of its acknowledged position.
+    pub replica_acked_offset: IntGaugeVec,
+    /// Gauge: per replica, binlog bytes between its acknowledged position and the newest
+    /// transaction relayed.
+    pub replica_lag_bytes: IntGaugeVec,
+    /// Gauge: per replica, transactions relayed but not acknowledged by it.
+    pub replica_lag_transactions: IntGaugeVec,
+    /// Gauge: client connections.
+    pub client_connections: IntGauge,
+    /// Gauge: connections to the primary.
+    pub primary_connections: IntGauge,
+    /// Gauge: 1 if the primary answered the last check.
+    pub primary_up: IntGauge,
+    /// Counter: bytes relayed, by direction.
+    pub relayed_bytes: IntCounterVec,
+    /// Counter: input rejected as malformed, by kind.
+    pub malformed_input: IntCounterVec,
+    /// Seconds DEGRADED already counted into `degraded_seconds` (it only counts whole ones).
+    degraded_counted: Mutex<Duration>,
+}
+
+// === impl Metrics ===
+
+impl Metrics {
+    /// All metrics, registered in a registry of their own.
+    ///
+    /// # Panics
+    /// Never in practice: the names below are valid and registered once each.
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let m = Metrics {
+            commit_wait: histogram_vec(
+                "strongsync_commit_wait_seconds",
+                "Time a commit's OK was held (parked until released), by outcome.",
+                &["outcome"],
+                WAIT_BUCKETS,
+            ),
+            commits_released: counter_vec(
+                "strongsync_commits_released_total",
+                "Commits released to their client, by outcome (quorum, timeout, degraded, unresolved, client_gone, shutdown).",
+                &["outcome"],
+            ),
+            parked: gauge("strongsync_parked_sessions", "Sessions whose commit OK is held right now."),
+            ack_latency: histogram_vec(
+                "strongsync_replica_ack_latency_seconds",
+                "Time from a transaction end sent to a replica (flagged for ACK) to the ACK that covers it.",
+                &["server_id"],
+                WAIT_BUCKETS,
+            ),
+            acks: counter_vec("strongsync_replica_acks_total", "Semisync ACKs received, by replica.", &["server_id"]),
+            durability_state: gauge_vec(
+                "strongsync_durability_state",
+                "1 for the current durability state (strong: commits wait for their quorum; degraded: they do not).",
+                &["state"],
+            ),
+            durability_transitions: counter_vec(
+                "strongsync_durability_transitions_total",
+                "Durability state changes, by the state entered.",
+                &["to"],
+            ),
+            degraded_seconds: IntCounter::new(
+                "strongsync_degraded_seconds_total",
+                "Whole seconds spent in the degraded state.",
+            )
+            .expect("valid metric"),
+            replicas_connected: gauge_vec(
+                "strongsync_replicas_connected",
+                "Replicas replicating through the proxy, by kind (semisync counts towards the quorum).",
+                &["kind"],
+            ),
+            replica_acked_file: gauge_vec(
+                "strongsync_replica_acked_binlog_file",
+                "Binlog file number (the name's numeric suffix) of each replica's acknowledged position.",
+                &["server_id"],
+            ),
+            replica_acked_offset: gauge_vec(
+                "strongsync_replica_acked_binlog_offset",
+                "Offset of each replica's acknowledged position in that binlog file.",
+                &["server_id"],
+            ),
+            replica_lag_bytes: gauge_vec(
+                "strongsync_replica_lag_bytes",
+                "Binlog bytes between a replica's acknowledged position and the newest transaction relayed.",
+                &["server_id"],
+            ),
+            replica_lag_transactions: gauge_vec(
+                "strongsync_replica_lag_transactions",
+                "Transactions relayed that a replica has not acknowledged.",
+                &["server_id"],
+            ),
+            client_connections: gauge("strongsync_client_connections", "Client connections (replicas included)."),
+            primary_connections: gauge("strongsync_primary_connections", "Connections to the primary."),
+            primary_up: gauge(
+                "strongsync_primary_up",
+                "1 if the primary answered the last check (its greeting), 0 if not.",
+            ),
+            relayed_bytes: counter_vec(
+                "strongsync_relayed_bytes_total",
+                "Bytes relayed, by direction (client_to_primary, primary_to_client).",
+                &["direction"],
+            ),
+            malformed_input: counter_vec(
+                "strongsync_malformed_input_total",
+                "Input rejected as malformed, by kind.",
+                &["kind"],
+            ),
+            degraded_counted: Mutex::new(Duration::ZERO),
+            registry,
+        };
+        m.register_all();
+        m
+    }
+
+    fn register_all(&self) {
+        let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(self.commit_wait.clone()),
+            Box::new(self.commits_released.clone()),
+            Box::new(self.parked.clone()),
+            Box::new(self.ack_latency.clone()),
+            Box::new(self.acks.clone()),
+            Box::new(self.durability_state.clone()),
+            Box::new(self.durability_transitions.clone()),
+            Box::new(self.degraded_seconds.clone()),
+            Box::new(self.replicas_connected.clone()),
+            Box::new(self.replica_acked_file.clone()),
+            Box::new(self.replica_acked_offset.clone()),
+            Box::new(self.replica_lag_bytes.clone()),
+            Box::new(self.replica_lag_transactions.clone()),
+            Box::new(self.client_connections.clone()),
+            Box::new(self.primary_connections.clone()),
+            Box::new(self.primary_up.clone()),
+            Box::new(self.relayed_bytes.clone()),
+            Box::new(self.malformed_input.clone()),
+        ];
+        for c in collectors {
+            self.registry
+                .register(c)
+                .expect("each metric is registered once");
+        }
+        for outcome in [
+            "quorum",
+            "timeout",
+            "degraded",
+            "unresolved",
+            "client_gone",
+            "shutdown",
+        ] {
+            self.commits_released.with_label_values(&[outcome]);
+        }
+        for direction in ["client_to_primary", "primary_to_client"] {
+            self.relayed_bytes.with_label_values(&[direction]);
+        }
+        for to in ["strong", "degraded"] {
+            self.durability_transitions.with_label_values(&[to]);
+        }
+    }
+
+    /// Brings the state gauges up to date with strong sync's status.
+    pub fn refresh(&self, status: &DurabilityStatus) {
+        self.parked.set(status.parked as i64);
+        let degraded = status.state == State::Degraded;
+        self.durability_state
+            .with_label_values(&["strong"])
+            .set(i64::from(!degraded));
+        self.durability_state
+            .with_label_values(&["degraded"])
+            .set(i64::from(degraded));
+        {
+            let mut counted = self
+                .degraded_counted
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let whole = status
+                .degraded_total
+                .as_secs()
+                .saturating_sub(counted.as_secs());
+            self.degraded_seconds.inc_by(whole);
+            *counted += Duration::from_secs(whole);
+        }
+        let semisync = status.replicas.iter().filter(|r| r.semisync).count();
+        self.replicas_connected
+            .with_label_values(&["semisync"])
+            .set(semisync as i64);
+        self.replicas_connected
+            .with_label_values(&["async"])
+            .set((status.replicas.len() - semisync) as i64);
+        for vec in [
+            &self.replica_acked_file,
+            &self.replica_acked_offset,
+            &self.replica_lag_bytes,
+            &self.replica_lag_transactions,
+        ] {
+            vec.reset(); // replicas that left disappear
+        }
+        for r in &status.replicas {
+            let id = r.server_id.to_string();
+            if let Some(acked) = r.acked {
+                self.replica_acked_file
+                    .with_label_values(&[&id])
+                    .set(acked.file_seq as i64);
+                self.replica_acked_offset
+                    .with_label_values(&[&id])
+                    .set(acked.offset as i64);
+            }
+            if let Some(lag) = r.lag_bytes {
+                self.replica_lag_bytes
+                    .with_label_values(&[&id])
+                    .set(lag as i64);
+            }
+            if let Some(lag) = r.lag_transactions {
+                self.replica_lag_transactions
+                    .with_label_values(&[&id])
+                    .set(lag as i64);
+            }
+        }
+    }
+
+    /// The ACK latency histogram of one replica (kept by its pipe, so an ACK does not look up
+    /// labels).
+    pub fn ack_latency_of(&self, server_id: u32) -> (Histogram, IntCounter) {
+        let id = server_id.to_string();
+        (
+            self.ack_latency.with_label_values(&[&id]),
+            self.acks.with_label_values(&[&id]),
+        )
+    }
+
+    /// Counts input rejected as malformed.
+    pub fn malformed(&self, kind: &str) {
+        self.malformed_input.with_label_values(&[kind]).inc();
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            return format!("# encoding failed: {e}\n");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WaitObserver for Metrics {
+    fn released(&self, outcome: Outcome, waited: Duration) {
+        let label = [outcome.label()];
+        self.commit_wait
+            .with_label_values(&label)
+            .observe(waited.as_secs_f64());
+        self.commits_released.with_label_values(&label).inc();
+    }
+
+    fn state_changed(&self, to: State) {
+        let label = match to {
+            State::Strong => "strong",
+            State::Degraded => "degraded",
+        };
+        self.durability_transitions
+            .with_label_values(&[label])
+            .inc();
+    }
+}
+
+fn histogram_vec(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
+    HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        labels,
+    )
+    .expect("valid metric")
+}
+
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+fn gauge(name: &str, help: &str) -> IntGauge {
+    IntGauge::new(name, help).expect("valid metric")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_is_exported_with_help_and_the_strongsync_prefix() {
+        let m = Metrics::new();
+        m.released(Outcome::Quorum, Duration::from_millis(3));
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "strongsync_commit_wait_seconds_bucket{outcome=\"quorum\",le=\"0.005\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("strongsync_commits_released_total{outcome=\"quorum\"} 1"));
+        for line in text.lines().filter(|l| l.starts_with("# HELP")) {
+            let name = line.split_whitespace().nth(2).unwrap();
+            assert!(name.starts_with("strongsync_"), "{line}");
+            assert!(line.split_whitespace().count() > 3, "help text for {name}");
+        }
+    }
+}
