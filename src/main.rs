@@ -1,146 +1,173 @@
-//! The `strongsync` binary: command-line flags (each also settable as a `STRONGSYNC_*`
-//! environment variable), logging, and the proxy's lifetime until a signal.
+//! The `strongsync` binary: settings from a TOML file, command-line flags and `STRONGSYNC_*`
+//! environment variables (flags and environment win over the file), logging, and the proxy's
+//! lifetime: SIGHUP reloads, SIGTERM stops gracefully, SIGINT stops at once.
 
 use std::io::IsTerminal;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::Parser;
-use strongsync::durability::{DurabilityConfig, OnTimeout, WithoutQuorum};
-use strongsync::{Config, Limits, Proxy, Timeouts, TlsFiles};
-use tracing::{error, info};
-use tracing_subscriber::EnvFilter;
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use strongsync::config::settings::{
+    DurabilitySettings, LimitSettings, Settings, TimeoutSettings, TlsSettings,
+};
+use strongsync::config::ConfigError;
+use strongsync::{Config, Proxy};
+use tokio::signal::unix::{signal, SignalKind};
+use tracing::{error, info, warn};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{reload, EnvFilter};
 
 /// Exit code for a configuration that cannot work (EX_USAGE).
 const EXIT_CONFIG: u8 = 64;
 
 /// strongsync: a MySQL/MariaDB proxy that acknowledges a commit only once replicas have it.
 ///
-/// Applications connect to strongsync instead of the primary. Every setting can also be given
-/// as an environment variable, shown in brackets.
+/// Applications connect to strongsync instead of the primary; replicas replicate from it. Every
+/// setting can come from the config file (--config), a flag, or an environment variable (shown
+/// in brackets); flags and environment win over the file.
 #[derive(Debug, Parser)]
 #[command(version)]
 struct Cli {
-    /// Address of the SQL port clients connect to.
-    #[arg(
-        long,
-        env = "STRONGSYNC_LISTEN",
-        default_value = "127.0.0.1:3307",
-        value_name = "ADDR"
-    )]
-    listen: SocketAddr,
+    #[command(subcommand)]
+    command: Option<Command>,
+
+    #[command(flatten)]
+    settings: Flags,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a config file and print the configuration that would take effect.
+    CheckConfig {
+        /// The TOML config file.
+        file: PathBuf,
+    },
+}
+
+/// Settings as flags; unset ones come from the config file or the defaults.
+#[derive(Debug, Args)]
+struct Flags {
+    /// TOML config file (see deploy/strongsync.toml); SIGHUP re-reads it.
+    #[arg(long, env = "STRONGSYNC_CONFIG", value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+
+    /// SQL port clients and replicas connect to [default: 127.0.0.1:3307].
+    #[arg(long, env = "STRONGSYNC_LISTEN", value_name = "ADDR")]
+    listen: Option<String>,
 
     /// The primary MySQL/MariaDB server.
     #[arg(long, env = "STRONGSYNC_PRIMARY", value_name = "HOST:PORT")]
-    primary: String,
+    primary: Option<String>,
 
-    /// PEM certificate chain for TLS on the client side (needs --tls-key).
-    #[arg(
-        long,
-        env = "STRONGSYNC_TLS_CERT",
-        value_name = "FILE",
-        requires = "tls_key"
-    )]
+    /// Admin HTTP port: /metrics, /healthz, /readyz, /status [default: 127.0.0.1:9104].
+    #[arg(long, env = "STRONGSYNC_ADMIN_LISTEN", value_name = "ADDR")]
+    admin_listen: Option<String>,
+
+    /// PEM certificate chain for TLS on the client side (with --tls-key).
+    #[arg(long, env = "STRONGSYNC_TLS_CERT", value_name = "FILE")]
     tls_cert: Option<PathBuf>,
 
     /// PEM private key for --tls-cert.
-    #[arg(
-        long,
-        env = "STRONGSYNC_TLS_KEY",
-        value_name = "FILE",
-        requires = "tls_cert"
-    )]
+    #[arg(long, env = "STRONGSYNC_TLS_KEY", value_name = "FILE")]
     tls_key: Option<PathBuf>,
 
-    /// Most client connections served at once.
-    #[arg(long, env = "STRONGSYNC_MAX_CONNECTIONS", default_value_t = Limits::default().max_connections)]
-    max_connections: usize,
+    /// Semisync replicas that must acknowledge a transaction before its commit is acknowledged
+    /// to the client, 1 to 64 [default: 1].
+    #[arg(
+        long,
+        env = "STRONGSYNC_QUORUM",
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    quorum: Option<i64>,
 
-    /// Largest packet payload accepted, in bytes.
-    #[arg(long, env = "STRONGSYNC_MAX_PACKET_SIZE", default_value_t = Limits::default().max_packet_size)]
-    max_packet_size: usize,
-
-    /// Time allowed to connect to the primary (e.g. "5s", "500ms").
-    #[arg(long, env = "STRONGSYNC_CONNECT_TIMEOUT", value_parser = humantime::parse_duration, default_value = "5s")]
-    connect_timeout: Duration,
-
-    /// Time a new client has to log in.
-    #[arg(long, env = "STRONGSYNC_HANDSHAKE_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
-    handshake_timeout: Duration,
-
-    /// Replicas that must acknowledge a transaction before its commit is acknowledged to the
-    /// client (0: do not wait, only relay).
-    #[arg(long, env = "STRONGSYNC_QUORUM", default_value_t = 1)]
-    quorum: usize,
-
-    /// How long a commit waits for its quorum before --on-timeout applies.
-    #[arg(long, env = "STRONGSYNC_ACK_TIMEOUT", value_parser = humantime::parse_duration, default_value = "10s")]
-    ack_timeout: Duration,
+    /// How long a commit waits for its quorum before --on-timeout applies [default: 10s].
+    #[arg(long, env = "STRONGSYNC_ACK_TIMEOUT", value_name = "DURATION")]
+    ack_timeout: Option<String>,
 
     /// What happens to a commit that waited --ack-timeout without quorum: "degrade" (release it
     /// and stop waiting until the replicas catch up), "block" (keep waiting), "error" (answer
-    /// with an error saying it committed without quorum).
-    #[arg(
-        long,
-        env = "STRONGSYNC_ON_TIMEOUT",
-        default_value = "degrade",
-        value_name = "POLICY"
-    )]
-    on_timeout: OnTimeout,
+    /// with an error saying it committed without quorum) [default: degrade].
+    #[arg(long, env = "STRONGSYNC_ON_TIMEOUT", value_name = "POLICY")]
+    on_timeout: Option<String>,
 
     /// What a commit does while fewer than --quorum semisync replicas are connected: "wait"
-    /// (for --ack-timeout) or "immediate" (apply --on-timeout at once).
+    /// (for --ack-timeout) or "immediate" (apply --on-timeout at once) [default: wait].
+    #[arg(long, env = "STRONGSYNC_WITHOUT_QUORUM", value_name = "BEHAVIOUR")]
+    without_quorum: Option<String>,
+
+    /// Ask a replica again for an acknowledgement that has not come after this long
+    /// [default: 1s].
+    #[arg(long, env = "STRONGSYNC_ACK_NUDGE_AFTER", value_name = "DURATION")]
+    ack_nudge_after: Option<String>,
+
+    /// Relay only: commits never wait for replicas (measuring the proxy's own cost).
+    #[arg(long, env = "STRONGSYNC_PASSTHROUGH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    passthrough: Option<bool>,
+
+    /// Most client connections served at once [default: 4096].
     #[arg(
         long,
-        env = "STRONGSYNC_WITHOUT_QUORUM",
-        default_value = "wait",
-        value_name = "BEHAVIOUR"
+        env = "STRONGSYNC_MAX_CONNECTIONS",
+        value_name = "N",
+        allow_negative_numbers = true
     )]
-    without_quorum: WithoutQuorum,
+    max_connections: Option<i64>,
 
-    /// Ask a replica again for an acknowledgement that has not come after this long.
-    #[arg(long, env = "STRONGSYNC_ACK_NUDGE_AFTER", value_parser = humantime::parse_duration, default_value = "1s")]
-    ack_nudge_after: Duration,
+    /// Largest packet payload accepted, in bytes [default: 1073741824].
+    #[arg(
+        long,
+        env = "STRONGSYNC_MAX_PACKET_SIZE",
+        value_name = "BYTES",
+        allow_negative_numbers = true
+    )]
+    max_packet_size: Option<i64>,
 
-    /// Log level or filter (e.g. "info", "strongsync=debug"); overrides RUST_LOG.
+    /// Time allowed to connect to the primary [default: 5s].
+    #[arg(long, env = "STRONGSYNC_CONNECT_TIMEOUT", value_name = "DURATION")]
+    connect_timeout: Option<String>,
+
+    /// Time a new client has to log in [default: 10s].
+    #[arg(long, env = "STRONGSYNC_HANDSHAKE_TIMEOUT", value_name = "DURATION")]
+    handshake_timeout: Option<String>,
+
+    /// On SIGTERM, how long sessions in flight (parked commits included) may finish
+    /// [default: 10s].
+    #[arg(long, env = "STRONGSYNC_SHUTDOWN_GRACE", value_name = "DURATION")]
+    shutdown_grace: Option<String>,
+
+    /// Log level or filter, e.g. "info", "strongsync=debug" [default: RUST_LOG, or info].
     #[arg(long, env = "STRONGSYNC_LOG_LEVEL", value_name = "FILTER")]
     log_level: Option<String>,
-
-    /// How long in-flight sessions get to finish on SIGTERM.
-    #[arg(long, env = "STRONGSYNC_SHUTDOWN_GRACE", value_parser = humantime::parse_duration, default_value = "10s")]
-    shutdown_grace: Duration,
 }
+
+type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_level.as_deref());
-    let config = Config {
-        listen: cli.listen,
-        primary: cli.primary,
-        tls: cli
-            .tls_cert
-            .zip(cli.tls_key)
-            .map(|(cert, key)| TlsFiles { cert, key }),
-        limits: Limits {
-            max_connections: cli.max_connections,
-            max_packet_size: cli.max_packet_size,
-            ..Limits::default()
-        },
-        timeouts: Timeouts {
-            primary_connect: cli.connect_timeout,
-            client_handshake: cli.handshake_timeout,
-        },
-        durability: DurabilityConfig {
-            quorum: cli.quorum,
-            ack_timeout: cli.ack_timeout,
-            on_timeout: cli.on_timeout,
-            without_quorum: cli.without_quorum,
-            ack_nudge_after: cli.ack_nudge_after,
-            ..DurabilityConfig::default()
-        },
+    let file = match (&cli.command, &cli.settings.config) {
+        (Some(Command::CheckConfig { file }), _) => Some(file.clone()),
+        (None, file) => file.clone(),
     };
+    let config = match load(file.as_deref(), &cli.settings) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("strongsync: {err}");
+            if let ConfigError::Missing { key: "primary" } = err {
+                eprintln!(
+                    "set primary in the config file, with --primary or STRONGSYNC_PRIMARY\n\n{}",
+                    Cli::command().render_usage()
+                );
+            }
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if let Some(Command::CheckConfig { .. }) = cli.command {
+        print!("{}", Settings::from_config(&config).to_toml());
+        return ExitCode::SUCCESS;
+    }
+    let filter_handle = init_logging(&config.log_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -151,10 +178,29 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(config, cli.shutdown_grace))
+    runtime.block_on(run(config, file, cli.settings, filter_handle))
 }
 
-async fn run(config: Config, grace: Duration) -> ExitCode {
+/// The effective configuration: defaults, then the file, then flags and environment.
+fn load(file: Option<&std::path::Path>, flags: &Flags) -> Result<Config, ConfigError> {
+    let from_file = match file {
+        Some(path) => Settings::from_file(path)?,
+        None => Settings::default(),
+    };
+    let mut settings = from_file.overridden_by(flags.settings());
+    if settings.log_level.is_none() {
+        settings.log_level = std::env::var("RUST_LOG").ok().filter(|v| !v.is_empty());
+    }
+    settings.resolve()
+}
+
+async fn run(
+    config: Config,
+    file: Option<PathBuf>,
+    flags: Flags,
+    filter: FilterHandle,
+) -> ExitCode {
+    let grace = config.shutdown_grace;
     let proxy = match Proxy::builder(config).start().await {
         Ok(proxy) => proxy,
         Err(err) => {
@@ -162,46 +208,98 @@ async fn run(config: Config, grace: Duration) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    match shutdown_signal().await {
-        Signal::Terminate => {
-            info!(?grace, "SIGTERM: stopping, letting sessions finish");
-            proxy.shutdown(grace).await;
-        }
-        Signal::Interrupt => info!("SIGINT: exiting"),
-    }
-    ExitCode::SUCCESS
-}
-
-enum Signal {
-    Terminate,
-    Interrupt,
-}
-
-/// Waits for SIGTERM (graceful) or SIGINT (prompt).
-async fn shutdown_signal() -> Signal {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(err) => {
-            error!(%err, "cannot install the SIGTERM handler; only SIGINT will stop the proxy");
-            let _ = tokio::signal::ctrl_c().await;
-            return Signal::Interrupt;
-        }
+    let (Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        error!("cannot install signal handlers");
+        return ExitCode::FAILURE;
     };
-    tokio::select! {
-        _ = term.recv() => Signal::Terminate,
-        _ = tokio::signal::ctrl_c() => Signal::Interrupt,
+    loop {
+        tokio::select! {
+            _ = term.recv() => {
+                info!(?grace, "SIGTERM: stopping; sessions in flight may finish");
+                let report = proxy.shutdown(grace).await;
+                info!(released_parked = report.released_parked, unfinished = report.unfinished, "shutdown complete");
+                return ExitCode::SUCCESS;
+            }
+            _ = tokio::signal::ctrl_c() => {
+                info!("SIGINT: exiting");
+                return ExitCode::SUCCESS;
+            }
+            _ = hup.recv() => reload(&proxy, file.as_deref(), &flags, &filter),
+        }
     }
 }
 
-fn init_logging(level: Option<&str>) {
-    let filter = match level {
-        Some(level) => EnvFilter::new(level),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+/// SIGHUP: re-read the config file and apply what can change live.
+fn reload(proxy: &Proxy, file: Option<&std::path::Path>, flags: &Flags, filter: &FilterHandle) {
+    if file.is_none() {
+        warn!("SIGHUP: no config file to reload (start with --config)");
+        return;
+    }
+    match load(file, flags) {
+        Err(err) => error!(%err, "SIGHUP: config rejected, the running settings stay"),
+        Ok(config) => {
+            if let Err(e) = filter.modify(|f| *f = EnvFilter::new(&config.log_level)) {
+                warn!(%e, "SIGHUP: cannot change the log filter");
+            }
+            let needs_restart = proxy.reload(&config);
+            if needs_restart.is_empty() {
+                info!("SIGHUP: config reloaded");
+            } else {
+                warn!(?needs_restart, "SIGHUP: config reloaded; these settings changed but only take effect after a restart");
+            }
+        }
+    }
+}
+
+fn init_logging(filter: &str) -> FilterHandle {
+    let (filter, handle) = reload::Layer::new(EnvFilter::new(filter));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal()),
+        )
         .init();
+    handle
+}
+
+// === impl Flags ===
+
+impl Flags {
+    /// The settings given as flags or environment variables.
+    fn settings(&self) -> Settings {
+        Settings {
+            listen: self.listen.clone(),
+            primary: self.primary.clone(),
+            admin_listen: self.admin_listen.clone(),
+            log_level: self.log_level.clone(),
+            shutdown_grace: self.shutdown_grace.clone(),
+            tls: TlsSettings {
+                cert: self.tls_cert.clone(),
+                key: self.tls_key.clone(),
+            },
+            limits: LimitSettings {
+                max_connections: self.max_connections,
+                max_packet_size: self.max_packet_size,
+                ..LimitSettings::default()
+            },
+            timeouts: TimeoutSettings {
+                primary_connect: self.connect_timeout.clone(),
+                client_handshake: self.handshake_timeout.clone(),
+            },
+            durability: DurabilitySettings {
+                quorum: self.quorum,
+                ack_timeout: self.ack_timeout.clone(),
+                on_timeout: self.on_timeout.clone(),
+                without_quorum: self.without_quorum.clone(),
+                ack_nudge_after: self.ack_nudge_after.clone(),
+                passthrough: self.passthrough,
+                ..DurabilitySettings::default()
+            },
+        }
+    }
 }

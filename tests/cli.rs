@@ -609,9 +609,12 @@ fn invalid_setting_exits_with_status_64_naming_it() {
 fn missing_primary_exits_with_a_usage_message() {
     let listen = free_listen_addr().to_string();
     let out = run_strongsync(&["--listen", &listen]);
-    assert!(!out.success(), "{out}");
+    assert_eq!(out.status.code(), Some(EXIT_CONFIG), "{out}");
+    let stderr = strip_ansi(&out.stderr);
     assert!(
-        out.stderr.contains("Usage:") && out.stderr.contains("--primary"),
+        stderr.contains("missing setting primary")
+            && stderr.contains("--primary")
+            && stderr.contains("Usage:"),
         "{out}"
     );
 }

@@ -30,8 +30,7 @@ fn binary(primary: &str, extra: &[&str]) -> (ProxyProcess, SocketAddr) {
         &listen_text,
         "--primary",
         primary,
-        "--quorum",
-        "0",
+        "--passthrough",
     ];
     args.extend_from_slice(extra);
     (ProxyProcess::start(&args, &[], listen), listen)

@@ -65,6 +65,7 @@ impl Recorder {
 /// A proxy running in this process.
 pub struct TestProxy {
     addr: SocketAddr,
+    admin: SocketAddr,
     pub recorder: Recorder,
     durability: Arc<Durability>,
     stop: Option<mpsc::Sender<()>>,
@@ -77,12 +78,13 @@ impl TestProxy {
         TestProxy::start_with(TestProxy::config(primary))
     }
 
-    /// The default test configuration: listen on a free loopback port, and do not wait for
-    /// replicas (quorum 0): tests of strong sync set their own quorum.
+    /// The default test configuration: SQL and admin ports on free loopback ports, and no
+    /// waiting for replicas (passthrough): tests of strong sync set their own durability.
     pub fn config(primary: &MariaDb) -> Config {
         let mut config = Config::new(primary.addr());
         config.listen = "127.0.0.1:0".parse().unwrap();
-        config.durability.quorum = 0;
+        config.admin_listen = "127.0.0.1:0".parse().unwrap();
+        config.durability.passthrough = true;
         config
     }
 
@@ -110,7 +112,11 @@ impl TestProxy {
                     .await
                     .expect("proxy starts");
                 addr_tx
-                    .send((proxy.local_addr(), Arc::clone(proxy.durability())))
+                    .send((
+                        proxy.local_addr(),
+                        proxy.admin_addr(),
+                        Arc::clone(proxy.durability()),
+                    ))
                     .unwrap();
                 tokio::task::spawn_blocking(move || stop_rx.recv())
                     .await
@@ -118,9 +124,10 @@ impl TestProxy {
                 proxy.shutdown(Duration::from_secs(5)).await;
             });
         });
-        let (addr, durability) = addr_rx.recv().expect("proxy reports its address");
+        let (addr, admin, durability) = addr_rx.recv().expect("proxy reports its address");
         TestProxy {
             addr,
+            admin,
             recorder,
             durability,
             stop: Some(stop_tx),
@@ -130,6 +137,11 @@ impl TestProxy {
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The admin HTTP port.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin
     }
 
     /// Strong sync's state.
@@ -163,13 +175,29 @@ impl Drop for TestProxy {
 /// The `strongsync` binary, started with the given arguments; stopped by pid on drop.
 pub struct ProxyProcess {
     child: Child,
+    admin: Option<SocketAddr>,
     log: PathBuf,
     _dir: TempDir,
 }
 
 impl ProxyProcess {
     /// Starts the binary and waits until `listen` accepts connections.
+    /// The admin port goes to a free loopback port unless `args` choose one.
     pub fn start(args: &[&str], envs: &[(&str, &str)], listen: SocketAddr) -> ProxyProcess {
+        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let admin_text = admin.to_string();
+        let mut all: Vec<&str> = args.to_vec();
+        let chosen = args.contains(&"--admin-listen")
+            || envs.iter().any(|(k, _)| *k == "STRONGSYNC_ADMIN_LISTEN");
+        if !chosen {
+            all.extend(["--admin-listen", &admin_text]);
+        }
+        let mut process = ProxyProcess::spawn(&all, envs, listen);
+        process.admin = (!chosen).then_some(admin);
+        process
+    }
+
+    fn spawn(args: &[&str], envs: &[(&str, &str)], listen: SocketAddr) -> ProxyProcess {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("strongsync.log");
         let child = Command::new(env!("CARGO_BIN_EXE_strongsync"))
@@ -183,6 +211,7 @@ impl ProxyProcess {
             .expect("start strongsync");
         let process = ProxyProcess {
             child,
+            admin: None,
             log,
             _dir: dir,
         };
@@ -190,6 +219,11 @@ impl ProxyProcess {
             TcpStream::connect(listen).is_ok()
         });
         process
+    }
+
+    /// The admin port, when [`start`](Self::start) chose it.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
     }
 
     pub fn log(&self) -> String {
