@@ -8,7 +8,7 @@ use axum::extract::State as AppState;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Router;
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -40,6 +40,7 @@ struct Status {
     quorum_position: Option<String>,
     head: Option<String>,
     parked_sessions: usize,
+    degraded_seconds_total: f64,
     released: std::collections::BTreeMap<&'static str, u64>,
     primary: PrimaryStatus,
     replicas: Vec<Replica>,
@@ -116,7 +117,7 @@ async fn readyz(AppState(admin): AppState<Admin>) -> Response {
     (StatusCode::OK, "ready\n").into_response()
 }
 
-async fn status(AppState(admin): AppState<Admin>) -> Json<serde_json::Value> {
+async fn status(AppState(admin): AppState<Admin>) -> Response {
     let reachable = admin.primary.check().await;
     let config = admin.durability.config();
     let s: DurabilityStatus = admin.durability.status();
@@ -133,6 +134,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Json<serde_json::Value> {
         quorum_position: s.quorum_position.map(|p| p.to_string()),
         head: s.head.map(|p| p.to_string()),
         parked_sessions: s.parked,
+        degraded_seconds_total: s.degraded_total.as_secs_f64(),
         released: s.released,
         primary: PrimaryStatus {
             address: admin.primary.addr().to_owned(),
@@ -155,5 +157,12 @@ async fn status(AppState(admin): AppState<Admin>) -> Json<serde_json::Value> {
             })
             .collect(),
     };
-    Json(serde_json::to_value(status).unwrap_or_default())
+    // Pretty: people read it with curl as often as programs do.
+    match serde_json::to_string_pretty(&status) {
+        Ok(mut json) => {
+            json.push('\n');
+            ([(header::CONTENT_TYPE, "application/json")], json).into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
 }

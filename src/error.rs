@@ -9,6 +9,17 @@ use thiserror::Error;
 
 use crate::conn::ConnError;
 
+/// The kinds of malformed input [`Error::malformed_kind`] names.
+pub const MALFORMED_KINDS: [&str; 7] = [
+    "client_packet_too_large",
+    "client_out_of_sequence",
+    "client_malformed_packet",
+    "replica_malformed_ack",
+    "replica_ack_beyond_relayed",
+    "replica_unexpected_packet",
+    "primary_malformed_packet",
+];
+
 /// Why a session ended abnormally (or a connection could not be served).
 #[derive(Debug, Error)]
 pub enum Error {
@@ -154,7 +165,8 @@ impl Error {
         }
     }
 
-    /// For input rejected as malformed, its kind (a label of the malformed-input metric).
+    /// For input rejected as malformed, its kind (one of [`MALFORMED_KINDS`], a label of the
+    /// malformed-input metric).
     pub fn malformed_kind(&self) -> Option<&'static str> {
         Some(match self {
             Error::ClientProtocol(ProtoError::TooLarge { .. }) => "client_packet_too_large",
@@ -210,6 +222,34 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_malformed_kind_is_listed() {
+        let truncated = || ProtoError::Truncated { what: "x" };
+        let errors = [
+            Error::ClientProtocol(ProtoError::TooLarge { len: 2, max: 1 }),
+            Error::ClientProtocol(ProtoError::OutOfSequence {
+                expected: 1,
+                got: 2,
+            }),
+            Error::ClientProtocol(truncated()),
+            Error::Replica(ReplicaError::MalformedAck(truncated())),
+            Error::Replica(ReplicaError::Ack(
+                crate::durability::AckError::BeyondRelayed {
+                    acked: strongsync_proto::position::Position {
+                        file_seq: 1,
+                        offset: 4,
+                    },
+                    relayed: None,
+                },
+            )),
+            Error::Replica(ReplicaError::Unexpected { first: 0 }),
+            Error::PrimaryProtocol(truncated()),
+        ];
+        let kinds: Vec<_> = errors.iter().filter_map(Error::malformed_kind).collect();
+        assert_eq!(kinds, MALFORMED_KINDS);
+        assert_eq!(Error::ClientClosed.malformed_kind(), None);
+    }
 
     #[test]
     fn client_errors_name_the_problem_and_use_the_servers_codes() {

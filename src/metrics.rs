@@ -6,11 +6,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    Counter, Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::durability::{DurabilityStatus, Outcome, State, WaitObserver};
+use crate::durability::{DurabilityStatus, Outcome, State, WaitObserver, OUTCOMES};
+use crate::error::MALFORMED_KINDS;
 
 /// Buckets for waits from a fraction of a millisecond to past the default 10 s ACK timeout.
 const WAIT_BUCKETS: &[f64] = &[
@@ -31,12 +32,16 @@ pub struct Metrics {
     pub ack_latency: HistogramVec,
     /// Counter: ACKs received, by replica.
     pub acks: IntCounterVec,
+    /// Gauge: the configured quorum.
+    pub quorum: IntGauge,
+    /// Gauge: 1 when commits do not wait at all (passthrough).
+    pub passthrough: IntGauge,
     /// Gauge: 1 for the current durability state, 0 for the other.
     pub durability_state: IntGaugeVec,
     /// Counter: durability state transitions, by the state entered.
     pub durability_transitions: IntCounterVec,
     /// Counter: seconds spent DEGRADED.
-    pub degraded_seconds: IntCounter,
+    pub degraded_seconds: Counter,
     /// Gauge: connected replicas, semisync or async.
     pub replicas_connected: IntGaugeVec,
     /// Gauge: per replica, the binlog file (sequence number) of its acknowledged position.
@@ -58,7 +63,7 @@ pub struct Metrics {
     pub relayed_bytes: IntCounterVec,
     /// Counter: input rejected as malformed, by kind.
     pub malformed_input: IntCounterVec,
-    /// Seconds DEGRADED already counted into `degraded_seconds` (it only counts whole ones).
+    /// DEGRADED time already counted into `degraded_seconds` (it is refreshed on scrape).
     degraded_counted: Mutex<Duration>,
 }
 
@@ -91,6 +96,14 @@ impl Metrics {
                 WAIT_BUCKETS,
             ),
             acks: counter_vec("strongsync_replica_acks_total", "Semisync ACKs received, by replica.", &["server_id"]),
+            quorum: gauge(
+                "strongsync_quorum",
+                "Semisync replicas that must acknowledge a transaction before its commit is acknowledged (the configured quorum).",
+            ),
+            passthrough: gauge(
+                "strongsync_passthrough",
+                "1 if the proxy only relays (commits never wait for replicas), 0 otherwise.",
+            ),
             durability_state: gauge_vec(
                 "strongsync_durability_state",
                 "1 for the current durability state (strong: commits wait for their quorum; degraded: they do not).",
@@ -101,9 +114,9 @@ impl Metrics {
                 "Durability state changes, by the state entered.",
                 &["to"],
             ),
-            degraded_seconds: IntCounter::new(
+            degraded_seconds: Counter::new(
                 "strongsync_degraded_seconds_total",
-                "Whole seconds spent in the degraded state.",
+                "Seconds spent in the degraded state (brought up to date on scrape).",
             )
             .expect("valid metric"),
             replicas_connected: gauge_vec(
@@ -161,6 +174,8 @@ impl Metrics {
             Box::new(self.parked.clone()),
             Box::new(self.ack_latency.clone()),
             Box::new(self.acks.clone()),
+            Box::new(self.quorum.clone()),
+            Box::new(self.passthrough.clone()),
             Box::new(self.durability_state.clone()),
             Box::new(self.durability_transitions.clone()),
             Box::new(self.degraded_seconds.clone()),
@@ -180,15 +195,15 @@ impl Metrics {
                 .register(c)
                 .expect("each metric is registered once");
         }
-        for outcome in [
-            "quorum",
-            "timeout",
-            "degraded",
-            "unresolved",
-            "client_gone",
-            "shutdown",
-        ] {
-            self.commits_released.with_label_values(&[outcome]);
+        // Series that exist from the start, so alerts and rates see zeros rather than nothing.
+        for outcome in OUTCOMES {
+            self.commits_released.with_label_values(&[outcome.label()]);
+        }
+        for kind in MALFORMED_KINDS {
+            self.malformed_input.with_label_values(&[kind]);
+        }
+        for kind in ["semisync", "async"] {
+            self.replicas_connected.with_label_values(&[kind]);
         }
         for direction in ["client_to_primary", "primary_to_client"] {
             self.relayed_bytes.with_label_values(&[direction]);
@@ -201,6 +216,8 @@ impl Metrics {
     /// Brings the state gauges up to date with strong sync's status.
     pub fn refresh(&self, status: &DurabilityStatus) {
         self.parked.set(status.parked as i64);
+        self.quorum.set(status.quorum as i64);
+        self.passthrough.set(i64::from(status.passthrough));
         let degraded = status.state == State::Degraded;
         self.durability_state
             .with_label_values(&["strong"])
@@ -213,12 +230,9 @@ impl Metrics {
                 .degraded_counted
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            let whole = status
-                .degraded_total
-                .as_secs()
-                .saturating_sub(counted.as_secs());
-            self.degraded_seconds.inc_by(whole);
-            *counted += Duration::from_secs(whole);
+            let new = status.degraded_total.saturating_sub(*counted);
+            self.degraded_seconds.inc_by(new.as_secs_f64());
+            *counted = (*counted).max(status.degraded_total);
         }
         let semisync = status.replicas.iter().filter(|r| r.semisync).count();
         self.replicas_connected

@@ -138,6 +138,8 @@ pub struct DurabilityStatus {
     pub state: State,
     /// Configured quorum.
     pub quorum: usize,
+    /// Commits do not wait (relay only).
+    pub passthrough: bool,
     /// The highest position acknowledged by `quorum` connected semisync replicas.
     pub quorum_position: Option<Position>,
     /// The end of the last transaction relayed to any replica.
@@ -185,7 +187,8 @@ pub struct Durability {
     observer: Option<Arc<dyn WaitObserver>>,
 }
 
-const OUTCOMES: [Outcome; 6] = [
+/// Every outcome, in the order of the counters.
+pub const OUTCOMES: [Outcome; 6] = [
     Outcome::Quorum,
     Outcome::Timeout,
     Outcome::Degraded,
@@ -314,6 +317,7 @@ impl Durability {
 
     /// A snapshot of the state, the replicas and the parked commits.
     pub fn status(&self) -> DurabilityStatus {
+        let config = self.config();
         let inner = self.lock();
         let now = Instant::now();
         let mut replicas: Vec<ReplicaStatus> = inner
@@ -335,7 +339,8 @@ impl Durability {
         replicas.sort_by_key(|r| r.server_id);
         DurabilityStatus {
             state: inner.state.public(),
-            quorum: self.config().quorum,
+            quorum: config.quorum,
+            passthrough: config.passthrough,
             quorum_position: inner.quorum,
             head: inner.head,
             replicas,
