@@ -6,19 +6,18 @@ mod support;
 
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use nix::sys::signal::Signal;
 
 use support::certs::TestCerts;
-use support::cli::{mariadb, mariadb_admin, run_command, Output};
+use support::cli::{mariadb, mariadb_admin, Output};
 use support::mariadb::{
     sql_quote, wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER, ED_PASSWORD, ED_USER,
     TEST_DB,
 };
-use support::proxy::{free_port, ProxyProcess, TestProxy};
+use support::proxy::{free_port, run_strongsync, ProxyProcess, TestProxy};
 
 /// The binary's exit code for an unusable configuration (EX_USAGE).
 const EXIT_CONFIG: i32 = 64;
@@ -34,24 +33,6 @@ fn start_primary() -> MariaDb {
 /// A loopback address on a free port, for the binary to listen on.
 fn free_listen_addr() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], free_port()))
-}
-
-/// The `strongsync` binary with a clean environment (no `STRONGSYNC_*`, no `RUST_LOG`).
-fn strongsync_command(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_strongsync"));
-    command.args(args).env_remove("RUST_LOG");
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("STRONGSYNC_") {
-            command.env_remove(name);
-        }
-    }
-    command
-}
-
-/// Runs the binary to completion (for invocations that must exit on their own).
-fn run_strongsync(args: &[&str]) -> Output {
-    let what = format!("strongsync {}", args.join(" "));
-    run_command(strongsync_command(args), &what)
 }
 
 /// Starts the binary with `--listen` and `--primary` flags plus `extra` arguments.

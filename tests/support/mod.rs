@@ -3,9 +3,11 @@
 // Each test binary uses only a subset of this module.
 #![allow(dead_code)]
 
+pub mod admin;
 pub mod certs;
 pub mod cli;
 pub mod clientlib;
+pub mod deploy;
 pub mod fake_replica;
 pub mod mariadb;
 pub mod proxy;

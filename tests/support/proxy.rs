@@ -16,6 +16,7 @@ use strongsync::durability::Durability;
 use strongsync::{Commit, CommitHook, Config, Proxy, Release};
 use tempfile::TempDir;
 
+use super::cli::{run_command, Output};
 use super::mariadb::{wait_for, MariaDb};
 
 /// Records every commit the sessions report.
@@ -192,18 +193,21 @@ impl ProxyProcess {
         if !chosen {
             all.extend(["--admin-listen", &admin_text]);
         }
-        let mut process = ProxyProcess::spawn(&all, envs, listen);
+        let mut process = ProxyProcess::start_as_given(&all, envs, listen);
         process.admin = (!chosen).then_some(admin);
         process
     }
 
-    fn spawn(args: &[&str], envs: &[(&str, &str)], listen: SocketAddr) -> ProxyProcess {
+    /// Starts the binary with exactly `args` and waits until `listen` accepts connections.
+    pub fn start_as_given(
+        args: &[&str],
+        envs: &[(&str, &str)],
+        listen: SocketAddr,
+    ) -> ProxyProcess {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("strongsync.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_strongsync"))
-            .args(args)
+        let child = strongsync_command(args)
             .envs(envs.iter().copied())
-            .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(File::create(&log).unwrap())
@@ -240,8 +244,26 @@ impl ProxyProcess {
 
     /// Sends `sig` and waits for the exit status.
     pub fn stop_with(&mut self, sig: Signal) -> std::process::ExitStatus {
-        let _ = signal::kill(Pid::from_raw(self.child.id() as i32), sig);
+        self.signal(sig);
         self.child.wait().expect("wait for strongsync")
+    }
+
+    pub fn signal(&self, sig: Signal) {
+        signal::kill(Pid::from_raw(self.child.id() as i32), sig).expect("signal strongsync");
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits for the process to exit on its own, failing the test after `patience`.
+    pub fn wait_exit(&mut self, patience: Duration) -> std::process::ExitStatus {
+        let mut status = None;
+        wait_for("strongsync to exit", patience, || {
+            status = self.child.try_wait().expect("wait for strongsync");
+            status.is_some()
+        });
+        status.expect("exited")
     }
 }
 
@@ -252,6 +274,24 @@ impl Drop for ProxyProcess {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The `strongsync` binary with a clean environment (no `STRONGSYNC_*`, no `RUST_LOG`).
+pub fn strongsync_command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_strongsync"));
+    command.args(args).env_remove("RUST_LOG");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("STRONGSYNC_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+/// Runs the binary to completion (for invocations that must exit on their own).
+pub fn run_strongsync(args: &[&str]) -> Output {
+    let what = format!("strongsync {}", args.join(" "));
+    run_command(strongsync_command(args), &what)
 }
 
 /// Proxy logs for a test run: set `STRONGSYNC_TEST_LOG` (e.g. `strongsync=debug`) to see

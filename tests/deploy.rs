@@ -1,0 +1,238 @@
+//! The files in `deploy/`, checked without servers: the alert rules and the Grafana dashboard
+//! parse and their PromQL is valid (that the metrics they query exist is checked against a
+//! live `/metrics` in `operations.rs`), the Prometheus scrape config points at the rules, the
+//! Kubernetes manifest's strongsync config is accepted by the binary and its probes use the
+//! admin port, and the systemd unit fits the binary's signals and exit codes.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_yaml_ng::Value;
+use support::deploy::{alert_rules, dashboard_queries, deploy_path, metrics_of, read, DASHBOARD};
+use support::proxy::run_strongsync;
+
+/// `shutdown_grace` of deploy/strongsync.toml.
+fn example_shutdown_grace() -> Duration {
+    let config: toml::Table = read("strongsync.toml").parse().expect("TOML");
+    humantime::parse_duration(config["shutdown_grace"].as_str().unwrap()).unwrap()
+}
+
+#[test]
+fn alert_rules_parse_and_cover_what_an_operator_is_paged_for() {
+    let rules = alert_rules();
+    let names: BTreeSet<&str> = rules.iter().map(|r| r.alert.as_str()).collect();
+    for wanted in [
+        "StrongsyncDegraded",
+        "StrongsyncNoQuorum",
+        "StrongsyncParkedSessionsPilingUp",
+        "StrongsyncAckLatencyHigh",
+        "StrongsyncReplicaLagging",
+        "StrongsyncPrimaryUnreachable",
+    ] {
+        assert!(names.contains(wanted), "no {wanted} alert in {names:?}");
+    }
+    assert_eq!(names.len(), rules.len(), "alert names are unique");
+    for rule in &rules {
+        let metrics = metrics_of(&rule.expr);
+        assert!(
+            metrics.iter().any(|m| m.starts_with("strongsync_")) || rule.alert == "StrongsyncDown",
+            "{}: queries no strongsync metric",
+            rule.alert
+        );
+        if let Some(for_) = &rule.for_ {
+            promql_parser::util::parse_duration(for_)
+                .unwrap_or_else(|e| panic!("{}: for {for_:?}: {e}", rule.alert));
+        }
+        let severity = rule.labels.get("severity").map(String::as_str);
+        assert!(
+            matches!(severity, Some("critical" | "warning" | "info")),
+            "{}: severity {severity:?}",
+            rule.alert
+        );
+        assert!(
+            rule.annotations
+                .get("summary")
+                .is_some_and(|s| !s.is_empty()),
+            "{}: a summary",
+            rule.alert
+        );
+    }
+}
+
+/// Prometheus's own checker and the rules' unit tests (deploy/prometheus/*.test.yml), when
+/// promtool is on the PATH (`tests/run` provides it; without it the checks above still parse
+/// the rules and their PromQL).
+#[test]
+fn promtool_checks_and_unit_tests_the_alert_rules_when_available() {
+    let promtool = |args: &[&str]| {
+        Command::new("promtool")
+            .args(args)
+            .current_dir(deploy_path("prometheus"))
+            .output()
+    };
+    let Ok(version) = promtool(&["--version"]) else {
+        eprintln!("promtool is not on the PATH; skipped");
+        return;
+    };
+    assert!(version.status.success());
+    for args in [
+        &["check", "rules", "strongsync-alerts.yml"][..],
+        &["check", "config", "prometheus.yml"],
+        &["test", "rules", "strongsync-alerts.test.yml"],
+    ] {
+        let out = promtool(args).unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {}:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn dashboard_parses_and_every_query_is_valid_promql() {
+    let dashboard: serde_json::Value = serde_json::from_str(&read(DASHBOARD)).expect("JSON");
+    let panels = dashboard["panels"].as_array().unwrap();
+    let ids: BTreeSet<u64> = panels.iter().map(|p| p["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), panels.len(), "panel ids are unique");
+    for panel in panels {
+        assert!(panel["title"].as_str().is_some_and(|t| !t.is_empty()));
+        assert!(panel["gridPos"]["w"].as_u64().is_some());
+        assert_eq!(panel["datasource"]["uid"], "${DS_PROMETHEUS}");
+        assert!(
+            !panel["targets"].as_array().unwrap().is_empty(),
+            "{}",
+            panel["title"]
+        );
+    }
+    let queried: BTreeSet<String> = dashboard_queries()
+        .iter()
+        .flat_map(|q| metrics_of(q))
+        .collect();
+    for family in [
+        "strongsync_durability_state",
+        "strongsync_commit_wait_seconds_bucket",
+        "strongsync_replica_ack_latency_seconds_bucket",
+        "strongsync_parked_sessions",
+        "strongsync_replica_lag_bytes",
+    ] {
+        assert!(queried.contains(family), "the dashboard shows {family}");
+    }
+}
+
+#[test]
+fn prometheus_config_loads_the_rules_and_scrapes_the_admin_port() {
+    let config: Value = serde_yaml_ng::from_str(&read("prometheus/prometheus.yml")).expect("YAML");
+    let rule_files = config["rule_files"].as_sequence().unwrap();
+    for file in rule_files {
+        let path = deploy_path("prometheus").join(file.as_str().unwrap());
+        assert!(path.is_file(), "{} exists", path.display());
+    }
+    let job = config["scrape_configs"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|job| job["job_name"] == "strongsync")
+        .expect("a strongsync job");
+    assert_eq!(job["metrics_path"], "/metrics");
+    let targets = job["static_configs"][0]["targets"].as_sequence().unwrap();
+    assert!(targets
+        .iter()
+        .all(|t| t.as_str().unwrap().ends_with(":9104")));
+}
+
+#[test]
+fn kubernetes_sidecar_config_is_valid_and_probes_use_the_admin_port() {
+    let text = read("kubernetes/strongsync-sidecar.yaml");
+    let documents: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("YAML"))
+        .collect();
+    let of_kind = |kind: &str| -> Vec<&Value> {
+        documents
+            .iter()
+            .filter(|d| d["kind"].as_str() == Some(kind))
+            .collect()
+    };
+
+    // The strongsync config it mounts is one the binary accepts.
+    let config_map = of_kind("ConfigMap")[0];
+    let toml_text = config_map["data"]["strongsync.toml"].as_str().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("strongsync.toml");
+    std::fs::write(&file, toml_text).unwrap();
+    let checked = run_strongsync(&["check-config", file.to_str().unwrap()]);
+    assert!(checked.success(), "{checked}");
+    let config: toml::Table = checked.stdout.parse().unwrap();
+    let admin_port: u64 = config["admin_listen"]
+        .as_str()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let grace = humantime::parse_duration(config["shutdown_grace"].as_str().unwrap()).unwrap();
+
+    let set = of_kind("StatefulSet")[0];
+    let pod = &set["spec"]["template"];
+    assert_eq!(
+        pod["metadata"]["annotations"]["prometheus.io/port"],
+        admin_port.to_string().as_str()
+    );
+    let termination = pod["spec"]["terminationGracePeriodSeconds"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        Duration::from_secs(termination) > grace,
+        "the kubelet waits longer than strongsync's shutdown grace"
+    );
+    let containers = pod["spec"]["containers"].as_sequence().unwrap();
+    let strongsync = containers
+        .iter()
+        .find(|c| c["name"] == "strongsync")
+        .expect("a strongsync container");
+    let admin = strongsync["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "admin")
+        .expect("an admin port");
+    assert_eq!(admin["containerPort"].as_u64(), Some(admin_port));
+    assert_eq!(strongsync["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(strongsync["readinessProbe"]["httpGet"]["port"], "admin");
+    assert_eq!(strongsync["livenessProbe"]["httpGet"]["path"], "/healthz");
+
+    // Replicas must reach the pod before it is ready (readiness waits for them).
+    let services = of_kind("Service");
+    assert!(
+        services
+            .iter()
+            .any(|s| s["spec"]["publishNotReadyAddresses"] == true),
+        "a Service for replicas that does not wait for readiness"
+    );
+}
+
+#[test]
+fn systemd_unit_reloads_with_sighup_and_waits_out_the_shutdown_grace() {
+    let unit = read("systemd/strongsync.service");
+    let setting = |key: &str| -> &str {
+        unit.lines()
+            .find_map(|line| line.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}= in the unit"))
+    };
+    assert!(setting("ExecStart").contains("--config"));
+    assert!(setting("ExecReload").contains("-HUP"));
+    assert_eq!(setting("KillSignal"), "SIGTERM");
+    let stop: u64 = setting("TimeoutStopSec").parse().unwrap();
+    assert!(Duration::from_secs(stop) > example_shutdown_grace());
+    assert_eq!(
+        setting("RestartPreventExitStatus"),
+        "64",
+        "the binary's exit code for a bad configuration"
+    );
+}

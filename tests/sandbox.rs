@@ -1,0 +1,148 @@
+//! The README's "run it" command: `deploy/sandbox/sandbox up` starts a primary, two replicas
+//! and strongsync, shows a write load going through, and `down` stops every process it
+//! started.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::cli::{mariadb, run_command, Output};
+use support::mariadb::{APP_PASSWORD, APP_USER};
+use support::proxy::free_port;
+
+struct Sandbox {
+    dir: tempfile::TempDir,
+    first_port: u16,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        Sandbox {
+            dir: tempfile::tempdir().unwrap(),
+            first_port: free_port(),
+        }
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("sandbox")
+    }
+
+    fn run(&self, action: &str) -> Output {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/sandbox/sandbox");
+        let mut command = Command::new(script);
+        command
+            .arg(action)
+            .env("SANDBOX_DIR", self.state_dir())
+            .env("SANDBOX_PORT", self.first_port.to_string())
+            .env("SANDBOX_LOAD_SECONDS", "2")
+            .env("STRONGSYNC_BIN", env!("CARGO_BIN_EXE_strongsync"));
+        run_command(command, &format!("sandbox {action}"))
+    }
+
+    /// Pids the sandbox recorded, by name.
+    fn pids(&self) -> Vec<(String, u32)> {
+        std::fs::read_to_string(self.state_dir().join("pids"))
+            .unwrap_or_default()
+            .lines()
+            .map(|line| {
+                let (name, pid) = line.split_once(' ').expect("name pid");
+                (name.to_owned(), pid.parse().expect("a pid"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if self.state_dir().exists() {
+            let _ = self.run("down");
+        }
+    }
+}
+
+/// Running: its /proc entry exists and it is not a zombie (an orphan's parent may not reap it).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat.rsplit_once(") ")?.1.chars().next()?;
+            Some(state != 'Z' && state != 'X')
+        })
+        .unwrap_or(false)
+}
+
+/// The value after `label` on a line of `text`, up to the next space.
+fn after<'a>(text: &'a str, label: &str) -> Vec<&'a str> {
+    text.match_indices(label)
+        .map(|(at, _)| {
+            text[at + label.len()..]
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+        })
+        .collect()
+}
+
+#[test]
+fn sandbox_up_shows_strong_sync_working_and_down_leaves_nothing_behind() {
+    let sandbox = Sandbox::new();
+    let up = sandbox.run("up");
+    assert!(up.success(), "{up}");
+    let out = &up.stdout;
+
+    let pids = sandbox.pids();
+    let names: Vec<&str> = pids.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["primary", "replica1", "replica2", "strongsync"]);
+    assert!(pids.iter().all(|&(_, pid)| alive(pid)), "{pids:?}");
+
+    // Both replicas replicate through strongsync, with semisync, and hold the primary's data.
+    assert_eq!(after(out, "Slave_IO_Running: "), ["Yes", "Yes"], "{out}");
+    assert_eq!(after(out, "Slave_SQL_Running: "), ["Yes", "Yes"], "{out}");
+    assert_eq!(after(out, "semisync "), ["ON,", "ON,"], "{out}");
+    let checksums = after(out, "checksum ");
+    let primary = after(out, "(primary ");
+    assert_eq!(checksums.len(), 2, "{out}");
+    for (replica, primary) in checksums.iter().zip(&primary) {
+        assert_eq!(format!("{replica})"), *primary, "{out}");
+    }
+    let proxy_port = after(out, "Master_Port: ");
+    assert_eq!(proxy_port.len(), 2, "{out}");
+    assert_eq!(proxy_port[0], proxy_port[1]);
+
+    // Its metrics show commits released by the quorum and both replicas acknowledging.
+    assert!(
+        out.contains(r#"strongsync_replicas_connected{kind="semisync"} 2"#),
+        "{out}"
+    );
+    let quorum = after(
+        out,
+        r#"strongsync_commits_released_total{outcome="quorum"} "#,
+    );
+    assert!(quorum[0].parse::<u64>().unwrap() > 0, "{out}");
+
+    // The way to connect it prints works.
+    let port: u16 = after(out, "mariadb -h127.0.0.1 -P")[0].parse().unwrap();
+    assert_eq!(port.to_string(), proxy_port[0]);
+    let select =
+        mariadb(port, APP_USER, APP_PASSWORD).execute("SELECT COUNT(*) FROM sbtest.sbtest1");
+    assert!(select.success(), "{select}");
+    assert_eq!(select.stdout.lines().last(), Some("10000"));
+
+    let status = sandbox.run("status");
+    assert!(status.success(), "{status}");
+    assert!(status.stdout.contains("strongsync: ready"), "{status}");
+
+    let down = sandbox.run("down");
+    assert!(down.success(), "{down}");
+    assert!(down.stdout.contains("stopped 4 processes"), "{down}");
+    for (name, pid) in &pids {
+        assert!(!alive(*pid), "{name} (pid {pid}) still runs after down");
+    }
+    assert!(
+        !sandbox.state_dir().exists(),
+        "down removes the sandbox's files"
+    );
+    let again = sandbox.run("status");
+    assert!(again.stdout.contains("the sandbox is down"), "{again}");
+}

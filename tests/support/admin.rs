@@ -1,0 +1,106 @@
+//! Talking to the proxy's admin port: plain HTTP/1.1 requests over a socket (so tests can
+//! also send garbage), and lookups in the Prometheus text it serves.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// An HTTP response: status code and body.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub body: String,
+}
+
+/// Sends `request` as is and reads the whole response (the connection is closed after it).
+pub fn raw(addr: SocketAddr, request: &[u8]) -> Response {
+    let mut stream = TcpStream::connect(addr).expect("connect to the admin port");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(request).unwrap();
+    let mut text = Vec::new();
+    stream
+        .read_to_end(&mut text)
+        .expect("read the admin response");
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("an HTTP response, got {text:?}"));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("a status line, got {head:?}"));
+    Response {
+        status,
+        body: body.to_owned(),
+    }
+}
+
+/// `method path`, with `Connection: close`.
+pub fn request(addr: SocketAddr, method: &str, path: &str) -> Response {
+    raw(
+        addr,
+        format!("{method} {path} HTTP/1.1\r\nHost: strongsync\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+}
+
+pub fn get(addr: SocketAddr, path: &str) -> Response {
+    request(addr, "GET", path)
+}
+
+/// `/metrics`, parsed.
+pub fn metrics(addr: SocketAddr) -> Scrape {
+    let response = get(addr, "/metrics");
+    assert_eq!(response.status, 200, "{}", response.body);
+    Scrape(response.body)
+}
+
+/// `/status` as JSON.
+pub fn status(addr: SocketAddr) -> serde_json::Value {
+    let response = get(addr, "/status");
+    assert_eq!(response.status, 200, "{}", response.body);
+    serde_json::from_str(&response.body).expect("/status is JSON")
+}
+
+/// One scrape of `/metrics`.
+#[derive(Debug, Clone)]
+pub struct Scrape(pub String);
+
+impl Scrape {
+    /// The value of the sample written exactly `series` (name and labels as exported,
+    /// e.g. `strongsync_parked_sessions` or `strongsync_replica_acks_total{server_id="2"}`).
+    pub fn value(&self, series: &str) -> Option<f64> {
+        self.0.lines().find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == series).then(|| value.parse().expect("a number"))
+        })
+    }
+
+    /// Like [`value`](Self::value), failing the test when the series is absent.
+    pub fn get(&self, series: &str) -> f64 {
+        self.value(series)
+            .unwrap_or_else(|| panic!("no series {series} in\n{}", self.0))
+    }
+
+    /// Names of the metric families exported (from their `# TYPE` lines).
+    pub fn families(&self) -> Vec<String> {
+        self.0
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// True if some sample is of `name` (a family, or a histogram's `_bucket`, `_sum` or
+    /// `_count`).
+    pub fn has_metric(&self, name: &str) -> bool {
+        self.0.lines().filter(|l| !l.starts_with('#')).any(|line| {
+            let series = line.split([' ', '{']).next().unwrap_or("");
+            series == name
+        })
+    }
+}
