@@ -26,6 +26,9 @@ pub struct Metrics {
     pub commit_wait: HistogramVec,
     /// Counter: commits released, by outcome.
     pub commits_released: IntCounterVec,
+    /// `commit_wait` and `commits_released` of each outcome, in [`OUTCOMES`] order, looked up
+    /// once (every commit records into them).
+    by_outcome: Vec<(Histogram, IntCounter)>,
     /// Gauge: commits parked now.
     pub parked: IntGauge,
     /// Histogram: seconds from a flagged event sent to the ACK that covers it, by replica.
@@ -61,6 +64,10 @@ pub struct Metrics {
     pub primary_up: IntGauge,
     /// Counter: bytes relayed, by direction.
     pub relayed_bytes: IntCounterVec,
+    /// `relayed_bytes` towards the primary, looked up once (sessions add to it per command).
+    pub relayed_to_primary: IntCounter,
+    /// `relayed_bytes` towards clients and replicas.
+    pub relayed_to_client: IntCounter,
     /// Counter: input rejected as malformed, by kind.
     pub malformed_input: IntCounterVec,
     /// DEGRADED time already counted into `degraded_seconds` (it is refreshed on scrape).
@@ -76,18 +83,38 @@ impl Metrics {
     /// Never in practice: the names below are valid and registered once each.
     pub fn new() -> Self {
         let registry = Registry::new();
+        let relayed_bytes = counter_vec(
+            "strongsync_relayed_bytes_total",
+            "Bytes relayed, by direction (client_to_primary, primary_to_client; replicas are clients).",
+            &["direction"],
+        );
+        let commit_wait = histogram_vec(
+            "strongsync_commit_wait_seconds",
+            "Time a commit's OK was held (parked until released), by outcome.",
+            &["outcome"],
+            WAIT_BUCKETS,
+        );
+        let commits_released = counter_vec(
+            "strongsync_commits_released_total",
+            "Commits released to their client, by outcome (quorum, timeout, degraded, unresolved, client_gone, shutdown).",
+            &["outcome"],
+        );
+        let by_outcome = OUTCOMES
+            .iter()
+            .map(|o| {
+                (
+                    commit_wait.with_label_values(&[o.label()]),
+                    commits_released.with_label_values(&[o.label()]),
+                )
+            })
+            .collect();
         let m = Metrics {
-            commit_wait: histogram_vec(
-                "strongsync_commit_wait_seconds",
-                "Time a commit's OK was held (parked until released), by outcome.",
-                &["outcome"],
-                WAIT_BUCKETS,
-            ),
-            commits_released: counter_vec(
-                "strongsync_commits_released_total",
-                "Commits released to their client, by outcome (quorum, timeout, degraded, unresolved, client_gone, shutdown).",
-                &["outcome"],
-            ),
+            commit_wait,
+            commits_released,
+            by_outcome,
+            relayed_to_primary: relayed_bytes.with_label_values(&["client_to_primary"]),
+            relayed_to_client: relayed_bytes.with_label_values(&["primary_to_client"]),
+            relayed_bytes,
             parked: gauge("strongsync_parked_sessions", "Sessions whose commit OK is held right now."),
             ack_latency: histogram_vec(
                 "strongsync_replica_ack_latency_seconds",
@@ -150,11 +177,6 @@ impl Metrics {
                 "strongsync_primary_up",
                 "1 if the primary answered the last check (its greeting), 0 if not.",
             ),
-            relayed_bytes: counter_vec(
-                "strongsync_relayed_bytes_total",
-                "Bytes relayed, by direction (client_to_primary, primary_to_client).",
-                &["direction"],
-            ),
             malformed_input: counter_vec(
                 "strongsync_malformed_input_total",
                 "Input rejected as malformed, by kind.",
@@ -196,17 +218,11 @@ impl Metrics {
                 .expect("each metric is registered once");
         }
         // Series that exist from the start, so alerts and rates see zeros rather than nothing.
-        for outcome in OUTCOMES {
-            self.commits_released.with_label_values(&[outcome.label()]);
-        }
         for kind in MALFORMED_KINDS {
             self.malformed_input.with_label_values(&[kind]);
         }
         for kind in ["semisync", "async"] {
             self.replicas_connected.with_label_values(&[kind]);
-        }
-        for direction in ["client_to_primary", "primary_to_client"] {
-            self.relayed_bytes.with_label_values(&[direction]);
         }
         for to in ["strong", "degraded"] {
             self.durability_transitions.with_label_values(&[to]);
@@ -305,11 +321,14 @@ impl Default for Metrics {
 
 impl WaitObserver for Metrics {
     fn released(&self, outcome: Outcome, waited: Duration) {
-        let label = [outcome.label()];
-        self.commit_wait
-            .with_label_values(&label)
-            .observe(waited.as_secs_f64());
-        self.commits_released.with_label_values(&label).inc();
+        if let Some((wait, released)) = OUTCOMES
+            .iter()
+            .position(|o| *o == outcome)
+            .and_then(|i| self.by_outcome.get(i))
+        {
+            wait.observe(waited.as_secs_f64());
+            released.inc();
+        }
     }
 
     fn state_changed(&self, to: State) {

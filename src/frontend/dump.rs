@@ -89,6 +89,7 @@ impl Session {
         loop {
             if !self.primary.has_buffered_packet() {
                 self.flush_client().await?;
+                self.count_relayed_bytes();
             }
             let remind_at = pipe.remind_at(remind_after);
             let event = tokio::select! {

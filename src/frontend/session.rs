@@ -149,11 +149,9 @@ impl Session {
 
     /// Adds what was written on both legs to the relayed-bytes counters.
     pub(super) fn count_relayed_bytes(&mut self) {
-        let m = &self.shared.metrics.relayed_bytes;
-        m.with_label_values(&["client_to_primary"])
-            .inc_by(self.primary.take_written());
-        m.with_label_values(&["primary_to_client"])
-            .inc_by(self.client.take_written());
+        let m = &self.shared.metrics;
+        m.relayed_to_primary.inc_by(self.primary.take_written());
+        m.relayed_to_client.inc_by(self.client.take_written());
     }
 
     /// Logs why the session ended and tells the client, if there is anything to tell.
