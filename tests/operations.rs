@@ -219,22 +219,20 @@ fn metrics_follow_a_write_load_and_a_degraded_spell() {
     let output = sidecar.sql("INSERT INTO t (v) VALUES (1)");
     assert!(output.success(), "{output}\n{}", sidecar.log());
     let degraded = sidecar.scrape();
-    assert_eq!(
-        degraded.get(r#"strongsync_durability_state{state="degraded"}"#),
-        1.0
-    );
-    assert_eq!(
-        degraded.get(r#"strongsync_durability_state{state="strong"}"#),
-        0.0
-    );
-    assert_eq!(
-        degraded.get(r#"strongsync_durability_transitions_total{to="degraded"}"#),
-        1.0
-    );
-    assert_eq!(
-        degraded.get(r#"strongsync_commits_released_total{outcome="timeout"}"#),
-        1.0
-    );
+    for (series, expected) in [
+        (r#"strongsync_durability_state{state="degraded"}"#, 1.0),
+        (r#"strongsync_durability_state{state="strong"}"#, 0.0),
+        (
+            r#"strongsync_durability_transitions_total{to="degraded"}"#,
+            1.0,
+        ),
+        (
+            r#"strongsync_commits_released_total{outcome="timeout"}"#,
+            1.0,
+        ),
+    ] {
+        assert_eq!(degraded.get(series), expected, "{series}");
+    }
     assert!(
         degraded.get(r#"strongsync_commit_wait_seconds_sum{outcome="timeout"}"#) >= 1.0,
         "the commit waited its ACK timeout"
