@@ -228,15 +228,10 @@ impl Proxy {
             info!(?new.durability, "strong sync settings reloaded");
             self.durability.reconfigure(new.durability);
         }
-        let mut applied = new.clone();
-        // What cannot change keeps its running value, so a later reload compares against it.
-        applied.listen = old.listen;
-        applied.primary = old.primary.clone();
-        applied.admin_listen = old.admin_listen;
-        applied.tls = old.tls.clone();
-        applied.limits = old.limits.clone();
-        applied.timeouts = old.timeouts.clone();
-        applied.shutdown_grace = old.shutdown_grace;
+        // Only what changes live is taken, so a later reload compares against what runs.
+        let mut applied = old.clone();
+        applied.log_level.clone_from(&new.log_level);
+        applied.durability = self.durability.config();
         *held = applied;
         needs_restart
     }
