@@ -1,0 +1,1 @@
+"""strongsync's benchmark runner (`bench/run`): topology, sysbench runs, memory probe, report."""

@@ -1,0 +1,244 @@
+"""`bench/run`: flags, profiles, set-up (packages, binaries, matplotlib) and the subcommands."""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+from . import matrix, memory, report, sysbench
+from .procs import BenchError, raise_open_files_limit
+from .topology import MARIADBD, MODES, Topology
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ALL_WORKLOADS = list(sysbench.WORKLOADS)
+ALL_MODES = ["async", "semisync", "strongsync", "passthrough", "strongsync-q2"]
+
+# Each profile is a set of defaults; any flag given wins.
+PROFILES = {
+    "full": dict(workloads=ALL_WORKLOADS, threads=[1, 16, 64, 256, 500, 1000], delays=[0, 1, 5],
+                 modes=ALL_MODES, rounds=3, time=30, warmup=5, tables=8, table_size=100_000),
+    "quick": dict(workloads=["update_non_index", "point_select"], threads=[16, 64, 500],
+                  delays=[5], modes=["async", "semisync", "strongsync", "passthrough"],
+                  rounds=1, time=10, warmup=2, tables=4, table_size=10_000),
+    "smoke": dict(workloads=["update_non_index", "xa"], threads=[2], delays=[1], modes=ALL_MODES,
+                  rounds=1, time=2, warmup=0, tables=1, table_size=1_000),
+}
+
+
+def csv_list(kind):
+    def parse(text):
+        items = [kind(x) for x in text.split(",") if x.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("empty list")
+        return items
+    return parse
+
+
+def choices(allowed):
+    def check(items):
+        unknown = [x for x in items if x not in allowed]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown {unknown}; choose from {allowed}")
+        return items
+    return check
+
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog="bench/run",
+        description="strongsync against MariaDB semisync and async replication, with sysbench, "
+                    "on a local primary and two replicas.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(s):
+        s.add_argument("--out", help="results directory [bench/results/<time>-<profile>]")
+        s.add_argument("--strongsync-bin", help="strongsync binary [built: cargo build --release]")
+        s.add_argument("--tools-dir", help="directory with delay-relay and park-sessions "
+                       "[built: cargo build --release -p strongsync-bench]")
+        s.add_argument("--workdir", help="where servers keep their data [a temporary directory]")
+        s.add_argument("--keep", action="store_true", help="leave the data directory behind")
+        s.add_argument("--sync-binlog", type=int, default=0,
+                       help="servers' sync_binlog (innodb_flush_log_at_trx_commit stays 1) [0]")
+        s.add_argument("--catchup-timeout", type=int, default=900,
+                       help="seconds the replicas may take to apply a run's writes [900]")
+
+    m = sub.add_parser("matrix", help="the sysbench matrix (see --profile)")
+    common(m)
+    m.add_argument("--profile", choices=list(PROFILES), default="full",
+                   help="defaults for the flags below: full (hours), quick (~10 min), smoke [full]")
+    m.add_argument("--workloads", type=csv_list(str), help=f"from {ALL_WORKLOADS}")
+    m.add_argument("--threads", type=csv_list(int), help="client thread counts, e.g. 1,16,64")
+    m.add_argument("--delays", type=csv_list(int),
+                   help="one-way replica delays in ms, e.g. 0,1,5 (0: no relay)")
+    m.add_argument("--modes", type=csv_list(str), help=f"from {ALL_MODES}")
+    m.add_argument("--rounds", type=int, help="repeats of each cell (modes interleaved)")
+    m.add_argument("--time", type=int, help="seconds measured per run")
+    m.add_argument("--warmup", type=int, help="seconds run before measuring")
+    m.add_argument("--tables", type=int, help="sysbench tables")
+    m.add_argument("--table-size", type=int, help="rows per table")
+    m.add_argument("--no-chart", action="store_true", help="skip qps.png (needs matplotlib)")
+
+    mem = sub.add_parser("memory", help="strongsync's memory with many commits parked at once")
+    common(mem)
+    mem.add_argument("--connections", type=int, default=10_000, help="commits parked [10000]")
+
+    r = sub.add_parser("report", help="rebuild summary.md, summary.csv and qps.png of a run")
+    r.add_argument("dir")
+    r.add_argument("--no-chart", action="store_true")
+    return p
+
+
+def apply_profile(args):
+    for key, value in PROFILES[args.profile].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    choices(ALL_WORKLOADS)(args.workloads)
+    choices(list(MODES))(args.modes)
+
+
+def install_missing():
+    missing = []
+    if not os.access(MARIADBD, os.X_OK):
+        missing.append("mariadb-server")
+    for command, package in (("mariadb", "mariadb-client"), ("sysbench", "sysbench")):
+        if not shutil.which(command):
+            missing.append(package)
+    if not missing:
+        return
+    print(f"bench: installing {' '.join(missing)} with apt-get", flush=True)
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
+        subprocess.run(sudo + argv, env=env, check=True)
+
+
+def binaries(args):
+    """strongsync, delay-relay and park-sessions: given, or built in release mode."""
+    if args.strongsync_bin and args.tools_dir:
+        strongsync, tools = args.strongsync_bin, args.tools_dir
+    else:
+        print("bench: building strongsync and the bench tools (release)", flush=True)
+        subprocess.run(["cargo", "build", "--release", "--locked", "-p", "strongsync",
+                        "-p", "strongsync-bench", "--bins"], cwd=REPO, check=True)
+        built = os.path.join(REPO, "target", "release")
+        strongsync = args.strongsync_bin or os.path.join(built, "strongsync")
+        tools = args.tools_dir or built
+    found = (strongsync, os.path.join(tools, "delay-relay"), os.path.join(tools, "park-sessions"))
+    for path in found:
+        if not os.access(path, os.X_OK):
+            raise BenchError(f"no executable at {path}")
+    return found
+
+
+def chart_python():
+    """A Python with matplotlib: this one, or a venv under target/ that gets it from PyPI."""
+    try:
+        import matplotlib  # noqa: F401
+        return sys.executable
+    except ImportError:
+        pass
+    venv = os.path.join(REPO, "target", "bench-venv")
+    python = os.path.join(venv, "bin", "python")
+    probe = subprocess.run([python, "-c", "import matplotlib"], capture_output=True) \
+        if os.path.exists(python) else None
+    if probe is None or probe.returncode != 0:
+        print(f"bench: installing matplotlib into {venv}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "matplotlib"], check=True)
+    return python
+
+
+def describe(args, strongsync):
+    """The machine and settings a result came from."""
+    def out(argv):
+        try:
+            return subprocess.run(argv, capture_output=True, text=True).stdout.strip()
+        except OSError:
+            return "?"
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem_gib = int(f.readline().split()[1]) / 1024 / 1024
+    rev = out(["git", "-C", REPO, "rev-parse", "--short", "HEAD"])
+    if out(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"]):
+        rev += " (with uncommitted changes)"
+    facts = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{os.cpu_count()} CPUs ({cpu}), {mem_gib:.0f} GiB, Linux {platform.release()}",
+        "mariadb": out([MARIADBD, "--version"]),
+        "sysbench": out(["sysbench", "--version"]),
+        "strongsync": f"{rev}, {out([strongsync, '--version'])}",
+        "sync_binlog": args.sync_binlog,
+    }
+    for key in ("profile", "workloads", "threads", "delays", "modes", "rounds", "time", "warmup",
+                "tables", "table_size", "connections"):
+        if hasattr(args, key):
+            facts[key] = getattr(args, key)
+    return facts
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the servers the bench started are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        if args.command == "report":
+            print(report.write(args.dir))
+            if not args.no_chart:
+                print(report.chart(args.dir, chart_python()))
+            return 0
+        if args.command == "matrix":
+            apply_profile(args)
+        return run(args)
+    except BenchError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return 1
+
+
+def run(args):
+    install_missing()
+    strongsync, relay_bin, park_bin = binaries(args)
+    python = chart_python() if args.command == "matrix" and not args.no_chart else None
+    name = args.profile if args.command == "matrix" else "memory"
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M")
+    out_dir = args.out or os.path.join(REPO, "bench", "results", f"{stamp}-{name}")
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "settings.json"), "w") as f:
+        json.dump(describe(args, strongsync), f, indent=2)
+    raise_open_files_limit()
+
+    workdir = args.workdir or tempfile.mkdtemp(prefix="strongsync-bench-")
+    max_connections = 2000
+    if args.command == "memory":
+        max_connections = max(max_connections, args.connections + 200)
+    topology = Topology(workdir, strongsync, relay_bin, max_connections, args.sync_binlog)
+    print(f"bench: servers in {workdir}, results in {out_dir}", flush=True)
+    try:
+        topology.up()
+        if args.command == "matrix":
+            sysbench.prepare(topology.primary.port, args.tables, args.table_size,
+                             os.path.join(out_dir, "sysbench.log"))
+            matrix.run(topology, args, out_dir)
+        else:
+            result = memory.run(topology, park_bin, args.connections, out_dir,
+                                args.catchup_timeout)
+            print(json.dumps(result, indent=2))
+    finally:
+        topology.down()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if args.command == "matrix":
+        print(report.write(out_dir))
+        if python:
+            print(report.chart(out_dir, python))
+    return 0

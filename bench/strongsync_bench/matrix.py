@@ -1,0 +1,91 @@
+"""The sysbench matrix: every (delay, workload, threads) cell run in every mode, the modes
+interleaved within each cell and repeated, one CSV row per run."""
+
+import csv
+import os
+import time
+
+from . import sysbench
+from .procs import BenchError
+from .topology import MODES
+
+FIELDS = ["delay_ms", "workload", "threads", "mode", "round", "tps", "qps", "p95_ms", "queries",
+          "errors", "reconnects", "proxy_cpu_s", "primary_cpu_s", "relay_cpu_s",
+          "waited", "released_unwaited", "catchup_s"]
+
+# strongsync's commit outcomes that mean "released without its quorum".
+UNWAITED_OUTCOMES = ("timeout", "degraded", "unresolved")
+
+
+def rotated(modes, round_no):
+    """The modes in a different order each round, so none always runs first in its cell."""
+    k = round_no % len(modes)
+    return modes[k:] + modes[:k]
+
+
+def counters(topology, mode):
+    """What a run's deltas are computed from."""
+    snap = {
+        "primary_cpu_s": topology.primary.process.cpu_seconds(),
+        "proxy_cpu_s": topology.proxy.process.cpu_seconds(),
+        "relay_cpu_s": (topology.relay.process.cpu_seconds()
+                        if topology.relay.process else 0.0),
+    }
+    if MODES[mode]["semisync"]:
+        snap["waited"] = float(topology.primary.status("Rpl_semi_sync_master_yes_tx"))
+        snap["released_unwaited"] = float(topology.primary.status("Rpl_semi_sync_master_no_tx"))
+    elif MODES[mode]["quorum"] is not None:
+        m = topology.proxy.metrics()
+        released = lambda o: m.get(f'strongsync_commits_released_total{{outcome="{o}"}}', 0.0)
+        snap["waited"] = released("quorum")
+        snap["released_unwaited"] = sum(released(o) for o in UNWAITED_OUTCOMES)
+    return snap
+
+
+def run_cell(topology, settings, cell, round_no, mode, log):
+    delay_ms, workload, threads = cell
+    topology.use(mode, delay_ms)
+    before = counters(topology, mode)
+    report = sysbench.run(workload, topology.client_port(mode), threads, settings.time,
+                          settings.warmup, settings.tables, settings.table_size, log)
+    after = counters(topology, mode)
+    row = {"delay_ms": delay_ms, "workload": workload, "threads": threads, "mode": mode,
+           "round": round_no, "tps": report.tps, "qps": report.qps, "p95_ms": report.p95_ms,
+           "queries": report.queries, "errors": report.errors, "reconnects": report.reconnects}
+    for key in ("proxy_cpu_s", "primary_cpu_s", "relay_cpu_s", "waited", "released_unwaited"):
+        row[key] = round(after[key] - before[key], 2) if key in after else ""
+    row["catchup_s"] = round(topology.wait_replicas_caught_up(settings.catchup_timeout), 1)
+    return row
+
+
+def cells(settings):
+    return [(d, w, t) for d in settings.delays for w in settings.workloads for t in settings.threads]
+
+
+def run(topology, settings, out_dir):
+    """Runs the whole matrix, appending to runs.csv as it goes (a stopped run keeps its rows)."""
+    log = os.path.join(out_dir, "sysbench.log")
+    path = os.path.join(out_dir, "runs.csv")
+    todo = cells(settings)
+    total = len(todo) * settings.rounds * len(settings.modes)
+    done = 0
+    started = time.monotonic()
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        for cell in todo:
+            for round_no in range(settings.rounds):
+                for mode in rotated(settings.modes, round_no):
+                    try:
+                        row = run_cell(topology, settings, cell, round_no, mode, log)
+                    except BenchError as e:
+                        raise BenchError(f"{mode} at {cell}: {e}") from e
+                    writer.writerow(row)
+                    f.flush()
+                    done += 1
+                    elapsed = time.monotonic() - started
+                    print(f"[{done}/{total} {elapsed / 60:.0f}m] delay {cell[0]}ms {cell[1]} "
+                          f"{cell[2]} threads {mode}: {row['qps']:.0f} qps, p95 {row['p95_ms']} ms",
+                          flush=True)
+            topology.purge_binlogs()
+    return path

@@ -1,0 +1,355 @@
+"""The benchmark's servers: a MariaDB primary, two replicas, strongsync and the delay relay, and
+how they are wired for each mode."""
+
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from .procs import BenchError, Process, free_port, wait_for
+
+MARIADBD = "/usr/sbin/mariadbd"
+APP_USER, APP_PASSWORD = "app", "app-secret"
+REPL_USER, REPL_PASSWORD = "repl", "repl-secret"
+PATIENCE = 120
+
+# What each mode is. `proxy`: clients go through strongsync; `replicas_via_proxy`: replicas
+# replicate from strongsync; `semisync`: MariaDB's own semisync on the primary; `quorum`: commits
+# wait for this many replicas in strongsync (None: passthrough, never wait).
+MODES = {
+    "async": dict(proxy=False, replicas_via_proxy=False, semisync=False, quorum=None),
+    "semisync": dict(proxy=False, replicas_via_proxy=False, semisync=True, quorum=None),
+    "strongsync": dict(proxy=True, replicas_via_proxy=True, semisync=False, quorum=1),
+    "strongsync-q2": dict(proxy=True, replicas_via_proxy=True, semisync=False, quorum=2),
+    "passthrough": dict(proxy=True, replicas_via_proxy=True, semisync=False, quorum=None),
+}
+
+
+class Mariadb:
+    """One mariadbd in its own directory, on its own port."""
+
+    def __init__(self, root, name, server_id, max_connections, sync_binlog):
+        self.name = name
+        self.dir = os.path.join(root, name)
+        self.server_id = server_id
+        self.port = free_port()
+        self.socket = os.path.join(self.dir, "mariadb.sock")
+        self.max_connections = max_connections
+        self.sync_binlog = sync_binlog
+        self.process = None
+
+    def start(self):
+        os.makedirs(self.dir)
+        user = os.environ.get("USER") or subprocess.check_output(["id", "-un"], text=True).strip()
+        # Bootstrap without a binlog, so that nothing from it reaches the replicas.
+        install = subprocess.run(
+            ["mariadb-install-db", "--no-defaults", f"--datadir={self.dir}/data", f"--user={user}",
+             "--auth-root-authentication-method=normal", "--skip-test-db"],
+            capture_output=True, text=True)
+        if install.returncode != 0:
+            raise BenchError(f"mariadb-install-db failed for {self.name}: {install.stderr[-2000:]}")
+        cnf = os.path.join(self.dir, "my.cnf")
+        with open(cnf, "w") as f:
+            f.write(f"""[mariadbd]
+user={user}
+port={self.port}
+bind-address=127.0.0.1
+socket={self.socket}
+datadir={self.dir}/data
+pid-file={self.dir}/mariadb.pid
+log_error={self.dir}/error.log
+server_id={self.server_id}
+skip-name-resolve
+skip-slave-start
+log_bin=mysql-bin
+log_slave_updates=ON
+binlog_format=ROW
+gtid_strict_mode=ON
+relay_log=relay-bin
+sync_binlog={self.sync_binlog}
+innodb_buffer_pool_size=512M
+innodb_log_file_size=256M
+performance_schema=OFF
+max_connections={self.max_connections}
+max_prepared_stmt_count=1048576
+thread_cache_size=1100
+table_open_cache=4000
+rpl_semi_sync_slave_enabled=ON
+rpl_semi_sync_master_wait_point=AFTER_SYNC
+rpl_semi_sync_master_wait_no_slave=ON
+rpl_semi_sync_master_timeout=60000
+""")
+        self.process = Process(self.name, [MARIADBD, f"--defaults-file={cnf}"],
+                               os.path.join(self.dir, "stderr.log"))
+
+    def wait_ready(self):
+        def answers():
+            if not self.process.running():
+                raise BenchError(f"{self.name} exited: {self.error_log_tail()}")
+            return self.query("SELECT 1") == "1"
+        wait_for(f"{self.name} accepting connections", answers, PATIENCE)
+
+    def error_log_tail(self):
+        try:
+            with open(os.path.join(self.dir, "error.log"), errors="replace") as f:
+                return "".join(f.readlines()[-10:])
+        except OSError:
+            return "(no error log)"
+
+    def query(self, sql, timeout=PATIENCE):
+        """Runs `sql` as root over the socket; the output, tab-separated, without headers."""
+        done = subprocess.run(
+            ["mariadb", "--no-defaults", f"--socket={self.socket}", "--user=root", "--batch",
+             "--skip-column-names", "-e", sql],
+            capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0:
+            raise BenchError(f"{self.name}: {sql!r} failed: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    def status(self, variable):
+        out = self.query(f"SHOW GLOBAL STATUS LIKE '{variable}'")
+        return out.split("\t")[1] if out else None
+
+    def slave_status(self, field):
+        """One field of SHOW SLAVE STATUS."""
+        done = subprocess.run(
+            ["mariadb", "--no-defaults", f"--socket={self.socket}", "--user=root", "--vertical",
+             "-e", "SHOW SLAVE STATUS"], capture_output=True, text=True, timeout=PATIENCE)
+        for line in done.stdout.splitlines():
+            key, _, value = line.strip().partition(": ")
+            if key == field:
+                return value
+        return None
+
+    def stop(self):
+        if self.process:
+            self.process.stop()
+
+
+class Strongsync:
+    """The proxy under test, configured by a file it re-reads on SIGHUP."""
+
+    def __init__(self, root, binary, primary_port, max_connections):
+        self.binary = binary
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.primary_port = primary_port
+        self.max_connections = max_connections
+        self.config_path = os.path.join(root, "strongsync.toml")
+        self.log_path = os.path.join(root, "strongsync.log")
+        self.process = None
+        self.settings = None
+
+    def write_config(self, quorum, on_timeout, ack_timeout):
+        passthrough = quorum is None
+        with open(self.config_path, "w") as f:
+            f.write(f"""listen = "127.0.0.1:{self.port}"
+primary = "127.0.0.1:{self.primary_port}"
+admin_listen = "127.0.0.1:{self.admin_port}"
+log_level = "warn"
+shutdown_grace = "5s"
+
+[durability]
+quorum = {quorum or 1}
+passthrough = {str(passthrough).lower()}
+ack_timeout = "{ack_timeout}"
+on_timeout = "{on_timeout}"
+
+[limits]
+max_connections = {self.max_connections}
+""")
+        self.settings = (quorum, on_timeout, ack_timeout)
+
+    def start(self, quorum, on_timeout="degrade", ack_timeout="60s"):
+        self.write_config(quorum, on_timeout, ack_timeout)
+        self.process = Process("strongsync", [self.binary, "--config", self.config_path],
+                               self.log_path)
+        wait_for("strongsync's admin port answering", lambda: self.metrics() is not None, PATIENCE)
+
+    def configure(self, quorum, on_timeout="degrade", ack_timeout="60s"):
+        """Applies new durability settings through a reload (SIGHUP), waiting until they show."""
+        if self.settings == (quorum, on_timeout, ack_timeout):
+            return
+        self.write_config(quorum, on_timeout, ack_timeout)
+        self.process.signal(signal.SIGHUP)
+        passthrough = 1.0 if quorum is None else 0.0
+
+        def applied():
+            m = self.metrics()
+            return (m.get("strongsync_passthrough") == passthrough
+                    and (quorum is None or m.get("strongsync_quorum") == float(quorum)))
+        wait_for("strongsync applying the reloaded configuration", applied, PATIENCE)
+
+    def get(self, path):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}{path}", timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def metrics(self):
+        """The /metrics samples, by name with labels as written, e.g.
+        'strongsync_commits_released_total{outcome="quorum"}'."""
+        if not self.process.running():
+            raise BenchError(f"strongsync exited: {self.process.log_tail()}")
+        try:
+            _, text = self.get("/metrics")
+        except OSError:
+            return None
+        samples = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                samples[name] = float(value)
+        return samples
+
+    def ready(self):
+        status, _ = self.get("/readyz")
+        return status == 200
+
+    def stop(self):
+        if self.process:
+            self.process.stop()
+
+
+class Relay:
+    """The delay relay (bench/src/relay.rs): one process, a route per upstream."""
+
+    def __init__(self, root, binary):
+        self.binary = binary
+        self.log_path = os.path.join(root, "delay-relay.log")
+        self.process = None
+        self.delay_ms = None
+        self.ports = {}
+
+    def start(self, delay_ms, upstreams):
+        """Relays to each of `upstreams` (name -> port) with `delay_ms` each way."""
+        self.stop()
+        self.ports = {name: free_port() for name in upstreams}
+        argv = [self.binary, f"--delay={delay_ms}ms"]
+        for name, upstream in upstreams.items():
+            argv.append(f"--route=127.0.0.1:{self.ports[name]}=127.0.0.1:{upstream}")
+        self.process = Process("delay-relay", argv, self.log_path)
+        self.delay_ms = delay_ms
+        for port in self.ports.values():
+            wait_for(f"the delay relay listening on {port}", lambda p=port: _listening(p), PATIENCE)
+
+    def stop(self):
+        if self.process:
+            self.process.stop()
+        self.process = None
+        self.delay_ms = None
+
+
+def _listening(port):
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class Topology:
+    """Primary, two replicas, strongsync and (with a delay) the relay between the replicas and
+    whatever they replicate from."""
+
+    def __init__(self, root, strongsync_bin, relay_bin, max_connections=2000, sync_binlog=0):
+        self.root = root
+        self.primary = Mariadb(root, "primary", 1, max_connections, sync_binlog)
+        self.replicas = [Mariadb(root, f"replica{i}", 1 + i, max_connections, sync_binlog)
+                         for i in (1, 2)]
+        self.proxy = Strongsync(root, strongsync_bin, self.primary.port, max_connections + 100)
+        self.relay = Relay(root, relay_bin)
+        self.mode = None
+        self.delay_ms = None
+
+    @property
+    def servers(self):
+        return [self.primary, *self.replicas]
+
+    def up(self):
+        for server in self.servers:
+            server.start()
+        for server in self.servers:
+            server.wait_ready()
+        self.primary.query(f"""
+            CREATE USER '{APP_USER}'@'%' IDENTIFIED BY '{APP_PASSWORD}';
+            GRANT ALL PRIVILEGES ON *.* TO '{APP_USER}'@'%';
+            CREATE USER '{REPL_USER}'@'%' IDENTIFIED BY '{REPL_PASSWORD}';
+            GRANT REPLICATION SLAVE, REPLICATION CLIENT, SLAVE MONITOR ON *.* TO '{REPL_USER}'@'%';
+            CREATE DATABASE sbtest;""")
+        self.proxy.start(quorum=1)
+
+    def down(self):
+        for part in (self.proxy, self.relay, *self.servers):
+            try:
+                part.stop()
+            except Exception as e:  # keep stopping the others
+                print(f"bench: stopping {part}: {e}")
+
+    def client_port(self, mode):
+        return self.proxy.port if MODES[mode]["proxy"] else self.primary.port
+
+    def use(self, mode, delay_ms):
+        """Wires everything for `mode` with replicas `delay_ms` away, and waits until the
+        replicas are connected the way the mode needs."""
+        spec = MODES[mode]
+        if delay_ms != self.delay_ms:
+            if delay_ms > 0:
+                self.relay.start(delay_ms, {"primary": self.primary.port, "proxy": self.proxy.port})
+            else:
+                self.relay.stop()
+            self.delay_ms = delay_ms
+            self.mode = None  # the replicas' upstream ports changed
+        if spec["proxy"]:
+            self.proxy.configure(spec["quorum"])
+        previous = MODES[self.mode] if self.mode else None
+        rewire = (previous is None or previous["replicas_via_proxy"] != spec["replicas_via_proxy"]
+                  or previous["semisync"] != spec["semisync"])
+        if rewire:
+            for replica in self.replicas:
+                replica.query("STOP SLAVE")
+            enabled = "ON" if spec["semisync"] else "OFF"
+            self.primary.query(f"SET GLOBAL rpl_semi_sync_master_enabled = {enabled}")
+            upstream = "proxy" if spec["replicas_via_proxy"] else "primary"
+            if delay_ms > 0:
+                port = self.relay.ports[upstream]
+            else:
+                port = self.proxy.port if upstream == "proxy" else self.primary.port
+            for replica in self.replicas:
+                replica.query(f"""CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {port},
+                    MASTER_USER = '{REPL_USER}', MASTER_PASSWORD = '{REPL_PASSWORD}',
+                    MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1; START SLAVE""")
+        self.mode = mode
+        self.wait_replicas_connected(spec)
+
+    def wait_replicas_connected(self, spec):
+        if spec["replicas_via_proxy"]:
+            wait_for("both replicas connected to strongsync with semisync",
+                     lambda: self.proxy.metrics().get('strongsync_replicas_connected{kind="semisync"}') == 2.0
+                     and self.proxy.ready(), PATIENCE)
+        elif spec["semisync"]:
+            wait_for("both replicas connected to the primary with semisync",
+                     lambda: self.primary.status("Rpl_semi_sync_master_clients") == "2", PATIENCE)
+        else:
+            for replica in self.replicas:
+                wait_for(f"{replica.name} replicating from the primary",
+                         lambda r=replica: r.slave_status("Slave_IO_Running") == "Yes", PATIENCE)
+
+    def wait_replicas_caught_up(self, patience):
+        """Waits until both replicas have applied everything the primary has (so a run starts
+        on a quiet machine), and returns how long that took."""
+        started = time.monotonic()
+        gtid = self.primary.query("SELECT @@gtid_binlog_pos")
+        for replica in self.replicas:
+            if replica.query(f"SELECT MASTER_GTID_WAIT('{gtid}', {patience})",
+                             timeout=patience + 30) != "0":
+                raise BenchError(f"{replica.name} did not apply up to {gtid} within {patience}s")
+        return time.monotonic() - started
+
+    def purge_binlogs(self):
+        """Keeps the primary's disk use bounded; called when every replica has caught up."""
+        self.primary.query("FLUSH BINARY LOGS")
+        current = self.primary.query("SHOW MASTER STATUS").split("\t")[0]
+        self.primary.query(f"PURGE BINARY LOGS TO '{current}'")

@@ -1,0 +1,140 @@
+//! A tiny run of `bench/run` against real servers, proving the script works end to end: every
+//! mode is wired as it claims (its commits waited where they should, and only there), the
+//! report and chart are written, and the memory probe parks and releases its sessions. No
+//! figure is asserted: timing belongs to the benchmark itself.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The runner with this build's binaries: the bench tools from this package, strongsync from
+/// the same target directory (`cargo test --workspace` builds it).
+fn bench_run(args: &[&str]) -> std::process::Output {
+    let tools = Path::new(env!("CARGO_BIN_EXE_delay-relay"))
+        .parent()
+        .unwrap();
+    let strongsync = tools.join("strongsync");
+    assert!(
+        strongsync.exists(),
+        "no strongsync binary at {} (run the suite with `cargo test --workspace`)",
+        strongsync.display()
+    );
+    let output = Command::new(repo().join("bench/run"))
+        .args(args)
+        .arg(format!("--strongsync-bin={}", strongsync.display()))
+        .arg(format!("--tools-dir={}", tools.display()))
+        .output()
+        .expect("bench/run starts");
+    assert!(
+        output.status.success(),
+        "bench/run {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+fn read_csv(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    lines
+        .map(|line| {
+            header
+                .iter()
+                .map(|h| h.to_string())
+                .zip(line.split(',').map(str::to_string))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_smoke_matrix_runs_every_mode_as_it_claims_and_writes_its_report() {
+    let out = tempfile::tempdir().unwrap();
+    let out_arg = format!("--out={}", out.path().display());
+    bench_run(&["matrix", "--profile=smoke", &out_arg]);
+
+    let runs = read_csv(&out.path().join("runs.csv"));
+    let modes = [
+        "async",
+        "semisync",
+        "strongsync",
+        "passthrough",
+        "strongsync-q2",
+    ];
+    assert_eq!(runs.len(), 2 * modes.len(), "two workloads in every mode");
+    for run in &runs {
+        let (mode, workload) = (run["mode"].as_str(), run["workload"].as_str());
+        let what = format!("{workload} in {mode}: {run:?}");
+        assert!(run["qps"].parse::<f64>().unwrap() > 0.0, "{what}");
+        assert_eq!(run["errors"], "0", "{what}");
+        assert_eq!(run["delay_ms"], "1", "{what}");
+        match mode {
+            // Waited, each commit for its acknowledgement, none given up on.
+            "semisync" | "strongsync" | "strongsync-q2" => {
+                assert!(run["waited"].parse::<f64>().unwrap() > 0.0, "{what}");
+                assert_eq!(
+                    run["released_unwaited"].parse::<f64>().unwrap(),
+                    0.0,
+                    "{what}"
+                );
+            }
+            _ => assert_eq!(run["waited"], "", "{what}"),
+        }
+        let through_proxy = !matches!(mode, "async" | "semisync");
+        assert_eq!(
+            run["proxy_cpu_s"].parse::<f64>().unwrap() > 0.0,
+            through_proxy,
+            "the proxy works only in the modes that go through it: {what}"
+        );
+    }
+
+    let summary = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    assert!(summary.contains("strongsync ÷ semisync"), "{summary}");
+    assert!(
+        summary.contains("| xa | 2 |") && summary.contains("| update_non_index | 2 |"),
+        "{summary}"
+    );
+    assert!(summary.contains("quorum 2 of 2"), "{summary}");
+    let png = std::fs::read(out.path().join("qps.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "qps.png is a PNG");
+}
+
+#[test]
+fn the_memory_probe_parks_every_session_and_releases_them_all() {
+    let out = tempfile::tempdir().unwrap();
+    let out_arg = format!("--out={}", out.path().display());
+    bench_run(&["memory", "--connections=300", &out_arg]);
+
+    let memory = std::fs::read_to_string(out.path().join("memory.json")).unwrap();
+    let field = |name: &str| -> f64 {
+        let at = memory
+            .find(&format!("\"{name}\":"))
+            .unwrap_or_else(|| panic!("{name} in {memory}"));
+        let rest = &memory[at + name.len() + 3..];
+        rest.trim_start()
+            .split([',', '\n'])
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(field("connections"), 300.0);
+    // Every parked client was connected through the proxy while its RSS was read.
+    assert!(
+        field("client_connections_while_parked") >= 300.0,
+        "{memory}"
+    );
+    assert!(
+        field("rss_parked_kib") > 0.0 && field("rss_idle_kib") > 0.0,
+        "{memory}"
+    );
+}
