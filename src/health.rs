@@ -5,9 +5,9 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::primary;
 use prometheus::IntGauge;
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 /// How long a result counts as current.
@@ -76,12 +76,15 @@ impl PrimaryHealth {
 
     async fn probe(&self) -> Result<(), String> {
         let attempt = async {
-            let mut tcp = TcpStream::connect(&self.addr)
+            let mut stream = primary::connect(&self.addr)
                 .await
                 .map_err(|e| e.to_string())?;
             // Header, then the first payload byte: 0x0A for a greeting, 0xFF for a refusal.
             let mut head = [0u8; 5];
-            tcp.read_exact(&mut head).await.map_err(|e| e.to_string())?;
+            stream
+                .read_exact(&mut head)
+                .await
+                .map_err(|e| e.to_string())?;
             match head[4] {
                 0x0A => Ok(()),
                 0xFF => Err(

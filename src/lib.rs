@@ -4,7 +4,8 @@
 //! Architecture (one line per part; `README.md` has the longer version):
 //! - [`strongsync_proto`] (crate `proto/`): sans-IO wire formats — framing, handshake,
 //!   OK/EOF/ERR with session state, where each response ends.
-//! - [`conn`]: one socket with its buffers, read and written as packets (cancel-safe reads).
+//! - [`conn`]: one socket with its buffers, read and written as packets (cancel-safe reads);
+//!   [`primary`]: the way to the primary (TCP, or its Unix socket beside it).
 //! - `frontend`: the SQL port. Each client gets its own connection to the primary; the
 //!   session relays the login untouched (the proxy stores no passwords), switches on GTID
 //!   tracking on the primary leg, relays every command and learns from each response which
@@ -29,6 +30,7 @@ pub mod durability;
 pub mod error;
 pub mod health;
 pub mod metrics;
+pub mod primary;
 pub mod stream;
 pub mod tls;
 

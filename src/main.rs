@@ -56,8 +56,8 @@ struct Flags {
     #[arg(long, env = "STRONGSYNC_LISTEN", value_name = "ADDR")]
     listen: Option<String>,
 
-    /// The primary MySQL/MariaDB server.
-    #[arg(long, env = "STRONGSYNC_PRIMARY", value_name = "HOST:PORT")]
+    /// The primary MySQL/MariaDB server: HOST:PORT, or the path of its Unix socket.
+    #[arg(long, env = "STRONGSYNC_PRIMARY", value_name = "HOST:PORT|SOCKET")]
     primary: Option<String>,
 
     /// Admin HTTP port: /metrics, /healthz, /readyz, /status [default: 127.0.0.1:9104].

@@ -20,11 +20,24 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// Two replicas replicating through the proxy with semisync on, the proxy set up as given.
 fn strong(durability: DurabilityConfig) -> (Topology, TestProxy) {
+    strong_with(durability, Leg::Tcp)
+}
+
+/// How the proxy reaches the primary.
+enum Leg {
+    Tcp,
+    UnixSocket,
+}
+
+fn strong_with(durability: DurabilityConfig, leg: Leg) -> (Topology, TestProxy) {
     let topology = Topology::start(2);
     topology
         .primary
         .sql("CREATE TABLE sbtest.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)");
     let mut config = TestProxy::config(&topology.primary);
+    if let Leg::UnixSocket = leg {
+        config.primary = topology.primary.socket().to_str().unwrap().to_owned();
+    }
     config.durability = durability;
     let proxy = TestProxy::start_with(config);
     for (i, replica) in topology.replicas.iter().enumerate() {
@@ -313,6 +326,40 @@ async fn quorum_two_waits_for_the_second_replica_which_then_has_the_transaction(
         "{gtid} not in Gtid_IO_Pos {io_pos}"
     );
     assert_eq!(released(&proxy, "quorum"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over_tcp() {
+    let (topology, proxy) = strong_with(
+        config(2, OnTimeout::Block, Duration::from_secs(3600)),
+        Leg::UnixSocket,
+    );
+    let mut conn = client(&proxy).await;
+    // The primary sees the session arrive over its socket, not over TCP.
+    let host: String = conn
+        .query_first("SELECT host FROM information_schema.processlist WHERE id = CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(host, "localhost");
+    // Both replica streams come over the socket too, so a commit waits for both and is
+    // released by its quorum of two.
+    stop_io(&topology, 1);
+    wait_for_semisync_replicas(&proxy, 1);
+    let insert = parked_statement(&proxy, "INSERT INTO t (v) VALUES (1)").await;
+    start_io(&topology, 1);
+    let (_, result) = tokio::time::timeout(PATIENCE, insert)
+        .await
+        .expect("released")
+        .unwrap();
+    result.unwrap();
+    assert_eq!(released(&proxy, "quorum"), 1);
+    conn.query_drop("INSERT INTO t (v) VALUES (2)")
+        .await
+        .unwrap();
+    assert_eq!(released(&proxy, "quorum"), 2);
+    let primary_sum = topology.primary.sql("SELECT SUM(v) FROM sbtest.t");
+    assert_eq!(primary_sum, "3");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -65,6 +65,9 @@ def parser():
         s.add_argument("--keep", action="store_true", help="leave the data directory behind")
         s.add_argument("--sync-binlog", type=int, default=0,
                        help="servers' sync_binlog (innodb_flush_log_at_trx_commit stays 1) [0]")
+        s.add_argument("--primary-via", choices=["socket", "tcp"], default="socket",
+                       help="how strongsync reaches the primary: its Unix socket, as a sidecar "
+                            "would, or TCP loopback [socket]")
         s.add_argument("--catchup-timeout", type=int, default=900,
                        help="seconds the replicas may take to apply a run's writes [900]")
 
@@ -179,6 +182,7 @@ def describe(args, strongsync):
         "sysbench": out(["sysbench", "--version"]),
         "strongsync": f"{rev}, {out([strongsync, '--version'])}",
         "sync_binlog": args.sync_binlog,
+        "strongsync_to_primary": args.primary_via,
     }
     for key in ("profile", "workloads", "threads", "delays", "modes", "rounds", "time", "warmup",
                 "tables", "table_size", "connections"):
@@ -215,13 +219,24 @@ def run(args):
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "settings.json"), "w") as f:
         json.dump(describe(args, strongsync), f, indent=2)
-    raise_open_files_limit()
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="strongsync-bench-")
     max_connections = 2000
     if args.command == "memory":
         max_connections = max(max_connections, args.connections + 200)
-    topology = Topology(workdir, strongsync, relay_bin, max_connections, args.sync_binlog)
+    # strongsync holds two descriptors per client: the client's socket and the primary's.
+    needed = 2 * max_connections + 200
+    limit = raise_open_files_limit(needed)
+    if limit < needed:
+        if args.command == "memory":
+            raise BenchError(
+                f"this machine allows {limit} open files per process and the hard limit cannot "
+                f"be raised here; {args.connections} parked sessions need about {needed - 400} "
+                f"in strongsync (a client socket and a primary socket each): use --connections "
+                f"{(limit - 600) // 2 // 100 * 100} or raise the limit (ulimit -Hn, as root)")
+        print(f"bench: open files limited to {limit} (needs {needed})", flush=True)
+    topology = Topology(workdir, strongsync, relay_bin, max_connections, args.sync_binlog,
+                        args.primary_via)
     print(f"bench: servers in {workdir}, results in {out_dir}", flush=True)
     try:
         topology.up()

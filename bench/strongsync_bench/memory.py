@@ -6,7 +6,7 @@ import os
 import subprocess
 import time
 
-from .procs import BenchError, Process, wait_for
+from .procs import BenchError, Process, ProcessExited, wait_for
 from .topology import APP_PASSWORD, APP_USER
 
 
@@ -34,7 +34,7 @@ def run(topology, park_bin, connections, out_dir, patience):
 
     def all_parked():
         if not park.running():
-            raise BenchError(f"park-sessions exited early: {park.log_tail()}")
+            raise ProcessExited(f"park-sessions exited early: {park.log_tail()}")
         return proxy.metrics().get("strongsync_parked_sessions") == float(connections)
     wait_for(f"{connections} commits parked", all_parked, patience, interval=0.5)
     parked_after_s = time.monotonic() - started

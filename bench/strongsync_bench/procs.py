@@ -10,16 +10,26 @@ class BenchError(Exception):
     """Something the bench needs did not happen; the message says what and where to look."""
 
 
+class ProcessExited(BenchError):
+    """A process the bench depends on has exited: no point waiting for it any longer."""
+
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def raise_open_files_limit():
-    """Hundreds of client threads need thousands of descriptors in the proxy and the servers."""
+def raise_open_files_limit(needed):
+    """The proxy holds two descriptors per client (its side and the primary's); the servers
+    one per connection. Raises the limit children inherit to `needed`, past the hard limit
+    where the bench may (as root)."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
+    want = max(soft, needed)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(hard, want)))
+    except (ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 class Process:
@@ -93,6 +103,8 @@ def wait_for(what, check, patience, interval=0.1):
             value = check()
             if value:
                 return value
+        except ProcessExited:
+            raise
         except (OSError, subprocess.SubprocessError, BenchError, ValueError) as e:
             last_error = e
         time.sleep(interval)

@@ -8,7 +8,7 @@ import time
 import urllib.error
 import urllib.request
 
-from .procs import BenchError, Process, free_port, wait_for
+from .procs import BenchError, Process, ProcessExited, free_port, wait_for
 
 MARIADBD = "/usr/sbin/mariadbd"
 APP_USER, APP_PASSWORD = "app", "app-secret"
@@ -41,12 +41,15 @@ class Mariadb:
         self.process = None
 
     def start(self):
-        os.makedirs(self.dir)
+        # Each server its own tmpdir: servers bootstrapping and starting side by side in a
+        # shared /tmp have been seen to trip over each other's temporary tables.
+        os.makedirs(os.path.join(self.dir, "tmp"))
         user = os.environ.get("USER") or subprocess.check_output(["id", "-un"], text=True).strip()
         # Bootstrap without a binlog, so that nothing from it reaches the replicas.
         install = subprocess.run(
             ["mariadb-install-db", "--no-defaults", f"--datadir={self.dir}/data", f"--user={user}",
-             "--auth-root-authentication-method=normal", "--skip-test-db"],
+             f"--tmpdir={self.dir}/tmp", "--auth-root-authentication-method=normal",
+             "--skip-test-db"],
             capture_output=True, text=True)
         if install.returncode != 0:
             raise BenchError(f"mariadb-install-db failed for {self.name}: {install.stderr[-2000:]}")
@@ -58,6 +61,7 @@ port={self.port}
 bind-address=127.0.0.1
 socket={self.socket}
 datadir={self.dir}/data
+tmpdir={self.dir}/tmp
 pid-file={self.dir}/mariadb.pid
 log_error={self.dir}/error.log
 server_id={self.server_id}
@@ -87,7 +91,7 @@ rpl_semi_sync_master_timeout=60000
     def wait_ready(self):
         def answers():
             if not self.process.running():
-                raise BenchError(f"{self.name} exited: {self.error_log_tail()}")
+                raise ProcessExited(f"{self.name} exited: {self.error_log_tail()}")
             return self.query("SELECT 1") == "1"
         wait_for(f"{self.name} accepting connections", answers, PATIENCE)
 
@@ -131,11 +135,11 @@ rpl_semi_sync_master_timeout=60000
 class Strongsync:
     """The proxy under test, configured by a file it re-reads on SIGHUP."""
 
-    def __init__(self, root, binary, primary_port, max_connections):
+    def __init__(self, root, binary, primary_address, max_connections):
         self.binary = binary
         self.port = free_port()
         self.admin_port = free_port()
-        self.primary_port = primary_port
+        self.primary_address = primary_address
         self.max_connections = max_connections
         self.config_path = os.path.join(root, "strongsync.toml")
         self.log_path = os.path.join(root, "strongsync.log")
@@ -146,7 +150,7 @@ class Strongsync:
         passthrough = quorum is None
         with open(self.config_path, "w") as f:
             f.write(f"""listen = "127.0.0.1:{self.port}"
-primary = "127.0.0.1:{self.primary_port}"
+primary = "{self.primary_address}"
 admin_listen = "127.0.0.1:{self.admin_port}"
 log_level = "warn"
 shutdown_grace = "5s"
@@ -193,7 +197,7 @@ max_connections = {self.max_connections}
         """The /metrics samples, by name with labels as written, e.g.
         'strongsync_commits_released_total{outcome="quorum"}'."""
         if not self.process.running():
-            raise BenchError(f"strongsync exited: {self.process.log_tail()}")
+            raise ProcessExited(f"strongsync exited: {self.process.log_tail()}")
         try:
             _, text = self.get("/metrics")
         except OSError:
@@ -254,12 +258,16 @@ class Topology:
     """Primary, two replicas, strongsync and (with a delay) the relay between the replicas and
     whatever they replicate from."""
 
-    def __init__(self, root, strongsync_bin, relay_bin, max_connections=2000, sync_binlog=0):
+    def __init__(self, root, strongsync_bin, relay_bin, max_connections=2000, sync_binlog=0,
+                 primary_via="socket"):
         self.root = root
         self.primary = Mariadb(root, "primary", 1, max_connections, sync_binlog)
         self.replicas = [Mariadb(root, f"replica{i}", 1 + i, max_connections, sync_binlog)
                          for i in (1, 2)]
-        self.proxy = Strongsync(root, strongsync_bin, self.primary.port, max_connections + 100)
+        # strongsync is a sidecar: beside the primary it reaches it over its Unix socket.
+        primary_address = (self.primary.socket if primary_via == "socket"
+                           else f"127.0.0.1:{self.primary.port}")
+        self.proxy = Strongsync(root, strongsync_bin, primary_address, max_connections + 100)
         self.relay = Relay(root, relay_bin)
         self.mode = None
         self.delay_ms = None

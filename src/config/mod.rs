@@ -16,7 +16,8 @@ use crate::durability::DurabilityConfig;
 pub struct Config {
     /// Address of the SQL port that clients (and replicas) connect to.
     pub listen: SocketAddr,
-    /// The primary, as `host:port`; resolved at each connect, so a DNS name may move.
+    /// The primary, as `host:port` (resolved at each connect, so a DNS name may move), or the
+    /// absolute path of its Unix socket.
     pub primary: String,
     /// Certificate and key for TLS on the client leg; plain connections only when `None`.
     pub tls: Option<TlsFiles>,
@@ -135,8 +136,11 @@ impl Config {
                 problem: problem.to_owned(),
             })
         };
-        if !is_host_port(&self.primary) {
-            return invalid("primary", "expected HOST:PORT");
+        if !is_host_port(&self.primary) && !crate::primary::is_socket_path(&self.primary) {
+            return invalid(
+                "primary",
+                "expected HOST:PORT or the absolute path of a Unix socket",
+            );
         }
         let l = &self.limits;
         if l.max_connections == 0 {
@@ -215,10 +219,12 @@ mod tests {
     fn defaults_are_valid_and_bad_values_name_their_key() {
         assert_eq!(Config::new("db:3306").validate(), Ok(()));
         assert_eq!(Config::new("[::1]:3306").validate(), Ok(()));
+        assert_eq!(Config::new("/run/mysqld/mysqld.sock").validate(), Ok(()));
         type Breaks = fn(&mut Config);
-        let table: [(&str, Breaks); 9] = [
+        let table: [(&str, Breaks); 10] = [
             ("primary", |c| c.primary = "db".into()),
             ("primary", |c| c.primary = "db:0".into()),
+            ("primary", |c| c.primary = "run/mysqld.sock".into()),
             ("limits.max_connections", |c| c.limits.max_connections = 0),
             ("limits.max_packet_size", |c| {
                 c.limits.max_packet_size = 2 << 30

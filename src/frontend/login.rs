@@ -10,13 +10,14 @@ use strongsync_proto::handshake::{ClientResponse, ServerGreeting};
 use strongsync_proto::ok::{ERR_HEADER, OK_HEADER};
 use strongsync_proto::packet::{Packet, Sequence};
 use strongsync_proto::ProtoError;
-use tokio::net::TcpStream;
+
 use tracing::debug;
 
 use super::session::{Phase, Session};
 use super::Shared;
 use crate::conn::Conn;
 use crate::error::Error;
+use crate::primary::{self, PrimaryStream};
 
 /// How an authentication exchange ended.
 enum AuthOutcome {
@@ -34,18 +35,19 @@ enum AuthEvent {
 
 /// Connects to the primary and reads its greeting (or the ERR it sends instead, e.g. when
 /// it has too many connections; the caller passes that on).
-pub(super) async fn connect_primary(shared: &Shared) -> Result<(Conn<TcpStream>, Packet), Error> {
+pub(super) async fn connect_primary(
+    shared: &Shared,
+) -> Result<(Conn<PrimaryStream>, Packet), Error> {
     let config = &shared.config;
     let addr = &config.primary;
     let attempt = async {
-        let tcp = TcpStream::connect(addr)
+        let stream = primary::connect(addr)
             .await
             .map_err(|source| Error::PrimaryConnect {
                 addr: addr.clone(),
                 source,
             })?;
-        tcp.set_nodelay(true).map_err(Error::PrimaryIo)?;
-        let mut primary = Conn::new(tcp, config.limits.max_packet_size);
+        let mut primary = Conn::new(stream, config.limits.max_packet_size);
         let greeting = primary
             .read_packet()
             .await

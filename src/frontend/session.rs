@@ -4,13 +4,13 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::primary::PrimaryStream;
 use strongsync_proto::capabilities::{CapabilityFlags, MariadbCapabilities, StatusFlags};
 use strongsync_proto::command::{self, *};
 use strongsync_proto::ok;
 use strongsync_proto::packet::{Packet, Sequence};
 use strongsync_proto::response::ResponseReader;
 use strongsync_proto::ProtoError;
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
@@ -34,7 +34,7 @@ pub(super) const FLUSH_AT: usize = 64 * 1024;
 pub(crate) struct Session {
     pub(super) shared: Arc<Shared>,
     pub(super) client: Conn<ClientStream>,
-    pub(super) primary: Conn<TcpStream>,
+    pub(super) primary: Conn<PrimaryStream>,
     pub(super) cancel: CancellationToken,
     /// The primary's id for this connection.
     pub(super) connection_id: u32,
@@ -88,7 +88,7 @@ impl Session {
     pub(super) fn new(
         shared: Arc<Shared>,
         client: Conn<ClientStream>,
-        primary: Conn<TcpStream>,
+        primary: Conn<PrimaryStream>,
         cancel: CancellationToken,
         in_flight: InFlightGuard,
     ) -> Self {

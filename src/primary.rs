@@ -1,0 +1,31 @@
+//! The way to the primary: TCP to `HOST:PORT`, or its Unix socket when strongsync runs on the
+//! same host (a sidecar). The socket skips the TCP/IP stack on both ends of the busiest leg
+//! the proxy has, which on loopback costs as much CPU as the primary spends answering a
+//! point select (see README, "Benchmarks").
+
+use std::io;
+
+use tokio::net::{TcpStream, UnixStream};
+use tokio_util::either::Either;
+
+/// A connection to the primary.
+pub type PrimaryStream = Either<TcpStream, UnixStream>;
+
+/// True if `addr` names a Unix socket (an absolute path) rather than `HOST:PORT`.
+pub fn is_socket_path(addr: &str) -> bool {
+    addr.starts_with('/')
+}
+
+/// Connects to the primary at `addr` (see [`is_socket_path`]); Nagle is off on TCP, as every
+/// packet the proxy writes is a whole request or response.
+///
+/// # Errors
+/// The connect's error.
+pub async fn connect(addr: &str) -> io::Result<PrimaryStream> {
+    if is_socket_path(addr) {
+        return Ok(Either::Right(UnixStream::connect(addr).await?));
+    }
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    Ok(Either::Left(tcp))
+}
