@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import matrix, memory, report, sysbench
+from . import matrix, memory, profile, report, sysbench
 from .procs import BenchError, raise_open_files_limit
 from .topology import MARIADBD, MODES, Topology
 
@@ -90,6 +90,20 @@ def parser():
     mem = sub.add_parser("memory", help="strongsync's memory with many commits parked at once")
     common(mem)
     mem.add_argument("--connections", type=int, default=10_000, help="commits parked [10000]")
+
+    prof = sub.add_parser("profile", help="strongsync's CPU per query against the primary's, "
+                          "and where it goes (perf)")
+    common(prof)
+    prof.add_argument("--workload", choices=ALL_WORKLOADS, default="point_select",
+                      help="[point_select]")
+    prof.add_argument("--threads", type=int, default=64, help="[64]")
+    prof.add_argument("--mode", choices=["passthrough", "strongsync"], default="passthrough",
+                      help="[passthrough]")
+    prof.add_argument("--time", type=int, default=10, help="seconds profiled [10]")
+    prof.add_argument("--settle", type=int, default=3,
+                      help="seconds of load before and after the window [3]")
+    prof.add_argument("--tables", type=int, default=4)
+    prof.add_argument("--table-size", type=int, default=10_000)
 
     r = sub.add_parser("report", help="rebuild summary.md, summary.csv and qps.png of a run")
     r.add_argument("dir")
@@ -184,8 +198,8 @@ def describe(args, strongsync):
         "sync_binlog": args.sync_binlog,
         "strongsync_to_primary": args.primary_via,
     }
-    for key in ("profile", "workloads", "threads", "delays", "modes", "rounds", "time", "warmup",
-                "tables", "table_size", "connections"):
+    for key in ("profile", "workload", "workloads", "mode", "threads", "delays", "modes",
+                "rounds", "time", "warmup", "tables", "table_size", "connections"):
         if hasattr(args, key):
             facts[key] = getattr(args, key)
     return facts
@@ -213,7 +227,7 @@ def run(args):
     install_missing()
     strongsync, relay_bin, park_bin = binaries(args)
     python = chart_python() if args.command == "matrix" and not args.no_chart else None
-    name = args.profile if args.command == "matrix" else "memory"
+    name = args.profile if args.command == "matrix" else args.command
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M")
     out_dir = args.out or os.path.join(REPO, "bench", "results", f"{stamp}-{name}")
     os.makedirs(out_dir, exist_ok=True)
@@ -240,10 +254,13 @@ def run(args):
     print(f"bench: servers in {workdir}, results in {out_dir}", flush=True)
     try:
         topology.up()
-        if args.command == "matrix":
+        if args.command in ("matrix", "profile"):
             sysbench.prepare(topology.primary.port, args.tables, args.table_size,
                              os.path.join(out_dir, "sysbench.log"))
+        if args.command == "matrix":
             matrix.run(topology, args, out_dir)
+        elif args.command == "profile":
+            print(json.dumps(profile.run(topology, args, out_dir), indent=2))
         else:
             result = memory.run(topology, park_bin, args.connections, out_dir,
                                 args.catchup_timeout)

@@ -108,25 +108,46 @@ fn the_smoke_matrix_runs_every_mode_as_it_claims_and_writes_its_report() {
 }
 
 #[test]
+fn the_profile_measures_the_proxys_cpu_per_query_against_the_primarys() {
+    let out = tempfile::tempdir().unwrap();
+    let out_arg = format!("--out={}", out.path().display());
+    bench_run(&[
+        "profile",
+        "--threads=4",
+        "--time=3",
+        "--settle=1",
+        "--table-size=1000",
+        &out_arg,
+    ]);
+    let profile = std::fs::read_to_string(out.path().join("profile.json")).unwrap();
+    for field in ["qps", "proxy_cpu_us_per_query", "primary_cpu_us_per_query"] {
+        assert!(json_number(&profile, field) > 0.0, "{field} in {profile}");
+    }
+}
+
+/// A number field of a flat JSON object.
+fn json_number(json: &str, name: &str) -> f64 {
+    let at = json
+        .find(&format!("\"{name}\":"))
+        .unwrap_or_else(|| panic!("{name} in {json}"));
+    json[at + name.len() + 3..]
+        .trim_start()
+        .split([',', '\n', '}'])
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{name} in {json}: {e}"))
+}
+
+#[test]
 fn the_memory_probe_parks_every_session_and_releases_them_all() {
     let out = tempfile::tempdir().unwrap();
     let out_arg = format!("--out={}", out.path().display());
     bench_run(&["memory", "--connections=300", &out_arg]);
 
     let memory = std::fs::read_to_string(out.path().join("memory.json")).unwrap();
-    let field = |name: &str| -> f64 {
-        let at = memory
-            .find(&format!("\"{name}\":"))
-            .unwrap_or_else(|| panic!("{name} in {memory}"));
-        let rest = &memory[at + name.len() + 3..];
-        rest.trim_start()
-            .split([',', '\n'])
-            .next()
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    };
+    let field = |name: &str| json_number(&memory, name);
     assert_eq!(field("connections"), 300.0);
     // Every parked client was connected through the proxy while its RSS was read.
     assert!(
