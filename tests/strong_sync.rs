@@ -119,6 +119,15 @@ async fn parked_statement(
     task
 }
 
+/// Waits for a parked statement's answer (once something has released it) and expects an OK.
+async fn expect_ok(parked: tokio::task::JoinHandle<(Conn, mysql_async::Result<()>)>) {
+    let (_, result) = tokio::time::timeout(PATIENCE, parked)
+        .await
+        .expect("released")
+        .unwrap();
+    result.unwrap();
+}
+
 #[test]
 fn sysbench_write_only_through_the_proxy_leaves_three_identical_servers() {
     let (topology, proxy) = strong(DurabilityConfig::default());
@@ -189,11 +198,7 @@ async fn quorum_one_survives_one_replica_and_parks_without_both() {
     wait_for_semisync_replicas(&proxy, 0);
     let insert = parked_statement(&proxy, "INSERT INTO t (v) VALUES (2)").await;
     start_io(&topology, 0);
-    let (_, result) = tokio::time::timeout(PATIENCE, insert)
-        .await
-        .expect("released")
-        .unwrap();
-    result.unwrap();
+    expect_ok(insert).await;
     assert_eq!(released(&proxy, "quorum"), 2);
     assert_eq!(parked(&proxy), 0);
 }
@@ -281,11 +286,7 @@ async fn on_timeout_block_waits_through_timeouts_until_a_replica_returns() {
         0
     );
     start_io(&topology, 1);
-    let (_, result) = tokio::time::timeout(PATIENCE, insert)
-        .await
-        .expect("released")
-        .unwrap();
-    result.unwrap();
+    expect_ok(insert).await;
     assert_eq!(released(&proxy, "quorum"), 1);
 }
 
@@ -314,11 +315,7 @@ async fn quorum_two_waits_for_the_second_replica_which_then_has_the_transaction(
     let insert = parked_statement(&proxy, "INSERT INTO t (v) VALUES (1)").await;
     let gtid = topology.primary.gtid_binlog_pos();
     start_io(&topology, 1);
-    let (_, result) = tokio::time::timeout(PATIENCE, insert)
-        .await
-        .expect("released")
-        .unwrap();
-    result.unwrap();
+    expect_ok(insert).await;
     // At the moment of the OK, the second replica has received the transaction.
     let io_pos = topology.replica_status(1)["Gtid_IO_Pos"].clone();
     assert!(
@@ -348,11 +345,7 @@ async fn over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over
     wait_for_semisync_replicas(&proxy, 1);
     let insert = parked_statement(&proxy, "INSERT INTO t (v) VALUES (1)").await;
     start_io(&topology, 1);
-    let (_, result) = tokio::time::timeout(PATIENCE, insert)
-        .await
-        .expect("released")
-        .unwrap();
-    result.unwrap();
+    expect_ok(insert).await;
     assert_eq!(released(&proxy, "quorum"), 1);
     conn.query_drop("INSERT INTO t (v) VALUES (2)")
         .await
