@@ -5,10 +5,11 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::primary;
 use prometheus::IntGauge;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
+
+use crate::primary;
 
 /// How long a result counts as current.
 const FRESH_FOR: Duration = Duration::from_secs(2);

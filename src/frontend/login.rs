@@ -10,7 +10,6 @@ use strongsync_proto::handshake::{ClientResponse, ServerGreeting};
 use strongsync_proto::ok::{ERR_HEADER, OK_HEADER};
 use strongsync_proto::packet::{Packet, Sequence};
 use strongsync_proto::ProtoError;
-
 use tracing::debug;
 
 use super::session::{Phase, Session};

@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::primary::PrimaryStream;
 use strongsync_proto::capabilities::{CapabilityFlags, MariadbCapabilities, StatusFlags};
 use strongsync_proto::command::{self, *};
 use strongsync_proto::ok;
@@ -20,6 +19,7 @@ use super::Shared;
 use crate::app::InFlightGuard;
 use crate::conn::Conn;
 use crate::error::Error;
+use crate::primary::PrimaryStream;
 use crate::stream::ClientStream;
 
 /// Unread client bytes the proxy buffers while a response is in flight (pipelined commands);
