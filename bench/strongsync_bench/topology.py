@@ -334,8 +334,9 @@ class Topology:
 
     def wait_replicas_connected(self, spec):
         if spec["replicas_via_proxy"]:
+            semisync_replicas = 'strongsync_replicas_connected{kind="semisync"}'
             wait_for("both replicas connected to strongsync with semisync",
-                     lambda: self.proxy.metrics().get('strongsync_replicas_connected{kind="semisync"}') == 2.0
+                     lambda: self.proxy.metrics().get(semisync_replicas) == 2.0
                      and self.proxy.ready(), PATIENCE)
         elif spec["semisync"]:
             wait_for("both replicas connected to the primary with semisync",
