@@ -1,6 +1,7 @@
 //! `park-sessions`: opens many client connections through strongsync and has each commit one
-//! row into the table `parked` (which must exist) at the same moment, so that (with no replica acknowledging) every one of them parks.
-//! `bench/run memory` measures the proxy's memory while they wait, then lets a replica in.
+//! row into the table `parked` (which must exist) at the same moment, so that, with no replica
+//! acknowledging, every one of them parks. `bench/run memory` measures the proxy's memory while
+//! they wait, then lets the replicas back in.
 //!
 //! Prints `connected N` once every connection is open, then `released N ok M failed` when
 //! every commit has been answered.
