@@ -166,8 +166,12 @@ def chart_python():
         if os.path.exists(python) else None
     if probe is None or probe.returncode != 0:
         print(f"bench: installing matplotlib into {venv}", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "matplotlib"], check=True)
+        for argv in ([sys.executable, "-m", "venv", venv],
+                     [python, "-m", "pip", "install", "-q", "matplotlib"]):
+            if subprocess.run(argv).returncode != 0:
+                raise BenchError(
+                    f"{' '.join(argv)} failed: the chart needs matplotlib (Debian: python3-venv "
+                    "for the venv, or python3-matplotlib), or pass --no-chart")
     return python
 
 
