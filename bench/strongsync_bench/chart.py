@@ -11,7 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-MODE_ORDER = ["async", "semisync", "strongsync", "passthrough", "strongsync-q2"]
+# Colour and line of each mode, in the order they are drawn (the modes of topology.py; this
+# script runs under another interpreter, without the package).
 STYLE = {"async": ("tab:gray", "--"), "semisync": ("tab:red", "-"),
          "strongsync": ("tab:blue", "-"), "passthrough": ("tab:green", ":"),
          "strongsync-q2": ("tab:purple", "-.")}
@@ -28,7 +29,7 @@ def main(summary_csv, png):
     fig, axes = plt.subplots(lines, columns, squeeze=False,
                              figsize=(4.2 * columns, 3.3 * lines))
     for ax, (delay, workload) in zip(axes.flat, panels):
-        for mode in MODE_ORDER:
+        for mode in STYLE:
             points = sorted((int(r["threads"]), float(r["qps"])) for r in rows
                             if int(r["delay_ms"]) == delay and r["workload"] == workload
                             and r["mode"] == mode)

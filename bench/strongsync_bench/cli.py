@@ -17,7 +17,7 @@ from .topology import MARIADBD, MODES, Topology
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ALL_WORKLOADS = list(sysbench.WORKLOADS)
-ALL_MODES = ["async", "semisync", "strongsync", "passthrough", "strongsync-q2"]
+ALL_MODES = list(MODES)
 
 # Each profile is a set of defaults; any flag given wins.
 PROFILES = {

@@ -6,9 +6,10 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 
-MODE_ORDER = ["async", "semisync", "strongsync", "passthrough", "strongsync-q2"]
+from .topology import MODES
+
+MODE_ORDER = list(MODES)
 
 
 def load_runs(path):
@@ -248,7 +249,3 @@ def chart(out_dir, python):
     subprocess.run([python, os.path.join(here, "chart.py"), os.path.join(out_dir, "summary.csv"),
                     os.path.join(out_dir, "qps.png")], check=True)
     return os.path.join(out_dir, "qps.png")
-
-
-if __name__ == "__main__":
-    print(write(sys.argv[1]))

@@ -17,13 +17,14 @@ PATIENCE = 120
 
 # What each mode is. `proxy`: clients go through strongsync; `replicas_via_proxy`: replicas
 # replicate from strongsync; `semisync`: MariaDB's own semisync on the primary; `quorum`: commits
-# wait for this many replicas in strongsync (None: passthrough, never wait).
+# wait for this many replicas in strongsync (None: passthrough, never wait). Reports list the
+# modes in this order.
 MODES = {
     "async": dict(proxy=False, replicas_via_proxy=False, semisync=False, quorum=None),
     "semisync": dict(proxy=False, replicas_via_proxy=False, semisync=True, quorum=None),
     "strongsync": dict(proxy=True, replicas_via_proxy=True, semisync=False, quorum=1),
-    "strongsync-q2": dict(proxy=True, replicas_via_proxy=True, semisync=False, quorum=2),
     "passthrough": dict(proxy=True, replicas_via_proxy=True, semisync=False, quorum=None),
+    "strongsync-q2": dict(proxy=True, replicas_via_proxy=True, semisync=False, quorum=2),
 }
 
 
