@@ -57,7 +57,13 @@ struct PrimaryStatus {
 struct Replica {
     server_id: u32,
     address: String,
+    /// False for a replica that has disconnected, shown as it was last known.
+    connected: bool,
+    disconnected_seconds: Option<f64>,
     semisync: bool,
+    /// The GTIDs it holds (newest per domain, like `gtid_slave_pos`): what it had when it
+    /// connected, then every transaction it acknowledged. What a failover tool compares.
+    acked_gtid_position: String,
     /// `file:offset`, the file given by its numeric suffix.
     acked_position: Option<String>,
     acked_file: Option<u64>,
@@ -144,10 +150,14 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         replicas: s
             .replicas
             .into_iter()
+            .chain(s.departed)
             .map(|r| Replica {
                 server_id: r.server_id,
                 address: r.address,
+                connected: r.gone_for.is_none(),
+                disconnected_seconds: r.gone_for.map(|d| d.as_secs_f64()),
                 semisync: r.semisync,
+                acked_gtid_position: r.held.to_string(),
                 acked_position: r.acked.map(|p| p.to_string()),
                 acked_file: r.acked.map(|p| p.file_seq),
                 acked_offset: r.acked.map(|p| p.offset),

@@ -57,6 +57,11 @@ impl GtidIndex {
         self.exact.len()
     }
 
+    /// Most exact entries held.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Records where `gtid` ends. The first replica to relay a transaction decides; a GTID
     /// already covered by a floor is ignored.
     pub fn insert(&mut self, gtid: MariaGtid, position: Position) {

@@ -7,6 +7,7 @@
 //! [`Durability`]'s [`CommitHook`] before releasing a response that reported a commit. All
 //! shared state sits behind one short-held mutex; each parked session has its own wake-up.
 
+mod held;
 mod index;
 mod lag;
 mod quorum;
@@ -30,6 +31,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::commit::{Commit, CommitHook, Release};
+pub use held::GtidPosition;
 use index::GtidIndex;
 pub use replicas::{AckError, ReplicaHandle};
 
@@ -154,9 +156,11 @@ pub struct DurabilityStatus {
     pub degraded_total: Duration,
     /// Commits released so far, by how.
     pub released: BTreeMap<&'static str, u64>,
+    /// Replicas that disconnected, as last known (the most recent ones), by `server_id`.
+    pub departed: Vec<ReplicaStatus>,
 }
 
-/// One connected replica.
+/// One connected replica (or one that was).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaStatus {
     /// The replica's `server_id`.
@@ -173,6 +177,11 @@ pub struct ReplicaStatus {
     pub lag_transactions: Option<u64>,
     /// Time since its last acknowledgement.
     pub last_ack_age: Option<Duration>,
+    /// The GTIDs it holds: what it said it had when it connected, then every transaction it
+    /// acknowledged.
+    pub held: GtidPosition,
+    /// Time since it disconnected (`None` while connected).
+    pub gone_for: Option<Duration>,
 }
 
 /// The strong-sync service shared by sessions and replica pipes.
@@ -199,6 +208,7 @@ pub const OUTCOMES: [Outcome; 6] = [
 
 struct Inner {
     replicas: HashMap<u32, replicas::Replica>,
+    departed: HashMap<u32, replicas::Departed>,
     next_pipe: u64,
     index: GtidIndex,
     lag: lag::LagBook,
@@ -252,6 +262,7 @@ impl Durability {
             config: RwLock::new(config),
             inner: Mutex::new(Inner {
                 replicas: HashMap::new(),
+                departed: HashMap::new(),
                 next_pipe: 0,
                 index: GtidIndex::new(capacity),
                 lag: lag::LagBook::new(capacity),
@@ -334,9 +345,27 @@ impl Durability {
                     .and_then(|(a, h)| inner.lag.bytes_behind(a, h)),
                 lag_transactions: r.acked.and_then(|a| inner.lag.transactions_behind(a)),
                 last_ack_age: r.last_ack.map(|at| now - at),
+                held: r.held.clone(),
+                gone_for: None,
             })
             .collect();
         replicas.sort_by_key(|r| r.server_id);
+        let mut departed: Vec<ReplicaStatus> = inner
+            .departed
+            .iter()
+            .map(|(&server_id, r)| ReplicaStatus {
+                server_id,
+                address: r.address.clone(),
+                semisync: r.semisync,
+                acked: r.acked,
+                lag_bytes: None,
+                lag_transactions: None,
+                last_ack_age: r.last_ack.map(|at| now - at),
+                held: r.held.clone(),
+                gone_for: Some(now - r.left),
+            })
+            .collect();
+        departed.sort_by_key(|r| r.server_id);
         DurabilityStatus {
             state: inner.state.public(),
             quorum: config.quorum,
@@ -356,6 +385,7 @@ impl Durability {
                 .zip(&self.released)
                 .map(|(o, n)| (o.label(), n.load(Ordering::Relaxed)))
                 .collect(),
+            departed,
         }
     }
 

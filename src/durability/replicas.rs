@@ -1,6 +1,7 @@
 //! The replica side of strong sync: registering a replica's dump, what it relays, what it
 //! acknowledges, and leaving.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use strongsync_proto::position::Position;
 use thiserror::Error;
 use tokio::time::Instant;
 
+use super::held::GtidPosition;
 use super::index::Lookup;
 use super::{wake, Durability, Inner, WithoutQuorum};
 
@@ -19,7 +21,28 @@ pub(super) struct Replica {
     pub semisync: bool,
     pub acked: Option<Position>,
     pub last_ack: Option<Instant>,
+    /// The GTIDs it holds: what it said it had when it connected, then what it acknowledged.
+    pub held: GtidPosition,
+    /// Transactions relayed to it and not acknowledged yet, with their GTIDs, oldest first.
+    /// Bounded by the GTID index capacity: past it the oldest go, which only leaves `held`
+    /// behind what the replica really has (never ahead of it).
+    pub unacked: VecDeque<(Position, MariaGtid)>,
 }
+
+/// A replica that has disconnected, as it was last known: what a failover tool needs once the
+/// primary (and so every replica's dump) is gone.
+#[derive(Debug, Clone)]
+pub(super) struct Departed {
+    pub address: String,
+    pub semisync: bool,
+    pub acked: Option<Position>,
+    pub last_ack: Option<Instant>,
+    pub held: GtidPosition,
+    pub left: Instant,
+}
+
+/// Disconnected replicas remembered, the most recent ones.
+pub(super) const DEPARTED_KEPT: usize = 64;
 
 /// A replica's dump, registered with strong sync for as long as it lives.
 pub struct ReplicaHandle {
@@ -57,6 +80,7 @@ impl Durability {
             let mut inner = self.lock();
             inner.next_pipe += 1;
             let pipe = inner.next_pipe;
+            inner.departed.remove(&server_id);
             inner.replicas.insert(
                 server_id,
                 Replica {
@@ -65,6 +89,8 @@ impl Durability {
                     semisync,
                     acked: None,
                     last_ack: None,
+                    held: GtidPosition::default(),
+                    unacked: VecDeque::new(),
                 },
             );
             inner.update_quorum(self.config().quorum, &mut woken);
@@ -97,6 +123,15 @@ impl ReplicaHandle {
             inner.head = Some(inner.head.map_or(end, |h| h.max(end)));
             inner.lag.transaction(end);
             if let Some(gtid) = gtid {
+                let capacity = inner.index.capacity();
+                if let Some(replica) = inner.replica_mut(self.server_id, self.pipe) {
+                    if replica.semisync {
+                        if replica.unacked.len() >= capacity {
+                            replica.unacked.pop_front();
+                        }
+                        replica.unacked.push_back((end, gtid));
+                    }
+                }
                 inner.index.insert(gtid, end);
                 if let Some(list) = inner.waiters.by_gtid.remove(&gtid) {
                     woken.extend(list.into_iter().map(|(_, tx)| tx));
@@ -136,7 +171,12 @@ impl ReplicaHandle {
     /// these transactions: as good as an acknowledgement of their positions.
     pub fn has_gtids(&self, gtids: &[MariaGtid]) {
         let known = {
-            let inner = self.durability.lock();
+            let mut inner = self.durability.lock();
+            if let Some(replica) = inner.replica_mut(self.server_id, self.pipe) {
+                for gtid in gtids {
+                    replica.held.advance(*gtid);
+                }
+            }
             gtids
                 .iter()
                 .filter_map(|g| match inner.index.lookup(g) {
@@ -156,15 +196,18 @@ impl ReplicaHandle {
         let mut woken = Vec::new();
         {
             let mut inner = d.lock();
-            let Some(replica) = inner
-                .replicas
-                .get_mut(&self.server_id)
-                .filter(|r| r.pipe == self.pipe)
-            else {
+            let Some(replica) = inner.replica_mut(self.server_id, self.pipe) else {
                 return;
             };
             replica.acked = Some(replica.acked.map_or(position, |a| a.max(position)));
             replica.last_ack = Some(Instant::now());
+            while let Some(&(end, gtid)) = replica.unacked.front() {
+                if end > position {
+                    break;
+                }
+                replica.held.advance(gtid);
+                replica.unacked.pop_front();
+            }
             inner.update_quorum(d.config().quorum, &mut woken);
         }
         wake(woken);
@@ -177,12 +220,10 @@ impl Drop for ReplicaHandle {
         let mut woken = Vec::new();
         {
             let mut inner: std::sync::MutexGuard<'_, Inner> = d.lock();
-            if inner
-                .replicas
-                .get(&self.server_id)
-                .is_some_and(|r| r.pipe == self.pipe)
-            {
-                inner.replicas.remove(&self.server_id);
+            if inner.replica_mut(self.server_id, self.pipe).is_some() {
+                if let Some(gone) = inner.replicas.remove(&self.server_id) {
+                    inner.remember_departed(self.server_id, gone);
+                }
                 let config = d.config();
                 inner.update_quorum(config.quorum, &mut woken);
                 let short = Durability::semisync_replicas(&inner) < config.quorum;
@@ -194,5 +235,39 @@ impl Drop for ReplicaHandle {
         }
         wake(woken);
         tracing::info!(server_id = self.server_id, "replica disconnected");
+    }
+}
+
+// === impl Inner (replicas) ===
+
+impl Inner {
+    /// The replica `server_id` if its registration is still pipe `pipe`'s (a reconnect
+    /// replaces it).
+    fn replica_mut(&mut self, server_id: u32, pipe: u64) -> Option<&mut Replica> {
+        self.replicas.get_mut(&server_id).filter(|r| r.pipe == pipe)
+    }
+
+    fn remember_departed(&mut self, server_id: u32, gone: Replica) {
+        if self.departed.len() >= DEPARTED_KEPT {
+            let oldest = self
+                .departed
+                .iter()
+                .min_by_key(|(_, d)| d.left)
+                .map(|(id, _)| *id);
+            if let Some(oldest) = oldest {
+                self.departed.remove(&oldest);
+            }
+        }
+        self.departed.insert(
+            server_id,
+            Departed {
+                address: gone.address,
+                semisync: gone.semisync,
+                acked: gone.acked,
+                last_ack: gone.last_ack,
+                held: gone.held,
+                left: Instant::now(),
+            },
+        );
     }
 }

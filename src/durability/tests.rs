@@ -399,3 +399,99 @@ async fn status_shows_each_replicas_lag_and_degraded_time() {
         vec![State::Degraded, State::Strong]
     );
 }
+
+fn held(d: &Durability, server_id: u32) -> (String, bool) {
+    let status = d.status();
+    let connected = status.replicas.iter().map(|r| (r, true));
+    let departed = status.departed.iter().map(|r| (r, false));
+    let (r, connected) = connected
+        .chain(departed)
+        .find(|(r, _)| r.server_id == server_id)
+        .expect("the replica is listed");
+    (r.held.to_string(), connected)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_holds_what_it_connected_with_and_then_what_it_acknowledged() {
+    let d = service(1, OnTimeout::Block);
+    let r = d.register_replica(2, addr(), true);
+    r.has_gtids(&[
+        gtid(3),
+        MariaGtid {
+            domain: 1,
+            server_id: 1,
+            seq_no: 9,
+        },
+    ]);
+    assert_eq!(held(&d, 2), ("0-1-3,1-1-9".into(), true));
+    for seq in 4..=6 {
+        r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
+    }
+    assert_eq!(held(&d, 2).0, "0-1-3,1-1-9", "relayed is not held");
+    r.acknowledged(at(550), Some(at(600))).unwrap();
+    assert_eq!(
+        held(&d, 2).0,
+        "0-1-5,1-1-9",
+        "acknowledged through 5, not 6"
+    );
+    r.acknowledged(at(600), Some(at(600))).unwrap();
+    assert_eq!(held(&d, 2).0, "0-1-6,1-1-9");
+    // An async replica's acknowledgement-less stream holds only its connect state.
+    let plain = d.register_replica(3, addr(), false);
+    plain.has_gtids(&[gtid(2)]);
+    plain.transaction_relayed(Some(gtid(7)), at(700));
+    assert_eq!(held(&d, 3).0, "0-1-2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_departed_replica_is_listed_as_last_known_until_it_returns() {
+    let d = service(1, OnTimeout::Block);
+    let r = d.register_replica(2, addr(), true);
+    r.transaction_relayed(Some(gtid(8)), at(800));
+    r.acknowledged(at(800), Some(at(800))).unwrap();
+    drop(r);
+    let status = d.status();
+    assert!(status.replicas.is_empty(), "only connected replicas count");
+    assert_eq!(status.departed.len(), 1);
+    assert_eq!(status.departed[0].acked, Some(at(800)));
+    tokio::time::advance(Duration::from_secs(3)).await;
+    assert_eq!(
+        d.status().departed[0].gone_for,
+        Some(Duration::from_secs(3))
+    );
+    assert_eq!(held(&d, 2), ("0-1-8".into(), false));
+    // Back: what it holds now is what it says it has.
+    let back = d.register_replica(2, addr(), true);
+    back.has_gtids(&[gtid(8)]);
+    assert!(d.status().departed.is_empty());
+    assert_eq!(held(&d, 2), ("0-1-8".into(), true));
+}
+
+#[tokio::test(start_paused = true)]
+async fn departed_replicas_are_bounded_keeping_the_most_recent() {
+    let d = service(1, OnTimeout::Block);
+    let total = replicas::DEPARTED_KEPT as u32 + 5;
+    for server_id in 0..total {
+        drop(d.register_replica(server_id, addr(), true));
+        tokio::time::advance(Duration::from_millis(1)).await;
+    }
+    let departed = d.status().departed;
+    assert_eq!(departed.len(), replicas::DEPARTED_KEPT);
+    assert_eq!(departed[0].server_id, 5, "the oldest five were forgotten");
+}
+
+#[tokio::test(start_paused = true)]
+async fn unacknowledged_ends_kept_for_held_gtids_are_bounded() {
+    let d = Durability::new(DurabilityConfig {
+        quorum: 1,
+        gtid_index_capacity: 4,
+        ..DurabilityConfig::default()
+    });
+    let r = d.register_replica(2, addr(), true);
+    for seq in 1..=10 {
+        r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
+    }
+    r.acknowledged(at(1000), Some(at(1000))).unwrap();
+    // Only the newest ends were remembered; the newest is what counts.
+    assert_eq!(held(&d, 2).0, "0-1-10");
+}

@@ -1,0 +1,84 @@
+//! The GTIDs a replica is known to hold: per replication domain, the newest one it has
+//! acknowledged or said it had when it connected. A failover tool compares these to pick a new
+//! primary that has every acknowledged commit.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use strongsync_proto::gtid::MariaGtid;
+
+/// One GTID per replication domain, the newest seen; shown like MariaDB's `gtid_slave_pos`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GtidPosition(BTreeMap<u32, MariaGtid>);
+
+impl GtidPosition {
+    /// The position of `gtids` (the newest of each domain).
+    pub fn of(gtids: &[MariaGtid]) -> Self {
+        let mut position = GtidPosition::default();
+        for gtid in gtids {
+            position.advance(*gtid);
+        }
+        position
+    }
+
+    /// Takes `gtid` in if it is newer than what its domain has. Sequence numbers grow in
+    /// binlog order within a domain, so the larger one is the newer.
+    pub fn advance(&mut self, gtid: MariaGtid) {
+        self.0
+            .entry(gtid.domain)
+            .and_modify(|held| {
+                if gtid.seq_no > held.seq_no {
+                    *held = gtid;
+                }
+            })
+            .or_insert(gtid);
+    }
+
+    /// No GTID in any domain.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The newest GTID of each domain, by domain.
+    pub fn gtids(&self) -> impl Iterator<Item = &MariaGtid> {
+        self.0.values()
+    }
+}
+
+impl fmt::Display for GtidPosition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, gtid) in self.0.values().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{gtid}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(text: &str) -> MariaGtid {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn keeps_the_newest_gtid_of_each_domain_in_domain_order() {
+        let cases: &[(&[&str], &str)] = &[
+            (&[], ""),
+            (&["0-1-5"], "0-1-5"),
+            (&["0-1-5", "0-1-3"], "0-1-5"),
+            (&["0-1-5", "0-2-6"], "0-2-6"),
+            (&["1-1-9", "0-1-5", "1-1-10", "0-1-4"], "0-1-5,1-1-10"),
+        ];
+        for (gtids, want) in cases {
+            let gtids: Vec<MariaGtid> = gtids.iter().map(|t| g(t)).collect();
+            let position = GtidPosition::of(&gtids);
+            assert_eq!(position.to_string(), *want, "{gtids:?}");
+            assert_eq!(position.is_empty(), want.is_empty());
+        }
+    }
+}
