@@ -348,7 +348,16 @@ fn readiness_and_status_follow_the_replicas_and_the_primary() {
             position,
             format!("{}:{}", replica["acked_file"], replica["acked_offset"])
         );
+        // What a failover tool compares: the GTIDs the replica holds, here all of them.
+        assert_eq!(replica["connected"], true);
+        assert_eq!(replica["disconnected_seconds"], serde_json::Value::Null);
+        assert_eq!(
+            replica["acked_gtid_position"],
+            sidecar.topology.primary.gtid_binlog_pos().as_str(),
+            "{status:#}"
+        );
     }
+    let held_before = status["replicas"].clone();
 
     // Bad requests get 4xx and the port keeps serving.
     let garbage = admin::raw(sidecar.admin, b"\x16\x03\x01 not http at all\r\n\r\n");
@@ -372,6 +381,29 @@ fn readiness_and_status_follow_the_replicas_and_the_primary() {
     let status = admin::status(sidecar.admin);
     assert_eq!(status["primary"]["reachable"], false, "{status:#}");
     assert!(status["primary"]["problem"].is_string());
+    // The replicas' dumps end with the primary; they stay listed as last known, for the
+    // failover tool that now needs them.
+    let mut status = status;
+    wait_for("the replicas' dumps to end", PATIENCE, || {
+        status = admin::status(sidecar.admin);
+        status["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["connected"] == false)
+    });
+    let replicas = status["replicas"].as_array().unwrap();
+    assert_eq!(replicas.len(), 2, "{status:#}");
+    for (replica, before) in replicas.iter().zip(held_before.as_array().unwrap()) {
+        assert_eq!(replica["connected"], false, "{status:#}");
+        assert!(replica["disconnected_seconds"].as_f64().unwrap() >= 0.0);
+        assert_eq!(replica["server_id"], before["server_id"]);
+        assert_eq!(
+            replica["acked_gtid_position"],
+            before["acked_gtid_position"]
+        );
+        assert_eq!(replica["acked_position"], before["acked_position"]);
+    }
     assert_eq!(sidecar.scrape().get("strongsync_primary_up"), 0.0);
     assert_eq!(
         admin::get(sidecar.admin, "/healthz").status,
