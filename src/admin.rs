@@ -39,6 +39,10 @@ struct Status {
     passthrough: bool,
     quorum_position: Option<String>,
     head: Option<String>,
+    /// The newest GTID per domain acknowledged to a client with its quorum.
+    acknowledged_gtid_position: String,
+    /// Replicas holding every transaction in `acknowledged_gtid_position`.
+    failover_candidates: Vec<u32>,
     parked_sessions: usize,
     degraded_seconds_total: f64,
     released: std::collections::BTreeMap<&'static str, u64>,
@@ -139,6 +143,8 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         passthrough: config.passthrough,
         quorum_position: s.quorum_position.map(|p| p.to_string()),
         head: s.head.map(|p| p.to_string()),
+        acknowledged_gtid_position: s.acknowledged.to_string(),
+        failover_candidates: s.failover_candidates,
         parked_sessions: s.parked,
         degraded_seconds_total: s.degraded_total.as_secs_f64(),
         released: s.released,

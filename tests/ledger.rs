@@ -337,6 +337,8 @@ struct Round {
     held: Vec<Held>,
     /// Each replica's `acked_gtid_position` from `/status` after the kill.
     status_positions: Vec<String>,
+    /// The replicas (by index) `/status` names as failover candidates after the kill.
+    candidates: Vec<usize>,
 }
 
 /// Runs the load, kills the primary as `plan` says, lets each replica apply what it received
@@ -369,6 +371,13 @@ fn primary_kill_round(topology: &mut Topology, proxy: &TestProxy, round: u64, pl
                 .unwrap_or_default()
         })
         .collect();
+    let candidates = topology
+        .replicas
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| status.failover_candidates.contains(&r.server_id()))
+        .map(|(i, _)| i)
+        .collect();
     let held = topology.replicas.iter().map(applied).collect();
 
     // Back to a running system for the next round.
@@ -384,23 +393,8 @@ fn primary_kill_round(topology: &mut Topology, proxy: &TestProxy, round: u64, pl
         ledger,
         held,
         status_positions,
+        candidates,
     }
-}
-
-/// The replica `/status` says is furthest: the one whose held position has the highest
-/// sequence number in domain 0 (the only domain here).
-fn failover_pick(status_positions: &[String]) -> usize {
-    let seq = |position: &str| -> u64 {
-        position
-            .split(',')
-            .find_map(|g| g.strip_prefix("0-"))
-            .and_then(|rest| rest.rsplit('-').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
-    (0..status_positions.len())
-        .max_by_key(|&i| seq(&status_positions[i]))
-        .expect("replicas")
 }
 
 fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
@@ -428,11 +422,12 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
         eprintln!(
             "ledger quorum {quorum} round {round} {plan:?}: {acked} acknowledged {:?} \
              ({} XA branches prepared, not committed), {} writers ended on errors, \
-             replicas hold {:?}",
+             replicas hold {:?}, candidates {:?}",
             r.ledger.oks,
             r.ledger.prepared.len(),
             r.ledger.errors.len(),
-            r.status_positions
+            r.status_positions,
+            r.candidates
         );
         for style in STYLES {
             assert!(
@@ -450,26 +445,34 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
             lost.len(),
             &lost[..lost.len().min(20)]
         );
-        // A failover tool picks the replica /status shows furthest; it alone must hold every
+        // A failover tool promotes one of the candidates /status names (at least `quorum`
+        // of them hold the newest acknowledged commit); each alone must hold every
         // acknowledged transaction.
-        let pick = failover_pick(&r.status_positions);
-        let lost_on_pick = self::lost(&r.ledger, &[&r.held[pick]], 1);
         assert!(
-            lost_on_pick.is_empty(),
-            "round {round}: replica {pick}, furthest by /status {:?}, lacks {:?}",
-            r.status_positions,
-            &lost_on_pick[..lost_on_pick.len().min(20)]
+            r.candidates.len() >= quorum,
+            "round {round}: /status names {:?} as failover candidates",
+            r.candidates
         );
-        // And /status does not overstate: the pick has applied what it is said to hold.
-        let position = &r.status_positions[pick];
-        assert_eq!(
-            topology.replicas[pick].sql(&format!(
-                "SELECT MASTER_GTID_WAIT({}, 0)",
-                sql_quote(position)
-            )),
-            "0",
-            "replica {pick} was said to hold {position}"
-        );
+        for &pick in &r.candidates {
+            let lost_on_pick = self::lost(&r.ledger, &[&r.held[pick]], 1);
+            assert!(
+                lost_on_pick.is_empty(),
+                "round {round}: replica {pick}, a failover candidate by /status {:?}, lacks {:?}",
+                r.status_positions,
+                &lost_on_pick[..lost_on_pick.len().min(20)]
+            );
+        }
+        // And /status does not overstate: each replica has applied what it is said to hold.
+        for (i, position) in r.status_positions.iter().enumerate() {
+            assert_eq!(
+                topology.replicas[i].sql(&format!(
+                    "SELECT MASTER_GTID_WAIT({}, 0)",
+                    sql_quote(position)
+                )),
+                "0",
+                "replica {i} was said to hold {position}"
+            );
+        }
         total += acked;
     }
     eprintln!("ledger quorum {quorum}: {total} acknowledged transactions over {PRIMARY_KILLS} kills, none lost");

@@ -39,6 +39,16 @@ impl GtidPosition {
         self.0.is_empty()
     }
 
+    /// Whether this holds every transaction `other` does: in each of `other`'s domains, a GTID
+    /// at least as new.
+    pub fn covers(&self, other: &GtidPosition) -> bool {
+        other.0.iter().all(|(domain, theirs)| {
+            self.0
+                .get(domain)
+                .is_some_and(|ours| ours.seq_no >= theirs.seq_no)
+        })
+    }
+
     /// The newest GTID of each domain, by domain.
     pub fn gtids(&self) -> impl Iterator<Item = &MariaGtid> {
         self.0.values()
@@ -79,6 +89,28 @@ mod tests {
             let position = GtidPosition::of(&gtids);
             assert_eq!(position.to_string(), *want, "{gtids:?}");
             assert_eq!(position.is_empty(), want.is_empty());
+        }
+    }
+
+    #[test]
+    fn covers_means_at_least_as_new_in_every_domain_of_the_other() {
+        let p = |gtids: &[&str]| GtidPosition::of(&gtids.iter().map(|t| g(t)).collect::<Vec<_>>());
+        let cases: &[(&[&str], &[&str], bool)] = &[
+            (&[], &[], true),
+            (&["0-1-5"], &[], true),
+            (&[], &["0-1-5"], false),
+            (&["0-1-5"], &["0-1-5"], true),
+            (&["0-1-5"], &["0-2-4"], true),
+            (&["0-1-4"], &["0-1-5"], false),
+            (&["0-1-9"], &["0-1-5", "1-1-1"], false),
+            (&["0-1-9", "1-1-1", "2-1-7"], &["0-1-5", "1-1-1"], true),
+        ];
+        for (ours, theirs, want) in cases {
+            assert_eq!(
+                p(ours).covers(&p(theirs)),
+                *want,
+                "{ours:?} covers {theirs:?}"
+            );
         }
     }
 }

@@ -158,6 +158,11 @@ pub struct DurabilityStatus {
     pub released: BTreeMap<&'static str, u64>,
     /// Replicas that disconnected, as last known (the most recent ones), by `server_id`.
     pub departed: Vec<ReplicaStatus>,
+    /// The newest GTID per domain whose commit was acknowledged to its client with its
+    /// quorum (since the proxy started).
+    pub acknowledged: GtidPosition,
+    /// Replicas, connected or departed, that hold every one of those: safe to promote.
+    pub failover_candidates: Vec<u32>,
 }
 
 /// One connected replica (or one that was).
@@ -209,6 +214,8 @@ pub const OUTCOMES: [Outcome; 6] = [
 struct Inner {
     replicas: HashMap<u32, replicas::Replica>,
     departed: HashMap<u32, replicas::Departed>,
+    /// See [`DurabilityStatus::acknowledged`].
+    acknowledged: GtidPosition,
     next_pipe: u64,
     index: GtidIndex,
     lag: lag::LagBook,
@@ -263,6 +270,7 @@ impl Durability {
             inner: Mutex::new(Inner {
                 replicas: HashMap::new(),
                 departed: HashMap::new(),
+                acknowledged: GtidPosition::default(),
                 next_pipe: 0,
                 index: GtidIndex::new(capacity),
                 lag: lag::LagBook::new(capacity),
@@ -366,6 +374,13 @@ impl Durability {
             })
             .collect();
         departed.sort_by_key(|r| r.server_id);
+        let mut failover_candidates: Vec<u32> = replicas
+            .iter()
+            .chain(&departed)
+            .filter(|r| r.held.covers(&inner.acknowledged))
+            .map(|r| r.server_id)
+            .collect();
+        failover_candidates.sort_unstable();
         DurabilityStatus {
             state: inner.state.public(),
             quorum: config.quorum,
@@ -386,6 +401,8 @@ impl Durability {
                 .map(|(o, n)| (o.label(), n.load(Ordering::Relaxed)))
                 .collect(),
             departed,
+            acknowledged: inner.acknowledged.clone(),
+            failover_candidates,
         }
     }
 

@@ -495,3 +495,35 @@ async fn unacknowledged_ends_kept_for_held_gtids_are_bounded() {
     // Only the newest ends were remembered; the newest is what counts.
     assert_eq!(held(&d, 2).0, "0-1-10");
 }
+
+#[tokio::test(start_paused = true)]
+async fn failover_candidates_are_the_replicas_holding_every_commit_acknowledged_with_quorum() {
+    let d = service(1, OnTimeout::Block);
+    let a = d.register_replica(2, addr(), true);
+    let b = d.register_replica(3, addr(), true);
+    assert_eq!(
+        d.status().failover_candidates,
+        vec![2, 3],
+        "nothing acknowledged yet"
+    );
+    for seq in 1..=2 {
+        a.transaction_relayed(Some(gtid(seq)), at(seq * 100));
+        b.transaction_relayed(Some(gtid(seq)), at(seq * 100));
+    }
+    let first = park(&d, commit(&[1])).await;
+    a.acknowledged(at(100), Some(at(200))).unwrap();
+    assert_eq!(first.await.unwrap(), Release::Proceed);
+    let status = d.status();
+    assert_eq!(status.acknowledged.to_string(), "0-1-1");
+    assert_eq!(status.failover_candidates, vec![2], "only a has it");
+    // b goes ahead of a, then leaves: still a candidate, as last known.
+    b.acknowledged(at(200), Some(at(200))).unwrap();
+    drop(b);
+    let second = park(&d, commit(&[2])).await;
+    assert_eq!(d.status().failover_candidates, vec![2, 3]);
+    a.acknowledged(at(200), Some(at(200))).unwrap();
+    assert_eq!(second.await.unwrap(), Release::Proceed);
+    let status = d.status();
+    assert_eq!(status.acknowledged.to_string(), "0-1-2");
+    assert_eq!(status.failover_candidates, vec![2, 3]);
+}

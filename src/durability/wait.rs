@@ -159,9 +159,11 @@ impl Durability {
             }
         }
         let Some(target) = target else {
+            inner.acknowledged_all(gtids);
             return Look::Released(Outcome::Quorum, Release::Proceed);
         };
         if inner.quorum.is_some_and(|q| q >= target) {
+            inner.acknowledged_all(gtids);
             return Look::Released(Outcome::Quorum, Release::Proceed);
         }
         let (tx, rx) = oneshot::channel();
@@ -302,6 +304,17 @@ impl Drop for Parked {
                 Outcome::ClientGone
             };
             d.count(outcome, self.since.elapsed());
+        }
+    }
+}
+
+// === impl Inner (waiting) ===
+
+impl Inner {
+    /// `gtids` were acknowledged to their client with their quorum.
+    fn acknowledged_all(&mut self, gtids: &[MariaGtid]) {
+        for gtid in gtids {
+            self.acknowledged.advance(*gtid);
         }
     }
 }
