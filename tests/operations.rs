@@ -358,6 +358,11 @@ fn readiness_and_status_follow_the_replicas_and_the_primary() {
         );
     }
     let held_before = status["replicas"].clone();
+    assert_eq!(
+        status["acknowledged_gtid_position"],
+        sidecar.topology.primary.gtid_binlog_pos().as_str()
+    );
+    assert_eq!(status["failover_candidates"], serde_json::json!(expected));
 
     // Bad requests get 4xx and the port keeps serving.
     let garbage = admin::raw(sidecar.admin, b"\x16\x03\x01 not http at all\r\n\r\n");
