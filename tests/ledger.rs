@@ -378,6 +378,10 @@ fn primary_kill_round(topology: &mut Topology, proxy: &TestProxy, round: u64, pl
         .filter(|(_, r)| status.failover_candidates.contains(&r.server_id()))
         .map(|(i, _)| i)
         .collect();
+    // As a failover tool would: no more from the old source, then apply what was received.
+    for replica in &topology.replicas {
+        replica.sql("STOP SLAVE IO_THREAD");
+    }
     let held = topology.replicas.iter().map(applied).collect();
 
     // Back to a running system for the next round.
