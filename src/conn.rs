@@ -2,12 +2,14 @@
 //! and write [`Packet`]s here and never touch bytes or sockets themselves.
 
 use std::io;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use strongsync_proto::packet::{self, Packet, PacketDecoder, MAX_PACKET_PAYLOAD};
 use strongsync_proto::ProtoError;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::Instant;
 
 /// Bytes read from the socket at a time, at least.
 const READ_CHUNK: usize = 8 * 1024;
@@ -26,9 +28,22 @@ pub struct Conn<S> {
     decoder: PacketDecoder,
     /// Bytes written since [`take_written`](Self::take_written) last asked.
     written: u64,
+    /// When a [`read_packet_within`](Self::read_packet_within) began waiting for the packet it
+    /// has not got yet; kept here so that a cancelled read does not restart the clock.
+    read_wait_since: Option<Instant>,
 }
 
-/// Why a packet could not be read.
+/// Where the time allowed to [`read_packet_within`](Conn::read_packet_within) starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadDeadline {
+    /// Once the packet has begun (the read finds some of it buffered): waiting for a packet
+    /// to begin is not limited (a client between commands may idle for hours).
+    FromFirstByte,
+    /// Now: the peer owes the packet (the next piece of an exchange it is in the middle of).
+    FromNow,
+}
+
+/// Why a packet could not be read or written.
 #[derive(Debug, Error)]
 pub enum ConnError {
     /// The peer closed the connection between packets.
@@ -43,6 +58,12 @@ pub enum ConnError {
     /// The bytes are not a valid packet stream.
     #[error(transparent)]
     Protocol(#[from] ProtoError),
+    /// The packet did not arrive whole within the time allowed.
+    #[error("no complete packet within {0:?}")]
+    ReadTimedOut(Duration),
+    /// The peer took none of the queued bytes for this long.
+    #[error("no write progress for {0:?}")]
+    WriteStalled(Duration),
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
@@ -59,6 +80,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             wbuf: BytesMut::new(),
             decoder: PacketDecoder::new(max_payload),
             written: 0,
+            read_wait_since: None,
         }
     }
 
@@ -90,14 +112,58 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
     }
 
+    /// Reads the next packet, which must arrive whole within `limit` of when `from` says: a
+    /// peer that trickles a packet in (slow-loris) or stops in the middle of one gets
+    /// [`ConnError::ReadTimedOut`] instead of holding the connection forever. The limit is per
+    /// packet: a payload of 16 MiB or more travels as several, each allowed `limit`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe like [`read_packet`](Self::read_packet); the clock keeps running across a
+    /// cancelled call and stops only when a packet is taken.
+    ///
+    /// # Errors
+    /// Those of [`read_packet`](Self::read_packet), and [`ConnError::ReadTimedOut`].
+    pub async fn read_packet_within(
+        &mut self,
+        limit: Duration,
+        from: ReadDeadline,
+    ) -> Result<Packet, ConnError> {
+        loop {
+            if let Some(packet) = self.buffered_packet()? {
+                return Ok(packet);
+            }
+            if self.read_wait_since.is_none()
+                && (from == ReadDeadline::FromNow || !self.rbuf.is_empty())
+            {
+                self.read_wait_since = Some(Instant::now());
+            }
+            let filled = match self.read_wait_since {
+                None => self.fill().await?,
+                Some(since) => tokio::time::timeout_at(since + limit, self.fill())
+                    .await
+                    .map_err(|_| ConnError::ReadTimedOut(limit))??,
+            };
+            if filled == 0 {
+                return Err(if self.rbuf.is_empty() {
+                    ConnError::Closed
+                } else {
+                    ConnError::ClosedMidPacket
+                });
+            }
+        }
+    }
+
     /// Takes a packet that is already buffered, without reading.
     ///
     /// # Errors
     /// [`ConnError::Protocol`] if the buffered header breaks the size limit.
     pub fn buffered_packet(&mut self) -> Result<Option<Packet>, ConnError> {
         let packet = self.decoder.decode(&mut self.rbuf)?;
-        if packet.is_some() && self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
-            self.rbuf = BytesMut::new();
+        if packet.is_some() {
+            self.read_wait_since = None;
+            if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
+                self.rbuf = BytesMut::new();
+            }
         }
         Ok(packet)
     }
@@ -191,6 +257,32 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         self.stream.flush().await
     }
 
+    /// Writes everything queued, giving up if the peer takes nothing for `limit` (it stopped
+    /// reading): what is queued stays bounded by what the caller queued, never by what the
+    /// peer refuses to take.
+    ///
+    /// # Cancel safety
+    /// As [`flush`](Self::flush).
+    ///
+    /// # Errors
+    /// Socket errors, and [`ConnError::WriteStalled`].
+    pub async fn flush_within(&mut self, limit: Duration) -> Result<(), ConnError> {
+        let stalled = |_| ConnError::WriteStalled(limit);
+        while !self.wbuf.is_empty() {
+            let n = tokio::time::timeout(limit, self.stream.write_buf(&mut self.wbuf))
+                .await
+                .map_err(stalled)??;
+            if n == 0 {
+                return Err(ConnError::Io(io::ErrorKind::WriteZero.into()));
+            }
+            self.written += n as u64;
+        }
+        tokio::time::timeout(limit, self.stream.flush())
+            .await
+            .map_err(stalled)??;
+        Ok(())
+    }
+
     /// Bytes written to the socket since the last call (for the relayed-bytes metric).
     pub fn take_written(&mut self) -> u64 {
         std::mem::take(&mut self.written)
@@ -226,62 +318,4 @@ impl<S: Default> Conn<S> {
 }
 
 #[cfg(test)]
-mod tests {
-    use tokio::io::duplex;
-
-    use super::*;
-
-    #[tokio::test]
-    async fn reads_packets_split_across_writes_and_reports_how_it_ended() {
-        let (a, mut b) = duplex(64);
-        let mut conn = Conn::new(a, 1 << 20);
-        b.write_all(&[3, 0, 0, 0, b'a']).await.unwrap();
-        let read = tokio::spawn(async move {
-            let p = conn.read_packet().await.unwrap();
-            (p.payload().to_vec(), conn)
-        });
-        b.write_all(b"bc").await.unwrap();
-        let (payload, mut conn) = read.await.unwrap();
-        assert_eq!(payload, b"abc");
-        b.write_all(&[9, 0, 0, 1, b'x']).await.unwrap();
-        drop(b);
-        assert!(matches!(
-            conn.read_packet().await,
-            Err(ConnError::ClosedMidPacket)
-        ));
-    }
-
-    #[tokio::test]
-    async fn clean_close_and_oversized_packets() {
-        let (a, b) = duplex(64);
-        let mut conn = Conn::new(a, 16);
-        drop(b);
-        assert!(matches!(conn.read_packet().await, Err(ConnError::Closed)));
-
-        let (a, mut b) = duplex(64);
-        let mut conn = Conn::new(a, 16);
-        b.write_all(&[17, 0, 0, 0]).await.unwrap();
-        assert!(matches!(
-            conn.read_packet().await,
-            Err(ConnError::Protocol(ProtoError::TooLarge {
-                len: 17,
-                max: 16
-            }))
-        ));
-    }
-
-    #[tokio::test]
-    async fn writes_are_queued_until_flushed_and_headers_are_fixed_up() {
-        let (a, mut b) = duplex(1024);
-        let mut conn = Conn::new(a, 1 << 20);
-        conn.write_packet(0, b"\x03SELECT 1");
-        conn.write_packet_with(1, |buf| buf.extend_from_slice(b"xyz"));
-        conn.forward_as(&Packet::new(9, b"q"), 2);
-        assert_eq!(conn.pending_write(), 13 + 7 + 5);
-        conn.flush().await.unwrap();
-        let mut got = vec![0u8; 25];
-        b.read_exact(&mut got).await.unwrap();
-        assert_eq!(&got[13..20], &[3, 0, 0, 1, b'x', b'y', b'z']);
-        assert_eq!(&got[20..], &[1, 0, 0, 2, b'q']);
-    }
-}
+mod tests;

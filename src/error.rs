@@ -38,6 +38,13 @@ pub enum Error {
     /// The client did not finish logging in in time.
     #[error("client did not complete the handshake within {0:?}")]
     HandshakeTimeout(Duration),
+    /// The client began a packet (or owed one mid-command) and did not finish it in time:
+    /// a slow-loris client, or one that stopped half-way.
+    #[error("client did not send a complete packet within {0:?} (timeouts.client_read)")]
+    ClientReadTimeout(Duration),
+    /// The client stopped reading: a write to it made no progress for this long.
+    #[error("client stopped reading its results: nothing could be written for {0:?} (timeouts.client_write)")]
+    ClientWriteTimeout(Duration),
     /// The primary could not be reached.
     #[error("cannot connect to primary {addr}: {source}")]
     PrimaryConnect {
@@ -129,9 +136,11 @@ impl Error {
     pub fn from_client(err: ConnError) -> Self {
         match err {
             ConnError::Closed => Error::ClientClosed,
-            ConnError::ClosedMidPacket => Error::ClientIo(io::ErrorKind::UnexpectedEof.into()),
+            ConnError::ClosedMidPacket => Error::ClientIo(closed_mid_packet()),
             ConnError::Io(e) => Error::ClientIo(e),
             ConnError::Protocol(e) => Error::ClientProtocol(e),
+            ConnError::ReadTimedOut(limit) => Error::ClientReadTimeout(limit),
+            ConnError::WriteStalled(limit) => Error::ClientWriteTimeout(limit),
         }
     }
 
@@ -139,9 +148,17 @@ impl Error {
     pub fn from_primary(err: ConnError) -> Self {
         match err {
             ConnError::Closed => Error::PrimaryClosed,
-            ConnError::ClosedMidPacket => Error::PrimaryIo(io::ErrorKind::UnexpectedEof.into()),
+            ConnError::ClosedMidPacket => Error::PrimaryIo(closed_mid_packet()),
             ConnError::Io(e) => Error::PrimaryIo(e),
             ConnError::Protocol(e) => Error::PrimaryProtocol(e),
+            // The proxy sets no read or write limits on the primary leg (the primary has its
+            // own); mapped for completeness.
+            timed_out @ (ConnError::ReadTimedOut(_) | ConnError::WriteStalled(_)) => {
+                Error::PrimaryIo(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    timed_out.to_string(),
+                ))
+            }
         }
     }
 
@@ -152,7 +169,9 @@ impl Error {
             | Error::ClientIo(_)
             | Error::ClientProtocol(_)
             | Error::ClientTls(_)
-            | Error::HandshakeTimeout(_) => Side::Client,
+            | Error::HandshakeTimeout(_)
+            | Error::ClientReadTimeout(_)
+            | Error::ClientWriteTimeout(_) => Side::Client,
             Error::PrimaryConnect { .. }
             | Error::PrimaryConnectTimeout { .. }
             | Error::PrimaryClosed
@@ -193,6 +212,7 @@ impl Error {
             Error::ClientProtocol(ProtoError::TooLarge { .. }) => (1153, b"08S01"), // ER_NET_PACKET_TOO_LARGE
             Error::ClientProtocol(_) => (1835, b"HY000"), // ER_MALFORMED_PACKET
             Error::HandshakeTimeout(_) => (1043, b"08S01"), // ER_HANDSHAKE_ERROR
+            Error::ClientReadTimeout(_) => (1159, b"08S01"), // ER_NET_READ_INTERRUPTED
             // ER_UNKNOWN_ERROR: Connector/C (3.3.9+) rejects client-range codes (2000-2999)
             // from a server as forged, so CR_CONN_HOST_ERROR cannot be used; the message
             // names the primary.
@@ -201,12 +221,13 @@ impl Error {
             Error::TooManyConnections { .. } => (1040, b"08004"), // ER_CON_COUNT_ERROR
             Error::NotAcknowledged(_) => (1105, b"HY000"), // ER_UNKNOWN_ERROR
             Error::Shutdown => (1053, b"08S01"),           // ER_SERVER_SHUTDOWN
-            // The peer is gone or its socket is broken: nobody to tell. A replica in the middle
-            // of a dump is only disconnected: it reconnects by itself, where an error would
-            // stop its I/O thread for good.
+            // The peer is gone, its socket is broken or it reads nothing: nobody to tell. A
+            // replica in the middle of a dump is only disconnected: it reconnects by itself,
+            // where an error would stop its I/O thread for good.
             Error::Replica(_)
             | Error::ClientClosed
             | Error::ClientIo(_)
+            | Error::ClientWriteTimeout(_)
             | Error::ClientTls(_)
             | Error::PrimaryClosed
             | Error::PrimaryIo(_) => return None,
@@ -217,6 +238,13 @@ impl Error {
             message: format!("strongsync: {self}"),
         })
     }
+}
+
+fn closed_mid_packet() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "closed in the middle of a packet",
+    )
 }
 
 #[cfg(test)]
@@ -280,6 +308,12 @@ mod tests {
                 Some(1040),
                 "limit 5",
             ),
+            (
+                Error::ClientReadTimeout(Duration::from_secs(30)),
+                Some(1159),
+                "within 30s (timeouts.client_read)",
+            ),
+            (Error::ClientWriteTimeout(Duration::from_secs(60)), None, ""),
             (Error::ClientClosed, None, ""),
             (Error::PrimaryClosed, None, ""),
         ];

@@ -132,6 +132,15 @@ struct Flags {
     #[arg(long, env = "STRONGSYNC_HANDSHAKE_TIMEOUT", value_name = "DURATION")]
     handshake_timeout: Option<String>,
 
+    /// Time a logged-in client has to finish a packet it began (or owes mid-command) before it
+    /// is disconnected with error 1159; waiting for a command is not limited [default: 30s].
+    #[arg(long, env = "STRONGSYNC_CLIENT_READ_TIMEOUT", value_name = "DURATION")]
+    client_read_timeout: Option<String>,
+
+    /// A client that takes none of its results for this long is disconnected [default: 60s].
+    #[arg(long, env = "STRONGSYNC_CLIENT_WRITE_TIMEOUT", value_name = "DURATION")]
+    client_write_timeout: Option<String>,
+
     /// On SIGTERM, how long sessions in flight (parked commits included) may finish
     /// [default: 10s].
     #[arg(long, env = "STRONGSYNC_SHUTDOWN_GRACE", value_name = "DURATION")]
@@ -290,6 +299,8 @@ impl Flags {
             timeouts: TimeoutSettings {
                 primary_connect: self.connect_timeout.clone(),
                 client_handshake: self.handshake_timeout.clone(),
+                client_read: self.client_read_timeout.clone(),
+                client_write: self.client_write_timeout.clone(),
             },
             durability: DurabilitySettings {
                 quorum: self.quorum,

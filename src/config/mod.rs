@@ -70,6 +70,18 @@ pub struct Timeouts {
     pub primary_connect: Duration,
     /// A new client must finish TLS and send its login within this. Default 10 s.
     pub client_handshake: Duration,
+    /// Once a logged-in client has begun a packet, or owes one in the middle of a command (the
+    /// rest of a payload of 16 MiB or more, a `LOAD DATA LOCAL INFILE` upload), the packet must
+    /// arrive whole within this; otherwise the client gets ER_NET_READ_INTERRUPTED (1159) and
+    /// is closed. It bounds clients that trickle bytes in (slow-loris) or stop half-way. Waiting
+    /// for the next command is not limited: pools idle for hours, and the primary's
+    /// `wait_timeout` ends sessions that idle too long. Default 30 s (MariaDB's
+    /// `net_read_timeout`).
+    pub client_read: Duration,
+    /// A write to a client that makes no progress for this long (the client stopped reading
+    /// its results) closes the session. Meanwhile the session reads nothing more from the
+    /// primary, so what it holds stays bounded. Default 60 s (MariaDB's `net_write_timeout`).
+    pub client_write: Duration,
 }
 
 /// A configuration that cannot work, with the setting at fault.
@@ -171,6 +183,8 @@ impl Config {
         for (key, value) in [
             ("timeouts.primary_connect", self.timeouts.primary_connect),
             ("timeouts.client_handshake", self.timeouts.client_handshake),
+            ("timeouts.client_read", self.timeouts.client_read),
+            ("timeouts.client_write", self.timeouts.client_write),
             ("durability.ack_timeout", d.ack_timeout),
             ("durability.ack_nudge_after", d.ack_nudge_after),
         ] {
@@ -207,6 +221,8 @@ impl Default for Timeouts {
         Timeouts {
             primary_connect: Duration::from_secs(5),
             client_handshake: Duration::from_secs(10),
+            client_read: Duration::from_secs(30),
+            client_write: Duration::from_secs(60),
         }
     }
 }
@@ -221,7 +237,7 @@ mod tests {
         assert_eq!(Config::new("[::1]:3306").validate(), Ok(()));
         assert_eq!(Config::new("/run/mysqld/mysqld.sock").validate(), Ok(()));
         type Breaks = fn(&mut Config);
-        let table: [(&str, Breaks); 10] = [
+        let table: [(&str, Breaks); 12] = [
             ("primary", |c| c.primary = "db".into()),
             ("primary", |c| c.primary = "db:0".into()),
             ("primary", |c| c.primary = "run/mysqld.sock".into()),
@@ -234,6 +250,12 @@ mod tests {
             }),
             ("timeouts.client_handshake", |c| {
                 c.timeouts.client_handshake = Duration::ZERO
+            }),
+            ("timeouts.client_read", |c| {
+                c.timeouts.client_read = Duration::ZERO
+            }),
+            ("timeouts.client_write", |c| {
+                c.timeouts.client_write = Duration::ZERO
             }),
             ("durability.quorum", |c| c.durability.quorum = 0),
             ("durability.ack_timeout", |c| {

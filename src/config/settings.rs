@@ -84,6 +84,12 @@ pub struct TimeoutSettings {
     /// A new client's login.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_handshake: Option<String>,
+    /// A packet a client began (or owes mid-command), to arrive whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_read: Option<String>,
+    /// A write to a client that makes no progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_write: Option<String>,
 }
 
 /// `[durability]`.
@@ -177,6 +183,8 @@ impl Settings {
             timeouts: TimeoutSettings {
                 primary_connect: pick(b.timeouts.primary_connect, o.timeouts.primary_connect),
                 client_handshake: pick(b.timeouts.client_handshake, o.timeouts.client_handshake),
+                client_read: pick(b.timeouts.client_read, o.timeouts.client_read),
+                client_write: pick(b.timeouts.client_write, o.timeouts.client_write),
             },
             durability: DurabilitySettings {
                 quorum: pick(b.durability.quorum, o.durability.quorum),
@@ -253,6 +261,12 @@ impl Settings {
         if let Some(v) = &t.client_handshake {
             c.timeouts.client_handshake = duration("timeouts.client_handshake", v)?;
         }
+        if let Some(v) = &t.client_read {
+            c.timeouts.client_read = duration("timeouts.client_read", v)?;
+        }
+        if let Some(v) = &t.client_write {
+            c.timeouts.client_write = duration("timeouts.client_write", v)?;
+        }
         let d = &self.durability;
         set_count(&mut c.durability.quorum, "durability.quorum", d.quorum)?;
         if let Some(v) = &d.ack_timeout {
@@ -301,6 +315,8 @@ impl Settings {
             timeouts: TimeoutSettings {
                 primary_connect: Some(show(config.timeouts.primary_connect)),
                 client_handshake: Some(show(config.timeouts.client_handshake)),
+                client_read: Some(show(config.timeouts.client_read)),
+                client_write: Some(show(config.timeouts.client_write)),
             },
             durability: DurabilitySettings {
                 quorum: Some(d.quorum as i64),

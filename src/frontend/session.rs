@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use strongsync_proto::capabilities::{CapabilityFlags, MariadbCapabilities, StatusFlags};
 use strongsync_proto::command::{self, *};
@@ -17,7 +18,7 @@ use super::replica::ReplicaSetup;
 use super::tracking::Tracking;
 use super::Shared;
 use crate::app::InFlightGuard;
-use crate::conn::Conn;
+use crate::conn::{Conn, ReadDeadline};
 use crate::error::Error;
 use crate::primary::PrimaryStream;
 use crate::stream::ClientStream;
@@ -114,20 +115,18 @@ impl Session {
 
     /// Runs the session from the primary's greeting to the end.
     pub(super) async fn run(mut self, greeting: Packet, peer: SocketAddr) {
+        let limits = self.shared.config.timeouts.clone();
+        let handshake = limits.client_handshake;
         let mut phase = Phase::Login(greeting);
         let result = loop {
             let next = match phase {
-                Phase::Login(greeting) => {
-                    let limit = self.shared.config.timeouts.client_handshake;
-                    match tokio::time::timeout(limit, self.login(greeting)).await {
-                        Ok(next) => next,
-                        Err(_) => Err(Error::HandshakeTimeout(limit)),
-                    }
-                }
+                Phase::Login(greeting) => within(handshake, self.login(greeting)).await,
                 Phase::TrackingSetup => self.setup_tracking().await,
                 Phase::Idle => self.await_command().await,
                 Phase::Responding(reader) => self.relay_response(reader).await,
-                Phase::ChangingUser => self.change_user().await,
+                // A re-authentication is a login: the same limit keeps a client from stalling
+                // in the middle of one.
+                Phase::ChangingUser => within(handshake, self.change_user()).await,
                 Phase::Dumping { server_id } => self.relay_dump(server_id, peer).await,
                 Phase::Closed => break Ok(()),
             };
@@ -142,7 +141,11 @@ impl Session {
         if let Err(error) = &result {
             self.report(error, peer).await;
         }
-        self.client.shutdown().await;
+        // A client that stopped reading would stall the goodbye as well: it gets none, and
+        // any other client gets no longer than a write may take.
+        if !matches!(result, Err(Error::ClientWriteTimeout(_))) {
+            let _ = tokio::time::timeout(limits.client_write, self.client.shutdown()).await;
+        }
         self.primary.shutdown().await;
         self.count_relayed_bytes();
     }
@@ -172,11 +175,15 @@ impl Session {
     async fn await_command(&mut self) -> Result<Phase, Error> {
         self.client_seq = Sequence::expecting(0);
         self.primary_seq = Sequence::expecting(0);
+        // Idling between commands is not limited; a command begun must be finished in time.
+        let read_limit = self.shared.config.timeouts.client_read;
         let packet = loop {
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => return Err(Error::Shutdown),
-                packet = self.client.read_packet() => break packet.map_err(Error::from_client)?,
+                packet = self.client.read_packet_within(read_limit, ReadDeadline::FromFirstByte) => {
+                    break packet.map_err(Error::from_client)?
+                }
                 filled = self.primary.fill() => {
                     // The primary has nothing to say between commands; it is closing (KILL,
                     // wait_timeout, shutdown). What it sent stays buffered for the next
@@ -239,13 +246,19 @@ impl Session {
         self.flush_primary().await
     }
 
-    /// Reads the client's next packet of the current exchange.
+    /// Reads the client's next packet of the current exchange. Once the client has logged in
+    /// it owes the packet, so it must arrive within `timeouts.client_read`; before, the login
+    /// as a whole has `timeouts.client_handshake` instead.
     pub(super) async fn read_client_packet(&mut self) -> Result<Packet, Error> {
-        let packet = self
-            .client
-            .read_packet()
-            .await
-            .map_err(Error::from_client)?;
+        let read = if self.logged_in {
+            let limit = self.shared.config.timeouts.client_read;
+            self.client
+                .read_packet_within(limit, ReadDeadline::FromNow)
+                .await
+        } else {
+            self.client.read_packet().await
+        };
+        let packet = read.map_err(Error::from_client)?;
         self.client_seq
             .check(packet.seq())
             .map_err(Error::ClientProtocol)?;
@@ -263,9 +276,27 @@ impl Session {
         self.primary.flush().await.map_err(Error::PrimaryIo)
     }
 
+    /// Writes what is queued for the client. While the client does not read, nothing more is
+    /// read from the primary either (the session is here, not reading), so a client that stops
+    /// reading holds at most what is queued; after `timeouts.client_write` without progress
+    /// the session ends.
     pub(super) async fn flush_client(&mut self) -> Result<(), Error> {
-        self.client.flush().await.map_err(Error::ClientIo)
+        let limit = self.shared.config.timeouts.client_write;
+        self.client
+            .flush_within(limit)
+            .await
+            .map_err(Error::from_client)
     }
+}
+
+/// Runs a login (or re-authentication) that must be over within `limit`.
+async fn within(
+    limit: Duration,
+    login: impl std::future::Future<Output = Result<Phase, Error>>,
+) -> Result<Phase, Error> {
+    tokio::time::timeout(limit, login)
+        .await
+        .unwrap_or(Err(Error::HandshakeTimeout(limit)))
 }
 
 /// The replica's `server_id` in `COM_BINLOG_DUMP` (`u8 cmd | u32 pos | u16 flags | u32

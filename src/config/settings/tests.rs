@@ -23,6 +23,8 @@ max_held_response_bytes = 1048576
 [timeouts]
 primary_connect = "2s"
 client_handshake = "250ms"
+client_read = "5s"
+client_write = "2m"
 
 [durability]
 quorum = 2
@@ -47,6 +49,8 @@ fn a_full_file_resolves_and_round_trips() {
     assert_eq!(config.primary, "db1:3306");
     assert_eq!(config.limits.max_connections, 100);
     assert_eq!(config.timeouts.client_handshake, Duration::from_millis(250));
+    assert_eq!(config.timeouts.client_read, Duration::from_secs(5));
+    assert_eq!(config.timeouts.client_write, Duration::from_secs(120));
     assert_eq!(config.durability.quorum, 2);
     assert_eq!(config.durability.on_timeout, OnTimeout::Error);
     assert_eq!(config.durability.without_quorum, WithoutQuorum::Immediate);
@@ -120,6 +124,14 @@ fn bad_files_are_refused_naming_the_key() {
         (
             "primary = \"db:3306\"\n[timeouts]\nclient_handshake = \"0s\"",
             vec!["timeouts.client_handshake"],
+        ),
+        (
+            "primary = \"db:3306\"\n[timeouts]\nclient_read = \"0s\"",
+            vec!["timeouts.client_read", "greater than zero"],
+        ),
+        (
+            "primary = \"db:3306\"\n[timeouts]\nclient_write = \"soon\"",
+            vec!["timeouts.client_write", "not a duration"],
         ),
         (
             "primary = \"db:3306\"\nlisten = \"nowhere\"",
