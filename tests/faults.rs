@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
@@ -15,25 +15,14 @@ use mysql_common::constants::CapabilityFlags;
 use rand::{Rng, SeedableRng};
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::{free_port, ProxyProcess, TestProxy};
-use support::rawclient::RawClient;
+use support::rawclient::{self, greeted, packet, RawClient, Rejection};
 
 /// Generous bound for "eventually" (a guard against hangs, not a timing expectation).
 const PATIENCE: Duration = Duration::from_secs(30);
 
 /// The proxy binary in front of `primary`, listening on a fresh port.
 fn binary(primary: &str, extra: &[&str]) -> (ProxyProcess, SocketAddr) {
-    let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let listen_text = listen.to_string();
-    // No replicas here: commits must not wait for a quorum.
-    let mut args = vec![
-        "--listen",
-        &listen_text,
-        "--primary",
-        primary,
-        "--passthrough",
-    ];
-    args.extend_from_slice(extra);
-    (ProxyProcess::start(&args, &[], listen), listen)
+    ProxyProcess::passthrough(primary, extra)
 }
 
 fn url(addr: SocketAddr) -> Opts {
@@ -41,57 +30,8 @@ fn url(addr: SocketAddr) -> Opts {
     Opts::from_url(&url).unwrap()
 }
 
-/// What came back on a connection that was sent garbage: the ERR code (if the proxy sent one)
-/// and whether the connection was then closed.
-#[derive(Debug, PartialEq, Eq)]
-struct Rejection {
-    err_code: Option<u16>,
-    closed: bool,
-}
-
-/// Reads everything the proxy sends until it closes (or `PATIENCE` runs out), skipping the
-/// greeting if it is still unread.
-fn rejection(mut stream: TcpStream, greeting_unread: bool) -> Rejection {
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
-    let mut bytes = Vec::new();
-    let closed = match stream.read_to_end(&mut bytes) {
-        Ok(_) => true,
-        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
-    };
-    let mut packets = Vec::new();
-    let mut rest = &bytes[..];
-    while rest.len() >= 4 {
-        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], 0]) as usize;
-        if rest.len() < 4 + len {
-            break;
-        }
-        packets.push(rest[4..4 + len].to_vec());
-        rest = &rest[4 + len..];
-    }
-    let skip = usize::from(greeting_unread);
-    let err_code = packets
-        .get(skip)
-        .filter(|p: &&Vec<u8>| <[u8]>::first(p) == Some(&0xFF))
-        .map(|p| u16::from_le_bytes([p[1], p[2]]));
-    Rejection { err_code, closed }
-}
-
-/// Connects and reads the greeting, as a client about to log in would.
-fn greeted(addr: SocketAddr) -> TcpStream {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    let mut header = [0u8; 4];
-    stream.read_exact(&mut header).unwrap();
-    let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
-    let mut greeting = vec![0u8; len];
-    stream.read_exact(&mut greeting).unwrap();
-    stream
-}
-
-fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u32).to_le_bytes()[..3].to_vec();
-    out.push(seq);
-    out.extend_from_slice(payload);
-    out
+fn rejection(stream: TcpStream, greeting_unread: bool) -> Rejection {
+    rawclient::rejection(stream, greeting_unread, PATIENCE)
 }
 
 /// One session's worth of ordinary work; errors are returned, not panicked, so the caller can

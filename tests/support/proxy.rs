@@ -198,6 +198,22 @@ impl ProxyProcess {
         process
     }
 
+    /// The binary in front of `primary` on a fresh loopback port, with `extra` arguments. No
+    /// replicas: commits do not wait for a quorum (passthrough).
+    pub fn passthrough(primary: &str, extra: &[&str]) -> (ProxyProcess, SocketAddr) {
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let listen_text = listen.to_string();
+        let mut args = vec![
+            "--listen",
+            &listen_text,
+            "--primary",
+            primary,
+            "--passthrough",
+        ];
+        args.extend_from_slice(extra);
+        (ProxyProcess::start(&args, &[], listen), listen)
+    }
+
     /// Starts the binary with exactly `args` and waits until `listen` accepts connections.
     pub fn start_as_given(
         args: &[&str],

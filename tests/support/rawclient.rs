@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
 use mysql_common::auth::plugins::mysql_native_password::scramble_native;
 use mysql_common::constants::{CapabilityFlags, StatusFlags};
@@ -220,6 +221,11 @@ impl RawClient {
         closed
     }
 
+    /// The socket, for tests that misbehave on it after logging in.
+    pub fn into_stream(self) -> TcpStream {
+        self.stream
+    }
+
     fn deprecate_eof(&self) -> bool {
         self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF)
     }
@@ -305,6 +311,56 @@ impl RawClient {
             .map(|ok| OkPacket::from(ok).into_owned())
             .unwrap_or_else(|e| panic!("bad OK {payload:02x?}: {e}"))
     }
+}
+
+/// What came back on a connection that was sent something hostile: the ERR code (if the proxy
+/// sent one) and whether the connection was then closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub err_code: Option<u16>,
+    pub closed: bool,
+}
+
+/// Reads everything the proxy sends until it closes (or `patience` runs out), skipping the
+/// greeting if it is still unread, and reports the first ERR after it.
+pub fn rejection(mut stream: TcpStream, greeting_unread: bool, patience: Duration) -> Rejection {
+    stream.set_read_timeout(Some(patience)).unwrap();
+    let mut bytes = Vec::new();
+    let closed = match stream.read_to_end(&mut bytes) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    let mut packets = Vec::new();
+    let mut rest = &bytes[..];
+    while rest.len() >= 4 {
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], 0]) as usize;
+        if rest.len() < 4 + len {
+            break;
+        }
+        packets.push(rest[4..4 + len].to_vec());
+        rest = &rest[4 + len..];
+    }
+    let skip = usize::from(greeting_unread);
+    let err_code = packets
+        .get(skip)
+        .filter(|p: &&Vec<u8>| <[u8]>::first(p) == Some(&0xFF))
+        .map(|p| u16::from_le_bytes([p[1], p[2]]));
+    Rejection { err_code, closed }
+}
+
+/// Connects and reads the greeting, as a client about to log in would.
+pub fn greeted(addr: SocketAddr) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    read_packet(&mut stream);
+    stream
+}
+
+/// One packet on the wire: header and payload.
+pub fn packet(seq: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_le_bytes()[..3].to_vec();
+    out.push(seq);
+    out.extend_from_slice(payload);
+    out
 }
 
 /// The system variables reported by an OK's session state, as `name=value`.
