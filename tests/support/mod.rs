@@ -13,4 +13,5 @@ pub mod mariadb;
 pub mod proxy;
 pub mod rawclient;
 pub mod sysbench;
+pub mod tcp_relay;
 pub mod topology;

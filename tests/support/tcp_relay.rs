@@ -1,0 +1,277 @@
+//! A TCP relay the test controls, put between a replica and the proxy: it forwards bytes both
+//! ways until told to stall (stop forwarding, sockets kept open, so the senders meet TCP
+//! backpressure), to delay one direction, or to cut every connection it carries.
+//!
+//! It runs on a runtime of its own, so tests may block freely, with or without a runtime of
+//! their own. Delays are lower bounds (a chunk is written no earlier than its arrival plus the
+//! delay in force when it arrived); nothing here promises an upper bound.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes read at a time, at most.
+const CHUNK: usize = 64 * 1024;
+/// Chunks read but not yet written, per direction: while a direction stalls, the relay holds
+/// at most this many (the rest stays in the kernel's buffers, then in the sender's).
+const IN_FLIGHT: usize = 16;
+
+/// One way through the relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From whoever connected to the relay (the replica) to the target (the proxy): the ACKs.
+    ToTarget,
+    /// From the target to whoever connected (the binlog events).
+    FromTarget,
+}
+
+/// A running relay; dropping it closes its listener and every connection.
+pub struct TcpRelay {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: CancellationToken,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+/// What the test controls and what the connections report, shared with the relay's tasks.
+struct Shared {
+    target: SocketAddr,
+    /// True while nothing may be forwarded.
+    stalled: watch::Sender<bool>,
+    /// Delay per direction, in [`Direction`] order.
+    delays: Mutex<[Duration; 2]>,
+    /// Cancelled by [`TcpRelay::cut`] (and replaced): the connections open now hold it.
+    cut: Mutex<CancellationToken>,
+    /// Bytes let through, per direction.
+    forwarded: [AtomicU64; 2],
+    accepted: AtomicUsize,
+    open: AtomicUsize,
+}
+
+/// Counts a connection as open while it lives.
+struct OpenGuard(Arc<Shared>);
+
+// === impl TcpRelay ===
+
+impl TcpRelay {
+    /// Listens on a free loopback port and forwards every connection to `target`.
+    pub fn start(target: SocketAddr) -> TcpRelay {
+        let shutdown = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            target,
+            stalled: watch::Sender::new(false),
+            delays: Mutex::new([Duration::ZERO; 2]),
+            cut: Mutex::new(shutdown.child_token()),
+            forwarded: [AtomicU64::new(0), AtomicU64::new(0)],
+            accepted: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
+        });
+        let (addr_tx, addr_rx) = mpsc::channel();
+        let thread = {
+            let shared = Arc::clone(&shared);
+            let shutdown = shutdown.clone();
+            thread::Builder::new()
+                .name("tcp-relay".into())
+                .spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("relay runtime");
+                    runtime.block_on(async move {
+                        let listener = TcpListener::bind("127.0.0.1:0")
+                            .await
+                            .expect("relay listens");
+                        addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                        accept_loop(listener, shared, shutdown).await;
+                    });
+                })
+                .expect("start the relay thread")
+        };
+        let addr = addr_rx.recv().expect("the relay reports its address");
+        TcpRelay {
+            addr,
+            shared,
+            shutdown,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Stops forwarding in both directions, on every connection and on those accepted later;
+    /// the sockets stay open. A chunk already read is held until [`resume`](Self::resume).
+    pub fn stall(&self) {
+        self.shared.stalled.send_replace(true);
+    }
+
+    /// Forwards again whatever piled up, then carries on.
+    pub fn resume(&self) {
+        self.shared.stalled.send_replace(false);
+    }
+
+    /// Holds every chunk going `direction` for `delay` after it arrived (zero: no delay).
+    /// Applies to chunks arriving from now on.
+    pub fn set_delay(&self, direction: Direction, delay: Duration) {
+        self.shared.delays.lock().unwrap()[direction as usize] = delay;
+    }
+
+    /// Closes every connection open now (what they had in flight is lost); the listener keeps
+    /// accepting, stalled or not as before.
+    pub fn cut(&self) {
+        let fresh = self.shutdown.child_token();
+        let old = std::mem::replace(&mut *self.shared.cut.lock().unwrap(), fresh);
+        old.cancel();
+    }
+
+    /// Bytes forwarded so far going `direction`, counted as they are let through: once
+    /// [`stall`](Self::stall) has returned, the count does not change until
+    /// [`resume`](Self::resume).
+    pub fn forwarded(&self, direction: Direction) -> u64 {
+        self.shared.forwarded[direction as usize].load(Ordering::SeqCst)
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.shared.open.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for TcpRelay {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+// === impl Shared ===
+
+impl Shared {
+    fn delay(&self, direction: Direction) -> Duration {
+        self.delays.lock().unwrap()[direction as usize]
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, shutdown: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let Ok((client, _)) = accepted else {
+            continue;
+        };
+        shared.accepted.fetch_add(1, Ordering::SeqCst);
+        shared.open.fetch_add(1, Ordering::SeqCst);
+        let guard = OpenGuard(Arc::clone(&shared));
+        let cut = shared.cut.lock().unwrap().clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = cut.cancelled() => {}
+                _ = relay_one(client, &guard.0) => {}
+            }
+            drop(guard);
+        });
+    }
+}
+
+/// One connection: until either direction ends or fails; then both sockets close.
+async fn relay_one(client: TcpStream, shared: &Shared) {
+    let Ok(server) = TcpStream::connect(shared.target).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (client_read, client_write) = client.into_split();
+    let (server_read, server_write) = server.into_split();
+    tokio::select! {
+        _ = pipe(client_read, server_write, Direction::ToTarget, shared) => {}
+        _ = pipe(server_read, client_write, Direction::FromTarget, shared) => {}
+    }
+}
+
+/// Copies `from` to `to`: each chunk is stamped with its due time when it is read, and written
+/// once that time has come and the relay is not stalled. Reading also waits while stalled, so
+/// the sender's bytes pile up in the kernel and then in the sender.
+async fn pipe(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    direction: Direction,
+    shared: &Shared,
+) {
+    let (chunks_tx, mut chunks_rx) = tokio::sync::mpsc::channel::<(Instant, Vec<u8>)>(IN_FLIGHT);
+    let read = async move {
+        let mut stalled = shared.stalled.subscribe();
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            if stalled.wait_for(|s| !*s).await.is_err() {
+                return;
+            }
+            match from.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    let due = Instant::now() + shared.delay(direction);
+                    if chunks_tx.send((due, buf[..n].to_vec())).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    };
+    let write = async move {
+        let mut stalled = shared.stalled.subscribe();
+        while let Some((due, chunk)) = chunks_rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            loop {
+                // Counted under the flag's lock: once `stall` has returned, the count stays.
+                let let_through = {
+                    let flag = stalled.borrow_and_update();
+                    if !*flag {
+                        shared.forwarded[direction as usize]
+                            .fetch_add(chunk.len() as u64, Ordering::SeqCst);
+                    }
+                    !*flag
+                };
+                if let_through {
+                    break;
+                }
+                if stalled.changed().await.is_err() {
+                    return;
+                }
+            }
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+    };
+    // The writer ends once the reader has ended (dropping the sender) and every chunk it read
+    // has been written.
+    tokio::join!(read, write);
+}
