@@ -343,34 +343,21 @@ impl Durability {
             .replicas
             .iter()
             .map(|(&server_id, r)| ReplicaStatus {
-                server_id,
-                address: r.address.clone(),
-                semisync: r.semisync,
-                acked: r.acked,
                 lag_bytes: r
                     .acked
                     .zip(inner.head)
                     .and_then(|(a, h)| inner.lag.bytes_behind(a, h)),
                 lag_transactions: r.acked.and_then(|a| inner.lag.transactions_behind(a)),
-                last_ack_age: r.last_ack.map(|at| now - at),
-                held: r.held.clone(),
-                gone_for: None,
+                ..r.status(server_id, now)
             })
             .collect();
         replicas.sort_by_key(|r| r.server_id);
         let mut departed: Vec<ReplicaStatus> = inner
             .departed
             .iter()
-            .map(|(&server_id, r)| ReplicaStatus {
-                server_id,
-                address: r.address.clone(),
-                semisync: r.semisync,
-                acked: r.acked,
-                lag_bytes: None,
-                lag_transactions: None,
-                last_ack_age: r.last_ack.map(|at| now - at),
-                held: r.held.clone(),
-                gone_for: Some(now - r.left),
+            .map(|(&server_id, d)| ReplicaStatus {
+                gone_for: Some(now - d.left),
+                ..d.replica.status(server_id, now)
             })
             .collect();
         departed.sort_by_key(|r| r.server_id);

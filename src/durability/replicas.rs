@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::held::GtidPosition;
 use super::index::Lookup;
-use super::{wake, Durability, Inner, WithoutQuorum};
+use super::{wake, Durability, Inner, ReplicaStatus, WithoutQuorum};
 
 /// A connected replica.
 pub(super) struct Replica {
@@ -31,13 +31,8 @@ pub(super) struct Replica {
 
 /// A replica that has disconnected, as it was last known: what a failover tool needs once the
 /// primary (and so every replica's dump) is gone.
-#[derive(Debug, Clone)]
 pub(super) struct Departed {
-    pub address: String,
-    pub semisync: bool,
-    pub acked: Option<Position>,
-    pub last_ack: Option<Instant>,
-    pub held: GtidPosition,
+    pub replica: Replica,
     pub left: Instant,
 }
 
@@ -258,16 +253,30 @@ impl Inner {
                 self.departed.remove(&oldest);
             }
         }
-        self.departed.insert(
+        let replica = Replica {
+            unacked: VecDeque::new(),
+            ..gone
+        };
+        let left = Instant::now();
+        self.departed.insert(server_id, Departed { replica, left });
+    }
+}
+
+// === impl Replica ===
+
+impl Replica {
+    /// What is known of it at `now`, without the lag (which needs the shared state).
+    pub(super) fn status(&self, server_id: u32, now: Instant) -> ReplicaStatus {
+        ReplicaStatus {
             server_id,
-            Departed {
-                address: gone.address,
-                semisync: gone.semisync,
-                acked: gone.acked,
-                last_ack: gone.last_ack,
-                held: gone.held,
-                left: Instant::now(),
-            },
-        );
+            address: self.address.clone(),
+            semisync: self.semisync,
+            acked: self.acked,
+            lag_bytes: None,
+            lag_transactions: None,
+            last_ack_age: self.last_ack.map(|at| now - at),
+            held: self.held.clone(),
+            gone_for: None,
+        }
     }
 }
