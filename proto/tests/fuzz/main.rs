@@ -55,6 +55,10 @@
 //! STRONGSYNC_FUZZ_CASES=1000000 cargo test -p strongsync-proto --release --test fuzz
 //! ```
 //!
+//! For scale: 250 000 cases per property took 458 s in a release build on two shared cores,
+//! most of it in the two properties that carry 16 MiB payloads (they run a sixteenth of the
+//! cases).
+//!
 //! `PROPTEST_CASES` works too when `STRONGSYNC_FUZZ_CASES` is unset. A failure prints the
 //! shrunk input, and proptest saves its seed in `proto/tests/proptest-regressions/` so that
 //! the next run tries it first. A crash found here gets a plain regression test with the exact
