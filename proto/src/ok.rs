@@ -204,7 +204,9 @@ impl<'a> OkPacket<'a> {
     /// Appends the payload a client with `filter` should see: the same packet with the
     /// tracking data it did not ask for removed, laid out as the server would have laid it out
     /// had that tracking never been on (the info stays length-encoded: servers write it so
-    /// with or without `CLIENT_SESSION_TRACK`). Items that do not parse pass through untouched.
+    /// with or without `CLIENT_SESSION_TRACK`). An item whose variable list does not parse is
+    /// kept whole; a state block that breaks part-way is cut before the first item that does
+    /// not parse, since where that item ends is unknown.
     pub fn write_filtered(&self, filter: TrackingFilter, dst: &mut impl BufMut) {
         dst.put_slice(self.head);
         let kept_len: usize = if filter.client_tracks {
