@@ -241,6 +241,35 @@ async fn on_timeout_error_answers_an_error_naming_the_gtid_and_the_connection_go
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok() {
+    let (mut topology, proxy) = strong(config(1, OnTimeout::Error, Duration::from_secs(2)));
+    stop_all_replicas(&topology, &proxy);
+    let insert = parked_statement(&proxy, "INSERT INTO t (v) VALUES (1)").await;
+    let gtid = topology.primary.gtid_binlog_pos();
+    topology.primary.kill();
+    let (_, result) = tokio::time::timeout(PATIENCE, insert)
+        .await
+        .expect("released")
+        .unwrap();
+    match result {
+        Err(mysql_async::Error::Server(e)) => {
+            assert_eq!(e.code, 1105);
+            assert!(
+                e.message.contains(&format!(
+                    "transaction {gtid} committed on the primary but was not acknowledged"
+                )),
+                "{}",
+                e.message
+            );
+        }
+        other => panic!("expected the proxy's error, got {other:?}"),
+    }
+    assert_eq!(released(&proxy, "timeout"), 1);
+    assert_eq!(released(&proxy, "quorum"), 0);
+    assert_eq!(parked(&proxy), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn on_timeout_degrade_releases_then_returns_to_strong_once_replicas_catch_up() {
     let (topology, proxy) = strong(config(1, OnTimeout::Degrade, Duration::from_secs(1)));
     stop_all_replicas(&topology, &proxy);
