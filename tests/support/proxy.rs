@@ -329,3 +329,17 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Checks that `error` is the one strongsync answers a commit whose quorum did not come in time
+/// (`on_timeout = error`): 1105, naming the transaction's GTID.
+pub fn assert_not_acknowledged(error: &mysql_async::Error, gtid: &str) {
+    match error {
+        mysql_async::Error::Server(e) => {
+            assert_eq!(e.code, 1105, "{}", e.message);
+            let said =
+                format!("transaction {gtid} committed on the primary but was not acknowledged");
+            assert!(e.message.contains(&said), "{}", e.message);
+        }
+        other => panic!("expected the proxy's error, got {other:?}"),
+    }
+}
