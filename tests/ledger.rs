@@ -5,6 +5,9 @@
 //! at least `quorum` replicas (a prepared XA branch as prepared, or committed). The proxy's
 //! `/status` must name a replica that alone holds every acknowledged commit, as a failover tool
 //! would pick it. The same harness with the proxy's wait disabled must report losses.
+//!
+//! A longer run than CI's: `STRONGSYNC_LEDGER_KILLS=20 cargo test --test ledger -- --nocapture`
+//! (each round prints what was acknowledged; `LEDGER_SEED` replays a run's random choices).
 
 mod support;
 
@@ -24,9 +27,9 @@ use support::topology::Topology;
 
 /// Clients writing at once.
 const WRITERS: u64 = 32;
-/// Primary kills per quorum.
+/// Primary kills per quorum, unless `STRONGSYNC_LEDGER_KILLS` says how many.
 const PRIMARY_KILLS: u64 = 5;
-/// Proxy kills.
+/// Proxy kills, unless `STRONGSYNC_LEDGER_KILLS` says how many.
 const PROXY_KILLS: u64 = 3;
 /// Generous bound for "eventually" (a guard against hangs, not a timing expectation).
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -298,6 +301,14 @@ fn semisync_replicas(proxy: &TestProxy) -> usize {
     status.replicas.iter().filter(|r| r.semisync).count()
 }
 
+/// Kills per test: `STRONGSYNC_LEDGER_KILLS` for a longer run than CI's `default`.
+fn kills(default: u64) -> u64 {
+    std::env::var("STRONGSYNC_LEDGER_KILLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The seed for a test's random choices: `LEDGER_SEED` to replay a run, else the clock.
 fn seed() -> u64 {
     let seed = std::env::var("LEDGER_SEED")
@@ -441,7 +452,8 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
         semisync_replicas(&proxy) == 2
     });
     let mut total = 0;
-    for round in 1..=PRIMARY_KILLS {
+    let kills = kills(PRIMARY_KILLS);
+    for round in 1..=kills {
         let plan = random_plan(&mut rng);
         let r = primary_kill_round(&mut topology, Some(&proxy), round, plan);
         let acked = acknowledged(&r.ledger);
@@ -501,7 +513,9 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
         }
         total += acked;
     }
-    eprintln!("ledger quorum {quorum}: {total} acknowledged transactions over {PRIMARY_KILLS} kills, none lost");
+    eprintln!(
+        "ledger quorum {quorum}: {total} acknowledged transactions over {kills} kills, none lost"
+    );
     assert_eq!(proxy.durability().status().parked, 0, "no waiter leaks");
 }
 
@@ -599,7 +613,7 @@ fn every_acknowledged_commit_survives_proxy_kills_and_replicas_come_back_by_them
     wait_for("both replicas through the proxy", PATIENCE, || {
         replicas_connected(&proxy)
     });
-    for round in 1..=PROXY_KILLS {
+    for round in 1..=kills(PROXY_KILLS) {
         let load = Load::start(&url, round);
         load.wait_running(3);
         thread::sleep(Duration::from_millis(rng.random_range(300..2000)));
