@@ -115,7 +115,30 @@ impl Session {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        /// Whatever a replica (or anyone on the replica port) sends after the prefix: no panic,
+        /// and only GTIDs that were written out in full.
+        #[test]
+        fn any_connect_state_text_is_read_without_panicking(
+            tail in proptest::collection::vec(any::<u8>(), 0..256),
+            gtids in proptest::collection::vec((0u32..4, 1u32..9, any::<u64>()), 0..8),
+        ) {
+            let mut sql = b"SET @slave_connect_state=".to_vec();
+            sql.extend_from_slice(&tail);
+            if let Some(read) = connect_state(&sql) {
+                prop_assert!(read.len() * 5 <= tail.len());
+            }
+            let list: Vec<String> = gtids.iter().map(|(d, s, n)| format!("{d}-{s}-{n}")).collect();
+            let text = format!("SET @slave_connect_state='{}'", list.join(","));
+            let read = connect_state(text.as_bytes()).expect("well formed");
+            let want: Vec<MariaGtid> = list.iter().map(|g| g.parse().unwrap()).collect();
+            prop_assert_eq!(read, want);
+        }
+    }
 
     #[test]
     fn reads_the_gtid_state_a_replica_reconnects_with() {
