@@ -15,11 +15,9 @@ use std::thread;
 use std::time::Duration;
 
 use mysql_common::constants::CapabilityFlags;
-use mysql_common::packets::{AuthPlugin, HandshakeResponse};
-use mysql_common::proto::MySerialize;
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::ProxyProcess;
-use support::rawclient::{greeted, packet, rejection, RawClient, Rejection};
+use support::rawclient::{greeted, handshake_response, packet, rejection, RawClient, Rejection};
 
 /// Generous bound for "eventually" (a guard against hangs, not a timing expectation).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -137,19 +135,10 @@ fn login_packet() -> Vec<u8> {
         | CapabilityFlags::CLIENT_PLUGIN_AUTH
         | CapabilityFlags::CLIENT_LONG_PASSWORD
         | CapabilityFlags::CLIENT_CONNECT_WITH_DB;
-    let response = HandshakeResponse::new(
-        Some(&[0x5a; 20][..]),
-        (10, 11, 0),
-        Some(APP_USER.as_bytes()),
-        Some(&b"sbtest"[..]),
-        Some(AuthPlugin::MysqlNativePassword),
-        caps,
-        None,
-        64 << 20,
-    );
-    let mut payload = Vec::new();
-    response.serialize(&mut payload);
-    packet(1, &payload)
+    packet(
+        1,
+        &handshake_response(APP_USER, Some("sbtest"), &[0x5a; 20], caps),
+    )
 }
 
 /// Writes `bytes` one per second on a clone of `stream` until they are all sent or the

@@ -74,18 +74,7 @@ impl RawClient {
         let token = scramble_native(&nonce, password.as_bytes())
             .unwrap()
             .to_vec();
-        let response = HandshakeResponse::new(
-            Some(&token[..]),
-            (10, 11, 0),
-            Some(user.as_bytes()),
-            db.map(str::as_bytes),
-            Some(AuthPlugin::MysqlNativePassword),
-            caps,
-            None,
-            64 << 20,
-        );
-        let mut payload = Vec::new();
-        response.serialize(&mut payload);
+        let payload = handshake_response(user, db, &token, caps);
         write_packet(&mut stream, 1, &payload);
         let (_, reply) = read_packet(&mut stream);
         assert_eq!(
@@ -405,4 +394,27 @@ fn write_packet(stream: &mut TcpStream, seq: u8, payload: &[u8]) {
     packet.push(seq);
     packet.extend_from_slice(payload);
     stream.write_all(&packet).expect("write packet");
+}
+
+/// A HandshakeResponse41 payload logging `user` in to `db` with `mysql_native_password` and
+/// the scramble `token`.
+pub fn handshake_response(
+    user: &str,
+    db: Option<&str>,
+    token: &[u8],
+    caps: CapabilityFlags,
+) -> Vec<u8> {
+    let response = HandshakeResponse::new(
+        Some(token),
+        (10, 11, 0),
+        Some(user.as_bytes()),
+        db.map(str::as_bytes),
+        Some(AuthPlugin::MysqlNativePassword),
+        caps,
+        None,
+        64 << 20,
+    );
+    let mut payload = Vec::new();
+    response.serialize(&mut payload);
+    payload
 }
