@@ -3,8 +3,9 @@
 //! the event and position `SHOW BINLOG EVENTS` listed, with its GTID, in both the plain stream
 //! and the one the primary prefixed with the semisync header.
 
+mod capture;
+
 use std::fs;
-use std::path::Path;
 
 use bytes::BytesMut;
 use strongsync_proto::binlog::StreamTracker;
@@ -13,22 +14,10 @@ use strongsync_proto::packet::{put_header, PacketDecoder};
 use strongsync_proto::position::Position;
 use strongsync_proto::semisync;
 
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-        .collect()
-}
-
 /// The dump stream's packets as the proxy would receive them (large ones rebuilt from their
 /// recorded length and first bytes).
 fn dump_stream(name: &str) -> BytesMut {
-    let text = fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name),
-    )
-    .unwrap();
+    let text = fs::read_to_string(capture::dir().join(name)).unwrap();
     let mut wire = BytesMut::new();
     let mut dumping = false;
     for line in text
@@ -40,7 +29,7 @@ fn dump_stream(name: &str) -> BytesMut {
         let seq: u8 = parts.next().unwrap().parse().unwrap();
         let data = parts.next().unwrap();
         if from_client {
-            dumping = unhex(data).first() == Some(&COM_BINLOG_DUMP);
+            dumping = capture::unhex(data).first() == Some(&COM_BINLOG_DUMP);
             continue;
         }
         if !dumping {
@@ -48,13 +37,13 @@ fn dump_stream(name: &str) -> BytesMut {
         }
         let payload = match data.strip_prefix("len=") {
             Some(len) => {
-                let first = unhex(parts.next().unwrap().trim_start_matches("first="));
+                let first = capture::unhex(parts.next().unwrap().trim_start_matches("first="));
                 let mut payload = first;
                 payload.resize(len.parse().unwrap(), b'x');
                 payload
             }
             None if data == "-" => Vec::new(),
-            None => unhex(data),
+            None => capture::unhex(data),
         };
         put_header(&mut wire, payload.len(), seq);
         wire.extend_from_slice(&payload);

@@ -2,9 +2,10 @@
 //! `fixtures/capture.py`) through the codec: every response must end exactly where the server
 //! ended it, and the GTIDs must be found exactly where the server reported them.
 
+mod capture;
+
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
 
 use bytes::BytesMut;
 use strongsync_proto::capabilities::{CapabilityFlags, StatusFlags};
@@ -15,13 +16,7 @@ use strongsync_proto::ok::{EofPacket, OkPacket};
 use strongsync_proto::packet::{put_header, Packet, PacketDecoder};
 use strongsync_proto::response::{PacketKind, ResponseReader};
 
-/// One captured packet.
-#[derive(Debug, Clone)]
-struct Line {
-    from_client: bool,
-    seq: u8,
-    payload: Vec<u8>,
-}
+use capture::Line;
 
 /// A fixture file: negotiated capabilities and the packets, grouped by command.
 struct Capture {
@@ -36,50 +31,17 @@ struct Findings {
     flagged_eofs: usize,
 }
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    if s == "-" {
-        return Vec::new();
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-        .collect()
-}
-
 fn load(name: &str) -> Capture {
-    let text = fs::read_to_string(fixtures().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let mut caps = None;
+    let capture = capture::load(name);
     let mut exchanges: Vec<Vec<Line>> = Vec::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# client caps: 0x") {
-            let hex = rest.split_whitespace().next().unwrap();
-            caps = Some(CapabilityFlags::from_bits_retain(
-                u32::from_str_radix(hex, 16).unwrap(),
-            ));
-        }
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        let mut parts = line.split_whitespace();
-        let dir = parts.next().unwrap();
-        let seq: u8 = parts.next().unwrap().parse().unwrap();
-        let payload = unhex(parts.next().unwrap());
-        let line = Line {
-            from_client: dir == ">",
-            seq,
-            payload,
-        };
+    for line in capture.lines {
         if line.from_client && line.seq == 0 || exchanges.is_empty() {
             exchanges.push(Vec::new());
         }
         exchanges.last_mut().unwrap().push(line);
     }
     Capture {
-        caps: caps.unwrap_or_else(|| panic!("{name}: no client caps line")),
+        caps: capture.caps,
         exchanges,
     }
 }
@@ -268,7 +230,7 @@ fn login_packets_parse() {
 #[test]
 fn a_row_of_16_mib_is_framed_across_two_packets() {
     for name in ["large_row_eof.lens", "large_row_okfe.lens"] {
-        let text = fs::read_to_string(fixtures().join(name)).unwrap();
+        let text = fs::read_to_string(capture::dir().join(name)).unwrap();
         let deprecate_eof = name.contains("okfe");
         // (from the client, sequence id, payload length, first payload bytes)
         type Lens = (bool, u8, usize, Vec<u8>);
@@ -285,7 +247,7 @@ fn a_row_of_16_mib_is_framed_across_two_packets() {
                         .trim_start_matches("len=")
                         .parse()
                         .unwrap();
-                    let first = unhex(p.next().unwrap().trim_start_matches("first="));
+                    let first = capture::unhex(p.next().unwrap().trim_start_matches("first="));
                     if from_client {
                         acc.push(Vec::new());
                     }

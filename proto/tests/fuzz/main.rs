@@ -69,6 +69,8 @@ use proptest::test_runner::Config as ProptestConfig;
 mod alloc;
 mod binlog;
 mod built;
+#[path = "../capture/mod.rs"]
+mod capture;
 mod framing;
 mod handshake;
 mod mutate;

@@ -2,9 +2,6 @@
 //! (`tests/fixtures/*.txt`), completed by the ones [`built`] makes for the layouts the
 //! captures do not show.
 
-use std::fs;
-use std::path::Path;
-
 use bytes::BytesMut;
 use strongsync_proto::capabilities::{CapabilityFlags as Caps, StatusFlags};
 use strongsync_proto::command::COM_BINLOG_DUMP;
@@ -13,18 +10,9 @@ use strongsync_proto::packet::put_header;
 use strongsync_proto::resultset::{self, Layout};
 use strongsync_proto::semisync;
 
-use crate::built;
+use crate::{built, capture};
 
-/// One captured packet.
-#[derive(Debug, Clone)]
-pub struct Line {
-    /// Sent by the client (else by the server).
-    pub from_client: bool,
-    /// Sequence id.
-    pub seq: u8,
-    /// Payload.
-    pub payload: Vec<u8>,
-}
+pub use crate::capture::Line;
 
 /// One command and what followed it, up to the next command.
 #[derive(Debug, Clone)]
@@ -37,76 +25,11 @@ pub struct Exchange {
     pub lines: Vec<Line>,
 }
 
-/// A captured session: the client's capabilities and its packets in order.
-struct Capture {
-    name: String,
-    caps: Caps,
-    lines: Vec<Line>,
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    if s == "-" {
-        return Vec::new();
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
-        .collect()
-}
-
-/// Every `*.txt` capture. Packets recorded only by length (`len=`) are left out.
-fn captures() -> Vec<Capture> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut names: Vec<String> = fs::read_dir(&dir)
-        .expect("fixtures")
-        .map(|e| {
-            e.expect("fixture")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .filter(|n| n.ends_with(".txt"))
-        .collect();
-    names.sort();
-    names
-        .into_iter()
-        .map(|name| {
-            let text = fs::read_to_string(dir.join(&name)).expect("fixture text");
-            let mut caps = None;
-            let mut lines = Vec::new();
-            for line in text.lines() {
-                if let Some(rest) = line.strip_prefix("# client caps: 0x") {
-                    let hex = rest.split_whitespace().next().expect("caps");
-                    caps = Some(Caps::from_bits_retain(
-                        u32::from_str_radix(hex, 16).expect("caps hex"),
-                    ));
-                }
-                let mut parts = line.split_whitespace();
-                let (Some(dir @ (">" | "<")), Some(seq), Some(data)) =
-                    (parts.next(), parts.next(), parts.next())
-                else {
-                    continue;
-                };
-                if data.starts_with("len=") {
-                    continue;
-                }
-                lines.push(Line {
-                    from_client: dir == ">",
-                    seq: seq.parse().expect("seq"),
-                    payload: unhex(data),
-                });
-            }
-            let caps = caps.unwrap_or_else(|| panic!("{name}: no client caps"));
-            Capture { name, caps, lines }
-        })
-        .collect()
-}
-
 /// The command-phase exchanges of the session captures, plus result sets built by
 /// [`resultset`] (what the proxy itself answers).
 pub fn exchanges() -> Vec<Exchange> {
     let mut out = Vec::new();
-    for c in captures() {
+    for c in capture::all() {
         if c.name.starts_with("dump_") || c.name.starts_with("login_") {
             continue;
         }
@@ -181,7 +104,7 @@ pub fn wires() -> Vec<Vec<u8>> {
 /// Every packet the servers sent in the captures (greetings, auth switches, OK, ERR, EOF,
 /// column definitions, rows), plus OK, EOF and ERR packets built here.
 pub fn server_payloads() -> Vec<Vec<u8>> {
-    let mut out: Vec<Vec<u8>> = captures()
+    let mut out: Vec<Vec<u8>> = capture::all()
         .into_iter()
         .filter(|c| !c.name.starts_with("dump_"))
         .flat_map(|c| c.lines)
@@ -206,7 +129,7 @@ pub fn server_payloads() -> Vec<Vec<u8>> {
 
 /// Greetings: the captured MariaDB ones and hand-built MySQL-style variants.
 pub fn greetings() -> Vec<Vec<u8>> {
-    let mut out: Vec<Vec<u8>> = captures()
+    let mut out: Vec<Vec<u8>> = capture::all()
         .into_iter()
         .filter(|c| c.name.starts_with("login_"))
         .filter_map(|c| c.lines.into_iter().next().map(|l| l.payload))
@@ -217,7 +140,7 @@ pub fn greetings() -> Vec<Vec<u8>> {
 
 /// Handshake responses: the captured ones, an SSLRequest, and the other auth-data encodings.
 pub fn client_responses() -> Vec<Vec<u8>> {
-    let mut out: Vec<Vec<u8>> = captures()
+    let mut out: Vec<Vec<u8>> = capture::all()
         .into_iter()
         .filter(|c| c.name.starts_with("login_"))
         .filter_map(|c| c.lines.into_iter().nth(1).map(|l| l.payload))
@@ -229,7 +152,7 @@ pub fn client_responses() -> Vec<Vec<u8>> {
 /// The events of both captured dumps, in order, without the stream's `00` (and semisync)
 /// prefix: one sequence per dump.
 pub fn dumps() -> Vec<Vec<Vec<u8>>> {
-    captures()
+    capture::all()
         .into_iter()
         .filter(|c| c.name.starts_with("dump_"))
         .map(|c| {
@@ -258,7 +181,9 @@ pub fn histories() -> Vec<Vec<Vec<u8>>> {
 
 /// ACKs: the one captured from MariaDB 10.11.19 and a few built ones.
 pub fn acks() -> Vec<Vec<u8>> {
-    let mut out = vec![unhex("ef8f070000000000006d7973716c2d62696e2e303030303032")];
+    let mut out = vec![capture::unhex(
+        "ef8f070000000000006d7973716c2d62696e2e303030303032",
+    )];
     for (pos, file) in [
         (4u64, &b"mysql-bin.000001"[..]),
         (u64::MAX, b"a.1"),
