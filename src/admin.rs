@@ -44,10 +44,34 @@ struct Status {
     /// Replicas holding every transaction in `acknowledged_gtid_position`.
     failover_candidates: Vec<u32>,
     parked_sessions: usize,
+    /// Parked commits past their `ack_timeout` that `on_timeout = block` keeps waiting.
+    parked_overdue: usize,
     degraded_seconds_total: f64,
+    /// Per replication domain, the commits acknowledged to clients without their quorum since
+    /// strong sync was last STRONG: what a failover now may lose.
+    released_without_quorum: Vec<DomainReleases>,
+    /// The most recent commits released although what they committed could not be learnt.
+    unresolved_releases: Vec<UnresolvedRelease>,
     released: std::collections::BTreeMap<&'static str, u64>,
     primary: PrimaryStatus,
     replicas: Vec<Replica>,
+}
+
+#[derive(Debug, Serialize)]
+struct DomainReleases {
+    domain: u32,
+    first: String,
+    last: String,
+    count: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct UnresolvedRelease {
+    connection_id: u32,
+    reason: String,
+    /// GTIDs learnt (and waited for), if any.
+    gtids: String,
+    seconds_ago: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -70,6 +94,9 @@ struct Replica {
     acked_gtid_position: String,
     /// `file:offset`, the file given by its numeric suffix.
     acked_position: Option<String>,
+    /// `file:offset` through which it holds every transaction: what it acknowledged, or what
+    /// its stream shows the primary skipped because it had it.
+    holds_through: Option<String>,
     acked_file: Option<u64>,
     acked_offset: Option<u64>,
     lag_bytes: Option<u64>,
@@ -146,7 +173,28 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         acknowledged_gtid_position: s.acknowledged.to_string(),
         failover_candidates: s.failover_candidates,
         parked_sessions: s.parked,
+        parked_overdue: s.parked_overdue,
         degraded_seconds_total: s.degraded_total.as_secs_f64(),
+        released_without_quorum: s
+            .released_without_quorum
+            .ranges()
+            .map(|range| DomainReleases {
+                domain: range.last.domain,
+                first: range.first.to_string(),
+                last: range.last.to_string(),
+                count: range.count,
+            })
+            .collect(),
+        unresolved_releases: s
+            .unresolved
+            .iter()
+            .map(|u| UnresolvedRelease {
+                connection_id: u.connection_id,
+                reason: u.reason.clone(),
+                gtids: u.gtids.clone(),
+                seconds_ago: u.at.elapsed().as_secs_f64(),
+            })
+            .collect(),
         released: s.released,
         primary: PrimaryStatus {
             address: admin.primary.addr().to_owned(),
@@ -165,6 +213,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
                 semisync: r.semisync,
                 acked_gtid_position: r.held.to_string(),
                 acked_position: r.acked.map(|p| p.to_string()),
+                holds_through: r.holds_through.map(|p| p.to_string()),
                 acked_file: r.acked.map(|p| p.file_seq),
                 acked_offset: r.acked.map(|p| p.offset),
                 lag_bytes: r.lag_bytes,

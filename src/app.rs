@@ -150,6 +150,7 @@ impl ProxyBuilder {
             primary: primary_health,
         };
         tracker.spawn(admin::serve(admin_listener, admin, hard.clone()));
+        tracker.spawn(summarize(Arc::clone(&durability), hard.clone()));
         Ok(Proxy {
             local_addr,
             admin_addr,
@@ -161,6 +162,22 @@ impl ProxyBuilder {
             in_flight,
             tracker,
         })
+    }
+}
+
+/// How often strong sync says what is wrong while something is (DEGRADED, commits parked past
+/// their timeout): one summary line each, instead of a line per commit.
+const SUMMARY_EVERY: Duration = Duration::from_secs(10);
+
+async fn summarize(durability: Arc<Durability>, cancel: CancellationToken) {
+    let mut every = tokio::time::interval(SUMMARY_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await;
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = every.tick() => durability.log_summary(),
+        }
     }
 }
 

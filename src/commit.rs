@@ -1,21 +1,45 @@
 //! What a session reports when the primary tells it that it committed, and the hook that
 //! decides when (and how) the response carrying that news may go to the client.
 
+use std::fmt;
+
 use futures::future::BoxFuture;
 use strongsync_proto::gtid::Gtid;
 
 use crate::durability::NotAcknowledged;
 
-/// Transactions a response reported as committed by this session.
+/// Transactions a response reported (or may have) committed for this session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Commit {
     /// The primary's id for the connection (`CONNECTION_ID()`).
     pub connection_id: u32,
-    /// The GTIDs, in the order the response reported them.
+    /// The GTIDs, in the order the response reported them (or the bound read after it).
     pub gtids: Vec<Gtid>,
-    /// True if the response may have committed something whose GTID the proxy could not
-    /// learn (see `README.md`, "Known limits"); `gtids` then holds only what was learnt.
-    pub unresolved: bool,
+    /// Set if the response may have committed something that neither its GTIDs nor a bound
+    /// read after it cover; `gtids` then holds only what was learnt.
+    pub unresolved: Option<Unresolved>,
+}
+
+/// Why what a response committed could not be learnt before it had to be released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unresolved {
+    /// A legacy EOF flagged a change and, in the same response, a `LOAD DATA LOCAL INFILE`
+    /// request followed: the client had to see everything before it, and nothing can be asked
+    /// on the connection until the response is over.
+    HiddenBeforeInfile,
+    /// A legacy EOF flagged a change and more than this many bytes followed in the same
+    /// response (`limits.max_held_response_bytes`).
+    HeldPastLimit {
+        /// The limit.
+        limit: usize,
+    },
+    /// The primary would not say what the session committed last (the bound query failed).
+    BoundUnreadable {
+        /// What it answered.
+        error: String,
+    },
+    /// The GTIDs are of a kind strong sync does not follow (a MySQL primary).
+    NotFollowed,
 }
 
 /// What to do with the held part of a response once the hook is done.
@@ -34,4 +58,22 @@ pub trait CommitHook: Send + Sync + 'static {
     /// same response) is released; the packets are held until the future completes. Dropping
     /// the future (client gone, shutdown) must clean up after it.
     fn on_commit(&self, commit: Commit) -> BoxFuture<'static, Release>;
+}
+
+impl fmt::Display for Unresolved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unresolved::HiddenBeforeInfile => f.write_str(
+                "a legacy EOF hid what a statement committed and a LOCAL INFILE request followed in the same response",
+            ),
+            Unresolved::HeldPastLimit { limit } => write!(
+                f,
+                "a legacy EOF hid what a statement committed and more than {limit} bytes followed (limits.max_held_response_bytes)"
+            ),
+            Unresolved::BoundUnreadable { error } => {
+                write!(f, "the primary would not say what the session committed: {error}")
+            }
+            Unresolved::NotFollowed => f.write_str("GTIDs of a MySQL primary are not followed"),
+        }
+    }
 }

@@ -83,6 +83,9 @@ pub enum Error {
     /// A replica broke the replication protocol.
     #[error("replica misbehaved: {0}")]
     Replica(#[from] ReplicaError),
+    /// The proxy refused a client's binlog dump request; the client session goes on.
+    #[error("binlog dump refused: {0}")]
+    ReplicaSetup(#[from] ReplicaSetupError),
     /// The proxy is shutting down.
     #[error("proxy is shutting down")]
     Shutdown,
@@ -103,6 +106,18 @@ pub enum ReplicaError {
         /// First payload byte.
         first: u8,
     },
+}
+
+/// Why the proxy refuses a dump request before the primary sees it.
+#[derive(Debug, Error)]
+pub enum ReplicaSetupError {
+    /// Reading what the dump would start from failed.
+    #[error("could not read the connection's replication settings: {0}")]
+    Probe(String),
+    /// The client set `@rpl_semi_sync_slave` in a way that reached the primary: the primary
+    /// would add semisync headers the proxy does not expect.
+    #[error("@rpl_semi_sync_slave reached the primary; strongsync is the replica's semisync master and answers only `SET @rpl_semi_sync_slave = 1` itself")]
+    SemisyncOnPrimary,
 }
 
 /// Whose fault an error is.
@@ -177,7 +192,7 @@ impl Error {
             | Error::PrimaryClosed
             | Error::PrimaryIo(_)
             | Error::PrimaryProtocol(_) => Side::Primary,
-            Error::Replica(_) => Side::Replica,
+            Error::Replica(_) | Error::ReplicaSetup(_) => Side::Replica,
             Error::TooManyConnections { .. } | Error::NotAcknowledged(_) | Error::Shutdown => {
                 Side::Proxy
             }
@@ -218,9 +233,11 @@ impl Error {
             // names the primary.
             Error::PrimaryConnect { .. } | Error::PrimaryConnectTimeout { .. } => (1105, b"HY000"),
             Error::PrimaryProtocol(_) => (1158, b"08S01"), // ER_NET_READ_ERROR
+            // ER_MASTER_FATAL_ERROR_READING_BINLOG: what a primary answers a dump it refuses.
+            Error::ReplicaSetup(_) => (1236, b"HY000"),
             Error::TooManyConnections { .. } => (1040, b"08004"), // ER_CON_COUNT_ERROR
-            Error::NotAcknowledged(_) => (1105, b"HY000"), // ER_UNKNOWN_ERROR
-            Error::Shutdown => (1053, b"08S01"),           // ER_SERVER_SHUTDOWN
+            Error::NotAcknowledged(_) => (1105, b"HY000"),        // ER_UNKNOWN_ERROR
+            Error::Shutdown => (1053, b"08S01"),                  // ER_SERVER_SHUTDOWN
             // The peer is gone, its socket is broken or it reads nothing: nobody to tell. A
             // replica in the middle of a dump is only disconnected: it reconnects by itself,
             // where an error would stop its I/O thread for good.

@@ -19,6 +19,10 @@ const WAIT_BUCKETS: &[f64] = &[
     5.0, 10.0, 30.0,
 ];
 
+/// Why a session is checked after a response (labels of `strongsync_tracking_checks_total`).
+pub const TRACKING_CHECK_REASONS: [&str; 4] =
+    ["state_change", "legacy_eof", "untracked", "domain_switch"];
+
 /// Every metric the proxy exports.
 pub struct Metrics {
     registry: Registry,
@@ -70,6 +74,15 @@ pub struct Metrics {
     pub relayed_to_client: IntCounter,
     /// Counter: input rejected as malformed, by kind.
     pub malformed_input: IntCounterVec,
+    /// Counter: binlog dump requests the primary (or the proxy) refused: connections that
+    /// asked to be replicas and were not.
+    pub replica_dumps_refused: IntCounter,
+    /// Counter: sessions checked after a response (what they committed, how they track), by
+    /// why.
+    pub tracking_checks: IntCounterVec,
+    /// Counter: checks that found a client had taken the proxy's tracking away (it was put
+    /// back).
+    pub tracking_restored: IntCounter,
     /// DEGRADED time already counted into `degraded_seconds` (it is refreshed on scrape).
     degraded_counted: Mutex<Duration>,
 }
@@ -182,6 +195,21 @@ impl Metrics {
                 "Input rejected as malformed, by kind.",
                 &["kind"],
             ),
+            replica_dumps_refused: IntCounter::new(
+                "strongsync_replica_dumps_refused_total",
+                "Binlog dump requests refused (by the primary, or by the proxy before it): connections that asked to be replicas and do not count as ones.",
+            )
+            .expect("valid metric"),
+            tracking_checks: counter_vec(
+                "strongsync_tracking_checks_total",
+                "Sessions checked after a response that may have changed their GTID tracking or hidden a commit, by why (state_change, legacy_eof, untracked, domain_switch).",
+                &["reason"],
+            ),
+            tracking_restored: IntCounter::new(
+                "strongsync_tracking_restored_total",
+                "Checks that found a client had switched off the GTID tracking strongsync needs (it was switched back on).",
+            )
+            .expect("valid metric"),
             degraded_counted: Mutex::new(Duration::ZERO),
             registry,
         };
@@ -211,6 +239,9 @@ impl Metrics {
             Box::new(self.primary_up.clone()),
             Box::new(self.relayed_bytes.clone()),
             Box::new(self.malformed_input.clone()),
+            Box::new(self.replica_dumps_refused.clone()),
+            Box::new(self.tracking_checks.clone()),
+            Box::new(self.tracking_restored.clone()),
         ];
         for c in collectors {
             self.registry
@@ -226,6 +257,9 @@ impl Metrics {
         }
         for to in ["strong", "degraded"] {
             self.durability_transitions.with_label_values(&[to]);
+        }
+        for reason in TRACKING_CHECK_REASONS {
+            self.tracking_checks.with_label_values(&[reason]);
         }
     }
 
@@ -296,6 +330,12 @@ impl Metrics {
             self.ack_latency.with_label_values(&[&id]),
             self.acks.with_label_values(&[&id]),
         )
+    }
+
+    /// Counts a session checked after a response, for `reason` (one of
+    /// [`TRACKING_CHECK_REASONS`]).
+    pub fn tracking_checked(&self, reason: &str) {
+        self.tracking_checks.with_label_values(&[reason]).inc();
     }
 
     /// Counts input rejected as malformed.

@@ -71,7 +71,7 @@ fn effect(primary: &MariaDb, proxy: &TestProxy, before: &Before) -> Result<Effec
     let mut reported = Vec::new();
     let mut bad_reports = Vec::new();
     for commit in &commits[before.recorded..] {
-        if commit.unresolved {
+        if commit.unresolved.is_some() {
             bad_reports.push(format!("unresolved: {commit:?}"));
         }
         for gtid in &commit.gtids {

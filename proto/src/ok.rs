@@ -31,6 +31,8 @@ pub const SESSION_TRACK_GTIDS: u8 = 0x03;
 
 /// Name of the MariaDB session variable holding the session's last committed GTID.
 pub const LAST_GTID: &[u8] = b"last_gtid";
+/// Name of the session variable that switches `SESSION_TRACK_STATE_CHANGE` items on.
+pub const SESSION_TRACK_STATE_CHANGE_VAR: &[u8] = b"session_track_state_change";
 
 /// ERR code MariaDB uses for progress reports (only sent to clients that ask for them).
 const PROGRESS_REPORT_CODE: u16 = 0xFFFF;
@@ -80,6 +82,12 @@ pub struct TrackingFilter {
     pub keep_last_gtid: bool,
     /// The client's own `session_track_gtids` is on (MySQL).
     pub keep_gtids: bool,
+    /// The client's own `session_track_state_change` is on: it reads
+    /// `SESSION_TRACK_STATE_CHANGE` items.
+    pub keep_state_change: bool,
+    /// The client's own `session_track_system_variables` includes
+    /// `session_track_state_change` (or `*`).
+    pub keep_state_change_var: bool,
 }
 
 /// An EOF packet: `FE u16 warnings u16 status`.
@@ -188,6 +196,27 @@ impl<'a> OkPacket<'a> {
         }
     }
 
+    /// True if the state block is exactly a report of the session's last GTID: at least one
+    /// item, every item a system-variables item, every variable in it `last_gtid`. What a
+    /// commit alone makes MariaDB send; anything else (another variable, a state-change item,
+    /// an empty block under `SERVER_SESSION_STATE_CHANGED`, an item that does not parse) says
+    /// something else about the session changed.
+    pub fn reports_only_last_gtid(&self) -> bool {
+        let mut items = self.state_items().peekable();
+        items.peek().is_some()
+            && items.all(|item| {
+                item.is_ok_and(|item| {
+                    item.kind == SESSION_TRACK_SYSTEM_VARIABLES && {
+                        let mut vars = item.variables().peekable();
+                        vars.peek().is_some()
+                            && vars.all(|var| {
+                                var.is_ok_and(|(name, _)| name.eq_ignore_ascii_case(LAST_GTID))
+                            })
+                    }
+                })
+            })
+    }
+
     /// True if the packet (as parsed from a leg with session tracking) must be rebuilt before a
     /// client with `filter` may see it.
     pub fn needs_filtering(&self, filter: TrackingFilter) -> bool {
@@ -279,12 +308,15 @@ impl<'a> StateItem<'a> {
     }
 
     fn drops_variable(name: &[u8], filter: TrackingFilter) -> bool {
-        !filter.keep_last_gtid && name.eq_ignore_ascii_case(LAST_GTID)
+        (!filter.keep_last_gtid && name.eq_ignore_ascii_case(LAST_GTID))
+            || (!filter.keep_state_change_var
+                && name.eq_ignore_ascii_case(SESSION_TRACK_STATE_CHANGE_VAR))
     }
 
     fn dropped_by(&self, filter: TrackingFilter) -> Kept {
         match self.kind {
             SESSION_TRACK_GTIDS if !filter.keep_gtids => Kept::None,
+            SESSION_TRACK_STATE_CHANGE if !filter.keep_state_change => Kept::None,
             SESSION_TRACK_SYSTEM_VARIABLES => {
                 let (mut kept, mut dropped) = (0, 0);
                 for var in self.variables() {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::ProtoError;
 
 /// One GTID per replication domain, the newest seen; shown like MariaDB's `gtid_slave_pos`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,6 +20,24 @@ impl GtidPosition {
             position.advance(*gtid);
         }
         position
+    }
+
+    /// Reads a GTID position as MariaDB writes one (`@@gtid_slave_pos`, `@slave_connect_state`,
+    /// `@@gtid_binlog_pos`): GTIDs separated by commas, blanks around them ignored, empty for
+    /// none.
+    ///
+    /// # Errors
+    /// [`ProtoError::Malformed`] if an element is not a GTID.
+    pub fn parse(text: &[u8]) -> Result<Self, ProtoError> {
+        let mut position = GtidPosition::default();
+        for element in text.split(|&b| b == b',') {
+            let element = element.trim_ascii();
+            if element.is_empty() && text.trim_ascii().is_empty() {
+                continue;
+            }
+            position.advance(MariaGtid::parse(element)?);
+        }
+        Ok(position)
     }
 
     /// Takes `gtid` in if it is newer than what its domain has. Sequence numbers grow in
@@ -37,6 +56,15 @@ impl GtidPosition {
     /// No GTID in any domain.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Whether this holds `gtid`: its domain is at least that far. Within a domain a primary
+    /// hands out sequence numbers in binlog order, so holding a GTID means holding every
+    /// earlier one of its domain.
+    pub fn holds(&self, gtid: &MariaGtid) -> bool {
+        self.0
+            .get(&gtid.domain)
+            .is_some_and(|held| held.seq_no >= gtid.seq_no)
     }
 
     /// Whether this holds every transaction `other` does: in each of `other`'s domains, a GTID
@@ -90,6 +118,26 @@ mod tests {
             assert_eq!(position.to_string(), *want, "{gtids:?}");
             assert_eq!(position.is_empty(), want.is_empty());
         }
+    }
+
+    #[test]
+    fn reads_positions_as_mariadb_writes_them() {
+        let table: [(&[u8], Option<&str>); 7] = [
+            (b"", Some("")),
+            (b"  ", Some("")),
+            (b"0-1-5", Some("0-1-5")),
+            (b"1-1-1000,0-1-1029", Some("0-1-1029,1-1-1000")),
+            (b"0-1-5, 1-2-7 ", Some("0-1-5,1-2-7")),
+            (b"0-1-5,,1-2-7", None),
+            (b"0-1-x", None),
+        ];
+        for (text, want) in table {
+            let got = GtidPosition::parse(text).ok().map(|p| p.to_string());
+            assert_eq!(got.as_deref(), want, "{}", String::from_utf8_lossy(text));
+        }
+        let p = GtidPosition::parse(b"0-1-5,1-1-9").unwrap();
+        assert!(p.holds(&g("0-1-5")) && p.holds(&g("0-2-3")) && p.holds(&g("1-1-9")));
+        assert!(!p.holds(&g("0-1-6")) && !p.holds(&g("2-1-1")));
     }
 
     #[test]

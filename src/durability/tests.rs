@@ -27,7 +27,7 @@ fn commit(seqs: &[u64]) -> Commit {
     Commit {
         connection_id: 1,
         gtids: seqs.iter().map(|&s| Gtid::Maria(gtid(s))).collect(),
-        unresolved: false,
+        unresolved: None,
     }
 }
 
@@ -38,6 +38,10 @@ fn service(quorum: usize, on_timeout: OnTimeout) -> Arc<Durability> {
         ack_timeout: Duration::from_secs(10),
         ..DurabilityConfig::default()
     })
+}
+
+fn state(text: &str) -> GtidPosition {
+    GtidPosition::parse(text.as_bytes()).unwrap()
 }
 
 fn addr() -> SocketAddr {
@@ -63,16 +67,16 @@ async fn settle() {
 #[tokio::test(start_paused = true)]
 async fn a_commit_waits_for_its_position_then_for_the_quorum() {
     let d = service(2, OnTimeout::Block);
-    let a = d.register_replica(2, addr(), true);
-    let b = d.register_replica(3, addr(), true);
+    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let b = d.admit_replica(3, addr(), true, GtidPosition::default());
     // The OK comes before the events: first the position must become known.
     let waiting = park(&d, commit(&[5])).await;
     a.transaction_relayed(Some(gtid(5)), at(500));
-    a.acknowledged(at(500), Some(at(500))).unwrap();
+    a.acknowledged(at(500), Some(at(500)), None).unwrap();
     settle().await;
     assert!(!waiting.is_finished(), "one ACK of two");
     b.transaction_relayed(Some(gtid(5)), at(500));
-    b.acknowledged(at(600), Some(at(600))).unwrap();
+    b.acknowledged(at(600), Some(at(600)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
     let status = d.status();
     assert_eq!((status.parked, status.released["quorum"]), (0, 1));
@@ -82,18 +86,18 @@ async fn a_commit_waits_for_its_position_then_for_the_quorum() {
 #[tokio::test(start_paused = true)]
 async fn one_ack_wakes_only_the_commits_it_covers() {
     let d = service(1, OnTimeout::Block);
-    let r = d.register_replica(2, addr(), true);
+    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
     for seq in 1..=3 {
         r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
     let early = park(&d, commit(&[1])).await;
     let late = park(&d, commit(&[3])).await;
-    r.acknowledged(at(150), Some(at(300))).unwrap();
+    r.acknowledged(at(150), Some(at(300)), None).unwrap();
     assert_eq!(early.await.unwrap(), Release::Proceed);
     settle().await;
     assert!(!late.is_finished());
     assert_eq!(d.status().parked, 1);
-    r.acknowledged(at(300), Some(at(300))).unwrap();
+    r.acknowledged(at(300), Some(at(300)), None).unwrap();
     assert_eq!(late.await.unwrap(), Release::Proceed);
 }
 
@@ -112,17 +116,17 @@ async fn degrade_releases_everyone_and_returns_to_strong_when_the_quorum_has_it_
     assert_eq!(Arc::clone(&d).wait(commit(&[3])).await, Release::Proceed);
 
     // A replica comes back and acknowledges everything released without quorum.
-    let r = d.register_replica(2, addr(), true);
+    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
     for seq in 1..=3 {
         r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
-    r.acknowledged(at(200), Some(at(300))).unwrap();
+    r.acknowledged(at(200), Some(at(300)), None).unwrap();
     assert_eq!(
         d.status().state,
         State::Degraded,
         "3 is not acknowledged yet"
     );
-    r.acknowledged(at(300), Some(at(300))).unwrap();
+    r.acknowledged(at(300), Some(at(300)), None).unwrap();
     assert_eq!(d.status().state, State::Strong);
 }
 
@@ -146,9 +150,9 @@ async fn error_answers_with_the_gtid_and_block_keeps_waiting() {
     tokio::time::advance(Duration::from_secs(35)).await;
     settle().await;
     assert!(!waiting.is_finished(), "block never gives up");
-    let r = d.register_replica(2, addr(), true);
+    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(7)), at(70));
-    r.acknowledged(at(70), Some(at(70))).unwrap();
+    r.acknowledged(at(70), Some(at(70)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
 }
 
@@ -162,7 +166,7 @@ async fn a_dropped_wait_leaves_nothing_behind_and_is_counted() {
     assert_eq!((status.parked, status.released["client_gone"]), (0, 1));
     {
         let inner = d.lock();
-        assert!(inner.waiters.by_gtid.is_empty() && inner.waiters.by_position.is_empty());
+        assert_eq!(inner.waiters.len(), 0);
     }
 
     d.begin_shutdown();
@@ -175,15 +179,15 @@ async fn a_dropped_wait_leaves_nothing_behind_and_is_counted() {
 #[tokio::test(start_paused = true)]
 async fn acks_beyond_the_stream_are_refused_and_replicas_that_leave_stop_counting() {
     let d = service(1, OnTimeout::Block);
-    let r = d.register_replica(2, addr(), true);
+    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
     assert_eq!(
-        r.acknowledged(at(900), Some(at(500))),
+        r.acknowledged(at(900), Some(at(500)), None),
         Err(AckError::BeyondRelayed {
             acked: at(900),
             relayed: Some(at(500))
         })
     );
-    r.acknowledged(at(500), Some(at(500))).unwrap();
+    r.acknowledged(at(500), Some(at(500)), None).unwrap();
     assert_eq!(d.status().quorum_position, Some(at(500)));
     drop(r);
     assert_eq!(
@@ -192,20 +196,19 @@ async fn acks_beyond_the_stream_are_refused_and_replicas_that_leave_stop_countin
         "only connected replicas count"
     );
     // An async replica never counts.
-    let plain = d.register_replica(3, addr(), false);
-    plain.acknowledged(at(500), Some(at(500))).unwrap();
+    let plain = d.admit_replica(3, addr(), false, GtidPosition::default());
+    plain.acknowledged(at(500), Some(at(500)), None).unwrap();
     assert_eq!(d.status().quorum_position, None);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_reconnecting_replicas_gtid_state_acknowledges_what_it_names() {
     let d = service(1, OnTimeout::Block);
-    let r = d.register_replica(2, addr(), true);
+    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(4)), at(400));
     let waiting = park(&d, commit(&[4])).await;
     drop(r); // left before acknowledging
-    let back = d.register_replica(2, addr(), true);
-    back.has_gtids(&[gtid(4)]);
+    let _back = d.admit_replica(2, addr(), true, state("0-1-4"));
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
 }
 
@@ -221,7 +224,7 @@ async fn without_quorum_immediate_acts_at_once_and_when_replicas_leave() {
         Arc::clone(&d).wait(commit(&[1])).await,
         Release::Fail(_)
     ));
-    let r = d.register_replica(2, addr(), true);
+    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
     let waiting = park(&d, commit(&[2])).await;
     drop(r);
     assert!(
@@ -241,7 +244,7 @@ async fn passthrough_never_waits_and_unknown_gtids_are_not_waited_for() {
     let unresolved = Commit {
         connection_id: 1,
         gtids: vec![],
-        unresolved: true,
+        unresolved: Some(crate::commit::Unresolved::HiddenBeforeInfile),
     };
     assert_eq!(Arc::clone(&d).wait(unresolved).await, Release::Proceed);
     assert_eq!(d.status().released["unresolved"], 1);
@@ -265,11 +268,11 @@ async fn an_observer_hears_of_every_release_with_its_wait() {
         },
         Arc::clone(&heard) as Arc<dyn WaitObserver>,
     );
-    let r = d.register_replica(2, addr(), true);
+    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(1)), at(100));
     let waiting = park(&d, commit(&[1])).await;
     tokio::time::advance(Duration::from_millis(250)).await;
-    r.acknowledged(at(100), Some(at(100))).unwrap();
+    r.acknowledged(at(100), Some(at(100)), None).unwrap();
     waiting.await.unwrap();
     let gone = park(&d, commit(&[2])).await;
     gone.abort();
@@ -284,10 +287,10 @@ async fn an_observer_hears_of_every_release_with_its_wait() {
 #[tokio::test(start_paused = true)]
 async fn a_new_quorum_applies_to_parked_and_later_commits() {
     let d = service(2, OnTimeout::Block);
-    let a = d.register_replica(2, addr(), true);
-    let _b = d.register_replica(3, addr(), true);
+    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let _b = d.admit_replica(3, addr(), true, GtidPosition::default());
     a.transaction_relayed(Some(gtid(1)), at(100));
-    a.acknowledged(at(100), Some(at(100))).unwrap();
+    a.acknowledged(at(100), Some(at(100)), None).unwrap();
     let waiting = park(&d, commit(&[1])).await;
     settle().await;
     assert!(!waiting.is_finished(), "one ACK of two");
@@ -308,7 +311,7 @@ async fn a_new_quorum_applies_to_parked_and_later_commits() {
         ..d.config()
     });
     a.transaction_relayed(Some(gtid(2)), at(200));
-    a.acknowledged(at(200), Some(at(200))).unwrap();
+    a.acknowledged(at(200), Some(at(200)), None).unwrap();
     let later = park(&d, commit(&[2])).await;
     settle().await;
     assert!(!later.is_finished(), "back to two");
@@ -366,20 +369,20 @@ async fn status_shows_each_replicas_lag_and_degraded_time() {
         },
         Arc::clone(&states) as Arc<dyn WaitObserver>,
     );
-    let fast = d.register_replica(2, addr(), true);
-    let slow = d.register_replica(3, addr(), true);
+    let fast = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let slow = d.admit_replica(3, addr(), true, GtidPosition::default());
     for seq in 1..=3 {
         fast.transaction_relayed(Some(gtid(seq)), at(seq * 100));
         slow.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
-    slow.acknowledged(at(100), Some(at(100))).unwrap();
+    slow.acknowledged(at(100), Some(at(100)), None).unwrap();
 
     // Nobody has 3 yet: the wait times out and strong sync degrades.
     let waiting = park(&d, commit(&[3])).await;
     tokio::time::advance(Duration::from_secs(2)).await;
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
     tokio::time::advance(Duration::from_secs(5)).await;
-    fast.acknowledged(at(300), Some(at(300))).unwrap();
+    fast.acknowledged(at(300), Some(at(300)), None).unwrap();
 
     let status = d.status();
     assert_eq!(status.state, State::Strong);
@@ -414,31 +417,22 @@ fn held(d: &Durability, server_id: u32) -> (String, bool) {
 #[tokio::test(start_paused = true)]
 async fn a_replica_holds_what_it_connected_with_and_then_what_it_acknowledged() {
     let d = service(1, OnTimeout::Block);
-    let r = d.register_replica(2, addr(), true);
-    r.has_gtids(&[
-        gtid(3),
-        MariaGtid {
-            domain: 1,
-            server_id: 1,
-            seq_no: 9,
-        },
-    ]);
+    let r = d.admit_replica(2, addr(), true, state("0-1-3,1-1-9"));
     assert_eq!(held(&d, 2), ("0-1-3,1-1-9".into(), true));
     for seq in 4..=6 {
         r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
     assert_eq!(held(&d, 2).0, "0-1-3,1-1-9", "relayed is not held");
-    r.acknowledged(at(550), Some(at(600))).unwrap();
+    r.acknowledged(at(550), Some(at(600)), None).unwrap();
     assert_eq!(
         held(&d, 2).0,
         "0-1-5,1-1-9",
         "acknowledged through 5, not 6"
     );
-    r.acknowledged(at(600), Some(at(600))).unwrap();
+    r.acknowledged(at(600), Some(at(600)), None).unwrap();
     assert_eq!(held(&d, 2).0, "0-1-6,1-1-9");
     // An async replica's acknowledgement-less stream holds only its connect state.
-    let plain = d.register_replica(3, addr(), false);
-    plain.has_gtids(&[gtid(2)]);
+    let plain = d.admit_replica(3, addr(), false, state("0-1-2"));
     plain.transaction_relayed(Some(gtid(7)), at(700));
     assert_eq!(held(&d, 3).0, "0-1-2");
 }
@@ -446,9 +440,9 @@ async fn a_replica_holds_what_it_connected_with_and_then_what_it_acknowledged() 
 #[tokio::test(start_paused = true)]
 async fn a_departed_replica_is_listed_as_last_known_until_it_returns() {
     let d = service(1, OnTimeout::Block);
-    let r = d.register_replica(2, addr(), true);
+    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(8)), at(800));
-    r.acknowledged(at(800), Some(at(800))).unwrap();
+    r.acknowledged(at(800), Some(at(800)), None).unwrap();
     drop(r);
     let status = d.status();
     assert!(status.replicas.is_empty(), "only connected replicas count");
@@ -461,8 +455,7 @@ async fn a_departed_replica_is_listed_as_last_known_until_it_returns() {
     );
     assert_eq!(held(&d, 2), ("0-1-8".into(), false));
     // Back: what it holds now is what it says it has.
-    let back = d.register_replica(2, addr(), true);
-    back.has_gtids(&[gtid(8)]);
+    let _back = d.admit_replica(2, addr(), true, state("0-1-8"));
     assert!(d.status().departed.is_empty());
     assert_eq!(held(&d, 2), ("0-1-8".into(), true));
 }
@@ -470,13 +463,13 @@ async fn a_departed_replica_is_listed_as_last_known_until_it_returns() {
 #[tokio::test(start_paused = true)]
 async fn departed_replicas_are_bounded_keeping_the_most_recent() {
     let d = service(1, OnTimeout::Block);
-    let total = replicas::DEPARTED_KEPT as u32 + 5;
+    let total = registry::DEPARTED_KEPT as u32 + 5;
     for server_id in 0..total {
-        drop(d.register_replica(server_id, addr(), true));
+        drop(d.admit_replica(server_id, addr(), true, GtidPosition::default()));
         tokio::time::advance(Duration::from_millis(1)).await;
     }
     let departed = d.status().departed;
-    assert_eq!(departed.len(), replicas::DEPARTED_KEPT);
+    assert_eq!(departed.len(), registry::DEPARTED_KEPT);
     assert_eq!(departed[0].server_id, 5, "the oldest five were forgotten");
 }
 
@@ -487,11 +480,11 @@ async fn unacknowledged_ends_kept_for_held_gtids_are_bounded() {
         gtid_index_capacity: 4,
         ..DurabilityConfig::default()
     });
-    let r = d.register_replica(2, addr(), true);
+    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
     for seq in 1..=10 {
         r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
-    r.acknowledged(at(1000), Some(at(1000))).unwrap();
+    r.acknowledged(at(1000), Some(at(1000)), None).unwrap();
     // Only the newest ends were remembered; the newest is what counts.
     assert_eq!(held(&d, 2).0, "0-1-10");
 }
@@ -499,8 +492,8 @@ async fn unacknowledged_ends_kept_for_held_gtids_are_bounded() {
 #[tokio::test(start_paused = true)]
 async fn failover_candidates_are_the_replicas_holding_every_commit_acknowledged_with_quorum() {
     let d = service(1, OnTimeout::Block);
-    let a = d.register_replica(2, addr(), true);
-    let b = d.register_replica(3, addr(), true);
+    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let b = d.admit_replica(3, addr(), true, GtidPosition::default());
     assert_eq!(
         d.status().failover_candidates,
         vec![2, 3],
@@ -511,19 +504,195 @@ async fn failover_candidates_are_the_replicas_holding_every_commit_acknowledged_
         b.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
     let first = park(&d, commit(&[1])).await;
-    a.acknowledged(at(100), Some(at(200))).unwrap();
+    a.acknowledged(at(100), Some(at(200)), None).unwrap();
     assert_eq!(first.await.unwrap(), Release::Proceed);
     let status = d.status();
     assert_eq!(status.acknowledged.to_string(), "0-1-1");
     assert_eq!(status.failover_candidates, vec![2], "only a has it");
     // b goes ahead of a, then leaves: still a candidate, as last known.
-    b.acknowledged(at(200), Some(at(200))).unwrap();
+    b.acknowledged(at(200), Some(at(200)), None).unwrap();
     drop(b);
     let second = park(&d, commit(&[2])).await;
     assert_eq!(d.status().failover_candidates, vec![2, 3]);
-    a.acknowledged(at(200), Some(at(200))).unwrap();
+    a.acknowledged(at(200), Some(at(200)), None).unwrap();
     assert_eq!(second.await.unwrap(), Release::Proceed);
     let status = d.status();
     assert_eq!(status.acknowledged.to_string(), "0-1-2");
     assert_eq!(status.failover_candidates, vec![2, 3]);
+}
+
+fn in_domain(domain: u32, seq_no: u64) -> MariaGtid {
+    MariaGtid {
+        domain,
+        server_id: 1,
+        seq_no,
+    }
+}
+
+fn commit_of(gtids: &[MariaGtid]) -> Commit {
+    Commit {
+        connection_id: 1,
+        gtids: gtids.iter().map(|g| Gtid::Maria(*g)).collect(),
+        unresolved: None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connect_state_is_credited_per_domain_not_as_a_position() {
+    // Domains interleave: 0-1-1 ends at 100, 1-1-1 at 200, 0-1-2 at 300, 1-1-2 at 400.
+    let d = service(1, OnTimeout::Block);
+    let relay = d.admit_replica(9, addr(), false, GtidPosition::default());
+    for (gtid, end) in [
+        (in_domain(0, 1), 100),
+        (in_domain(1, 1), 200),
+        (in_domain(0, 2), 300),
+        (in_domain(1, 2), 400),
+    ] {
+        relay.transaction_relayed(Some(gtid), at(end));
+    }
+    let waiting = park(&d, commit_of(&[in_domain(0, 2)])).await;
+    // A replica that has domain 1 through 1-1-2 but domain 0 only through 0-1-1.
+    let r = d.admit_replica(2, addr(), true, state("0-1-1,1-1-2"));
+    settle().await;
+    assert!(!waiting.is_finished(), "0-1-2 is not among what it holds");
+    assert_eq!(d.status().quorum_position, None, "nothing acknowledged yet");
+    // Its stream: the primary sends it 0-1-2 (it lacks it); acknowledging that releases it.
+    r.transaction_relayed(Some(in_domain(0, 2)), at(300));
+    r.acknowledged(at(300), Some(at(300)), None).unwrap();
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+    assert_eq!(held(&d, 2).0, "0-1-2,1-1-2");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_commit_never_relayed_is_released_by_replicas_that_come_back_holding_it() {
+    let d = service(2, OnTimeout::Block);
+    let waiting = park(&d, commit(&[7])).await;
+    let _a = d.admit_replica(2, addr(), true, state("0-1-7"));
+    settle().await;
+    assert!(!waiting.is_finished(), "one of two");
+    let _b = d.admit_replica(3, addr(), true, state("0-1-9"));
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+    assert_eq!(d.status().acknowledged.to_string(), "0-1-7");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quorum_made_of_a_connect_state_and_an_acknowledgement_releases_the_commit() {
+    let d = service(2, OnTimeout::Block);
+    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    a.transaction_relayed(Some(gtid(5)), at(500));
+    let waiting = park(&d, commit(&[5])).await;
+    // b reconnects holding 5 (its ACK was lost with its old connection).
+    let _b = d.admit_replica(3, addr(), true, state("0-1-5"));
+    settle().await;
+    assert!(!waiting.is_finished(), "only b holds it");
+    // a acknowledges: a by position, b by what it connected with.
+    a.acknowledged(at(500), Some(at(500)), None).unwrap();
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn what_a_stream_shows_a_replica_holds_counts_like_an_acknowledgement() {
+    let d = service(1, OnTimeout::Block);
+    let relay = d.admit_replica(9, addr(), false, GtidPosition::default());
+    relay.transaction_relayed(Some(gtid(3)), at(300));
+    let waiting = park(&d, commit(&[3])).await;
+    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    r.covered(at(299));
+    settle().await;
+    assert!(!waiting.is_finished());
+    r.covered(at(300));
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+    assert_eq!(d.status().replicas[0].holds_through, Some(at(300)));
+    assert_eq!(d.status().replicas[0].acked, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn degraded_ends_when_returning_replicas_hold_what_was_released_without_any_new_write() {
+    let d = service(1, OnTimeout::Degrade);
+    let first = park(&d, commit_of(&[in_domain(0, 4)])).await;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    assert_eq!(first.await.unwrap(), Release::Proceed);
+    Arc::clone(&d).wait(commit_of(&[in_domain(1, 2)])).await;
+    Arc::clone(&d).wait(commit_of(&[in_domain(0, 6)])).await;
+    let status = d.status();
+    assert_eq!(status.state, State::Degraded);
+    assert_eq!(
+        status.released_without_quorum.to_string(),
+        "0-1-4..0-1-6 (2), 1-1-2 (1)"
+    );
+    // A replica comes back that has domain 0 but not domain 1.
+    let partial = d.admit_replica(2, addr(), true, state("0-1-6,1-1-1"));
+    assert_eq!(d.status().state, State::Degraded, "1-1-2 is not held");
+    drop(partial);
+    let _all = d.admit_replica(2, addr(), true, state("0-1-6,1-1-2"));
+    let status = d.status();
+    assert_eq!(status.state, State::Strong);
+    assert!(status.released_without_quorum.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_parked_commit_follows_a_new_ack_timeout_and_policy_at_once() {
+    let d = Durability::new(DurabilityConfig {
+        quorum: 1,
+        on_timeout: OnTimeout::Block,
+        ack_timeout: Duration::from_secs(3600),
+        ..DurabilityConfig::default()
+    });
+    let waiting = park(&d, commit(&[1])).await;
+    tokio::time::advance(Duration::from_secs(60)).await;
+    settle().await;
+    assert!(!waiting.is_finished());
+    d.reconfigure(DurabilityConfig {
+        ack_timeout: Duration::from_secs(30),
+        on_timeout: OnTimeout::Error,
+        ..d.config()
+    });
+    assert!(
+        matches!(waiting.await.unwrap(), Release::Fail(_)),
+        "already waited past the new timeout: the new policy applies"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn block_counts_commits_past_their_timeout_until_they_are_released() {
+    let d = service(1, OnTimeout::Block);
+    let waiting = park(&d, commit(&[1])).await;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    settle().await;
+    assert_eq!(d.status().parked_overdue, 1);
+    tokio::time::advance(Duration::from_secs(60)).await;
+    settle().await;
+    assert!(!waiting.is_finished(), "block never gives up");
+    assert_eq!(d.status().parked_overdue, 1, "counted once");
+    let _r = d.admit_replica(2, addr(), true, state("0-1-1"));
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+    assert_eq!(d.status().parked_overdue, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unresolved_commit_waits_for_what_was_learnt_and_is_counted_and_listed() {
+    let d = service(1, OnTimeout::Block);
+    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    r.transaction_relayed(Some(gtid(3)), at(300));
+    let partly_known = Commit {
+        connection_id: 42,
+        gtids: vec![Gtid::Maria(gtid(3))],
+        unresolved: Some(crate::commit::Unresolved::HeldPastLimit { limit: 10 }),
+    };
+    let waiting = park(&d, partly_known).await;
+    settle().await;
+    assert!(!waiting.is_finished(), "0-1-3 is known: it is waited for");
+    r.acknowledged(at(300), Some(at(300)), None).unwrap();
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+    let status = d.status();
+    assert_eq!(
+        (status.released["unresolved"], status.released["quorum"]),
+        (1, 0)
+    );
+    assert_eq!(status.unresolved.len(), 1);
+    assert_eq!(status.unresolved[0].connection_id, 42);
+    assert_eq!(status.unresolved[0].gtids, "0-1-3");
+    assert!(status.unresolved[0]
+        .reason
+        .contains("max_held_response_bytes"));
 }

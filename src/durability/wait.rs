@@ -1,21 +1,22 @@
-//! A commit waiting for its quorum: first for its transactions' end positions to be relayed,
-//! then for the quorum position to pass them, under the timeout policy.
+//! A commit waiting for its quorum: until every transaction it reported is held by `quorum`
+//! replicas — by position once its end is known, or by the GTIDs replicas connected with —
+//! under the timeout policy, with the settings read afresh at every look.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use strongsync_proto::gtid::{Gtid, MariaGtid};
-use strongsync_proto::position::Position;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
-use tracing::warn;
+use tracing::{debug, warn};
 
-use super::index::Lookup;
+use super::status::UnresolvedRelease;
+use super::waiters::{wake, Key};
 use super::{
-    wake, Durability, DurableState, Inner, NotAcknowledged, OnTimeout, Outcome, WithoutQuorum,
+    Durability, DurabilityConfig, DurableState, NotAcknowledged, OnTimeout, Outcome, WithoutQuorum,
 };
-use crate::commit::{Commit, Release};
+use crate::commit::{Commit, Release, Unresolved};
 
 /// What a look at the shared state decided.
 enum Look {
@@ -35,16 +36,12 @@ struct Registration {
     wake: oneshot::Receiver<()>,
 }
 
-enum Key {
-    Position(Position, u64),
-    Gtid(MariaGtid, u64),
-}
-
-/// Counts the commit as parked for as long as it waits, and as abandoned if its future is
-/// dropped before it was released.
+/// Counts the commit as parked for as long as it waits (and as overdue once `block` keeps it
+/// past its timeout), and as abandoned if its future is dropped before it was released.
 struct Parked {
     durability: Arc<Durability>,
     since: Instant,
+    overdue: bool,
     done: bool,
 }
 
@@ -56,24 +53,6 @@ impl Durability {
         if self.config().passthrough {
             return Release::Proceed;
         }
-        let mut parked = Parked::new(&self);
-        let started = parked.since;
-        let (outcome, release) = self.decide(&commit, started).await;
-        parked.done = true;
-        self.count(outcome, started.elapsed());
-        if outcome != Outcome::Quorum {
-            warn!(
-                connection_id = commit.connection_id,
-                gtids = %list(&commit.gtids),
-                waited = ?started.elapsed(),
-                outcome = outcome.label(),
-                "commit acknowledged to the client without quorum"
-            );
-        }
-        release
-    }
-
-    async fn decide(self: &Arc<Self>, commit: &Commit, started: Instant) -> (Outcome, Release) {
         let gtids: Vec<MariaGtid> = commit
             .gtids
             .iter()
@@ -82,131 +61,150 @@ impl Durability {
                 Gtid::MySql(_) => None,
             })
             .collect();
-        if commit.unresolved || gtids.len() < commit.gtids.len() {
-            // Nothing to wait on that is known to cover it.
-            return (Outcome::Unresolved, Release::Proceed);
+        let unresolved = commit
+            .unresolved
+            .clone()
+            .or_else(|| (gtids.len() < commit.gtids.len()).then_some(Unresolved::NotFollowed));
+        let mut parked = Parked::new(&self);
+        let (outcome, release) = self.decide(&gtids, &mut parked).await;
+        // What was learnt was waited for; the rest could not be.
+        let outcome = match (&unresolved, outcome) {
+            (Some(_), Outcome::Quorum) => Outcome::Unresolved,
+            (_, outcome) => outcome,
+        };
+        parked.done = true;
+        let waited = parked.since.elapsed();
+        self.count(outcome, waited);
+        let listed = list(&gtids);
+        if let Some(reason) = unresolved {
+            warn!(connection_id = commit.connection_id, %reason, gtids = %listed, ?waited, "commit released without knowing everything it committed");
+            self.lock().unresolved(UnresolvedRelease {
+                connection_id: commit.connection_id,
+                reason: reason.to_string(),
+                gtids: listed,
+                at: Instant::now(),
+            });
+        } else if outcome != Outcome::Quorum {
+            debug!(connection_id = commit.connection_id, gtids = %listed, ?waited, outcome = outcome.label(), "commit released without quorum");
         }
-        let mut deadline = started + self.config().ack_timeout;
+        release
+    }
+
+    async fn decide(
+        self: &Arc<Self>,
+        gtids: &[MariaGtid],
+        parked: &mut Parked,
+    ) -> (Outcome, Release) {
         loop {
-            let registration = match self.look(&gtids) {
+            let config = self.config();
+            let registration = match self.look(gtids, &config) {
                 Look::Released(outcome, release) => return (outcome, release),
-                Look::NoQuorum => match self.timed_out(&gtids, started) {
-                    Some(done) => return done,
-                    None => None,
-                },
+                Look::NoQuorum => None,
                 Look::Wait(registration) => Some(registration),
             };
-            let woken = async {
-                match registration {
-                    Some(mut r) => {
-                        let _ = (&mut r.wake).await;
-                    }
-                    None => std::future::pending().await,
+            // The timeout follows the settings in force, not those the commit parked under.
+            let deadline = parked.since + config.ack_timeout;
+            if registration.is_none() || Instant::now() >= deadline {
+                if let Some(done) = self.timed_out(gtids, parked, &config) {
+                    return done;
                 }
-            };
+            }
+            // Past its deadline under `block`, only a wake-up (or a reload) moves it.
+            let timer = (!parked.overdue).then_some(deadline);
             tokio::select! {
-                () = woken => {}
-                () = tokio::time::sleep_until(deadline) => {
-                    if let Some(done) = self.timed_out(&gtids, started) {
-                        return done;
-                    }
-                    deadline = Instant::now() + self.config().ack_timeout;
-                }
+                () = woken(registration) => {}
+                () = sleep_until_some(timer) => {}
             }
         }
     }
 
     /// Looks at the shared state: released, or registered to be woken.
-    fn look(self: &Arc<Self>, gtids: &[MariaGtid]) -> Look {
+    fn look(self: &Arc<Self>, gtids: &[MariaGtid], config: &DurabilityConfig) -> Look {
         let mut inner = self.lock();
         if self.releasing.load(Ordering::Relaxed) {
-            let config = self.config();
             let error = NotAcknowledged {
-                gtids: list_maria(gtids),
+                gtids: list(gtids),
                 quorum: config.quorum,
                 waited: Duration::ZERO,
                 shutdown: true,
             };
             return Look::Released(Outcome::Shutdown, Release::Fail(error));
         }
-        if let DurableState::Degraded { owed, .. } = &mut inner.state {
-            owe(owed, gtids);
+        if let DurableState::Degraded { released, .. } = &mut inner.state {
+            released.record(gtids);
             return Look::Released(Outcome::Degraded, Release::Proceed);
         }
-        let config = self.config();
-        let short = Self::semisync_replicas(&inner) < config.quorum;
+        let k = config.quorum;
+        let short = inner.registry.semisync_count() < k;
         if short
             && config.without_quorum == WithoutQuorum::Immediate
             && config.on_timeout != OnTimeout::Block
         {
             return Look::NoQuorum;
         }
-        let mut target: Option<Position> = None;
+        let mut target = None;
+        let mut by_connect_state = false;
         for gtid in gtids {
-            match inner.index.lookup(gtid) {
-                Lookup::Exact(p) | Lookup::AtMost(p) => target = target.max(Some(p)),
-                Lookup::Unknown => {
-                    let (tx, rx) = oneshot::channel();
-                    let id = inner.waiters.next_id();
-                    inner
-                        .waiters
-                        .by_gtid
-                        .entry(*gtid)
-                        .or_default()
-                        .push((id, tx));
-                    return Look::Wait(self.registration(Key::Gtid(*gtid, id), rx));
-                }
+            let (holders, end) = inner.holders(gtid);
+            if holders.count >= k {
+                continue;
             }
+            let Some(end) = end else {
+                // Not relayed yet: wait to learn where it ends.
+                let (key, rx) = inner.waiters.on_gtid(*gtid);
+                return Look::Wait(self.registration(key, rx));
+            };
+            target = target.max(Some(end));
+            by_connect_state |= holders.by_connect_state > 0;
         }
         let Some(target) = target else {
-            inner.acknowledged_all(gtids);
+            for gtid in gtids {
+                inner.acknowledged.advance(*gtid);
+            }
             return Look::Released(Outcome::Quorum, Release::Proceed);
         };
-        if inner.quorum.is_some_and(|q| q >= target) {
-            inner.acknowledged_all(gtids);
-            return Look::Released(Outcome::Quorum, Release::Proceed);
-        }
-        let (tx, rx) = oneshot::channel();
-        let id = inner.waiters.next_id();
-        inner.waiters.by_position.insert((target, id), tx);
-        Look::Wait(self.registration(Key::Position(target, id), rx))
+        // Counted partly by what replicas connected with, the quorum may come from any
+        // replica moving on, not only from the quorum position reaching the target.
+        let (key, rx) = if by_connect_state {
+            inner.waiters.on_any_move()
+        } else {
+            inner.waiters.at_position(target)
+        };
+        Look::Wait(self.registration(key, rx))
     }
 
     /// The commit's time is up (or there is no quorum to wait for): the policy decides.
     /// `None` means keep waiting.
-    fn timed_out(&self, gtids: &[MariaGtid], started: Instant) -> Option<(Outcome, Release)> {
-        let waited = started.elapsed();
-        let config = self.config();
+    fn timed_out(
+        &self,
+        gtids: &[MariaGtid],
+        parked: &mut Parked,
+        config: &DurabilityConfig,
+    ) -> Option<(Outcome, Release)> {
+        let waited = parked.since.elapsed();
         match config.on_timeout {
             OnTimeout::Block => {
-                warn!(gtids = %list_maria(gtids), ?waited, "commit still waiting for quorum (on_timeout = block)");
+                if !parked.overdue {
+                    parked.overdue = true;
+                    self.overdue.fetch_add(1, Ordering::Relaxed);
+                    debug!(gtids = %list(gtids), ?waited, "commit still waiting for quorum (on_timeout = block)");
+                }
                 None
             }
             OnTimeout::Degrade => {
                 let mut woken = Vec::new();
                 {
                     let mut inner = self.lock();
-                    match &mut inner.state {
-                        DurableState::Degraded { owed, .. } => owe(owed, gtids),
-                        DurableState::Strong => {
-                            let mut owed = Default::default();
-                            owe(&mut owed, gtids);
-                            warn!(
-                                gtids = %list_maria(gtids),
-                                ?waited,
-                                quorum = config.quorum,
-                                "durability state STRONG -> DEGRADED: a commit did not reach quorum in time"
-                            );
-                            inner.state = DurableState::Degraded {
-                                since: Instant::now(),
-                                owed,
-                            };
-                            if let Some(observer) = &self.observer {
-                                observer.state_changed(super::State::Degraded);
-                            }
-                            // Everyone else waiting is released too: DEGRADED does not wait.
-                            inner.waiters.all(&mut woken);
-                        }
+                    let reason = format!(
+                        "commit {} did not reach its quorum of {} within {:?} ({} semisync replica(s) connected)",
+                        list(gtids),
+                        config.quorum,
+                        waited,
+                        inner.registry.semisync_count()
+                    );
+                    inner.degrade(&reason, &mut woken);
+                    if let DurableState::Degraded { released, .. } = &mut inner.state {
+                        released.record(gtids);
                     }
                 }
                 wake(woken);
@@ -214,7 +212,7 @@ impl Durability {
             }
             OnTimeout::Error => {
                 let error = NotAcknowledged {
-                    gtids: list_maria(gtids),
+                    gtids: list(gtids),
                     quorum: config.quorum,
                     waited,
                     shutdown: false,
@@ -233,25 +231,23 @@ impl Durability {
     }
 }
 
-/// Remembers, per domain, the last GTID released without quorum.
-fn owe(owed: &mut std::collections::HashMap<u32, MariaGtid>, gtids: &[MariaGtid]) {
-    for g in gtids {
-        let slot = owed.entry(g.domain).or_insert(*g);
-        if g.seq_no > slot.seq_no {
-            *slot = *g;
+async fn woken(registration: Option<Registration>) {
+    match registration {
+        Some(mut r) => {
+            let _ = (&mut r.wake).await;
         }
+        None => std::future::pending().await,
     }
 }
 
-fn list(gtids: &[Gtid]) -> String {
-    gtids
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
-fn list_maria(gtids: &[MariaGtid]) -> String {
+fn list(gtids: &[MariaGtid]) -> String {
     gtids
         .iter()
         .map(ToString::to_string)
@@ -263,20 +259,7 @@ fn list_maria(gtids: &[MariaGtid]) -> String {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut inner: std::sync::MutexGuard<'_, Inner> = self.durability.lock();
-        match self.key {
-            Key::Position(position, id) => {
-                inner.waiters.by_position.remove(&(position, id));
-            }
-            Key::Gtid(gtid, id) => {
-                if let Some(list) = inner.waiters.by_gtid.get_mut(&gtid) {
-                    list.retain(|(i, _)| *i != id);
-                    if list.is_empty() {
-                        inner.waiters.by_gtid.remove(&gtid);
-                    }
-                }
-            }
-        }
+        self.durability.lock().waiters.remove(self.key);
     }
 }
 
@@ -288,6 +271,7 @@ impl Parked {
         Parked {
             durability: Arc::clone(durability),
             since: Instant::now(),
+            overdue: false,
             done: false,
         }
     }
@@ -297,6 +281,9 @@ impl Drop for Parked {
     fn drop(&mut self) {
         let d = &self.durability;
         d.parked.fetch_sub(1, Ordering::Relaxed);
+        if self.overdue {
+            d.overdue.fetch_sub(1, Ordering::Relaxed);
+        }
         if !self.done {
             let outcome = if d.shutting_down.load(Ordering::Relaxed) {
                 Outcome::Shutdown
@@ -304,17 +291,6 @@ impl Drop for Parked {
                 Outcome::ClientGone
             };
             d.count(outcome, self.since.elapsed());
-        }
-    }
-}
-
-// === impl Inner (waiting) ===
-
-impl Inner {
-    /// `gtids` were acknowledged to their client with their quorum.
-    fn acknowledged_all(&mut self, gtids: &[MariaGtid]) {
-        for gtid in gtids {
-            self.acknowledged.advance(*gtid);
         }
     }
 }

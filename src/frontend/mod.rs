@@ -1,9 +1,9 @@
 //! The SQL port: accepts client connections and runs one session per client, each with its
 //! own connection to the primary.
 
-mod dump;
 mod listener;
 mod login;
+mod pipe;
 mod relay;
 mod replica;
 mod session;

@@ -4,25 +4,28 @@
 
 use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::gtid::tracked_gtids;
-use strongsync_proto::ok::{self, EofPacket, OkPacket};
+use strongsync_proto::ok::{self, EofPacket, OkPacket, SESSION_TRACK_STATE_CHANGE_VAR};
 use strongsync_proto::packet::Packet;
 use strongsync_proto::response::{PacketKind, ResponseReader};
 
 use super::session::{Phase, Session, CLIENT_READ_AHEAD, FLUSH_AT};
-use super::tracking::{Mark, ResponseCommits};
-use crate::commit::Release;
+use super::tracking::{CheckReason, Mark, ResponseCommits};
+use crate::commit::{Release, Unresolved};
 use crate::error::Error;
 
 // === impl Session (relay) ===
 
 impl Session {
     /// Relays one response. Packets go to the client in batches (whatever the primary has
-    /// sent so far); a batch that reports a commit is held until the commit hook lets it go.
+    /// sent so far); a batch that reports a commit is held until the commit hook lets it go,
+    /// and from a packet that may hide one (see [`super::tracking`]) everything is held until
+    /// the session has been checked.
     pub(super) async fn relay_response(
         &mut self,
         mut reader: ResponseReader,
     ) -> Result<Phase, Error> {
         let mut commits = ResponseCommits::default();
+        let check_every = self.tracking.checks_every_response();
         loop {
             if reader.awaits_client() {
                 self.answer_infile_request(&mut commits).await?;
@@ -44,14 +47,22 @@ impl Session {
             commits.queued(mark);
             match step.kind {
                 PacketKind::Ok | PacketKind::OkTerminator => {
-                    self.relay_ok(&packet, mark.seq, Some(&mut commits))?
+                    self.relay_ok(&packet, mark.seq, Some(&mut commits))?;
+                    if let Some(reason) = check_every {
+                        commits.need_check(reason);
+                    }
                 }
                 PacketKind::Eof => {
                     // A legacy EOF carries the state-changed flag but never the state itself.
                     let status = EofPacket::parse(packet.payload())
                         .map_err(Error::PrimaryProtocol)?
                         .status;
-                    commits.pending |= status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED);
+                    if status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED) {
+                        commits.need_check(CheckReason::LegacyEof);
+                    }
+                    if let Some(reason) = check_every {
+                        commits.need_check(reason);
+                    }
                     self.last_status = status;
                     self.forward_to_client(&packet, mark.seq, &commits);
                 }
@@ -62,13 +73,13 @@ impl Session {
                 break;
             }
         }
-        if commits.pending || self.tracking.recheck {
-            self.recover_last_gtid(&mut commits).await?;
+        if commits.check.is_some() {
+            self.check_tracking(&mut commits).await?;
             commits.hold_if_news();
         }
-        debug_assert!(!commits.pending, "a finished response is never held back");
+        debug_assert!(!commits.holding, "a finished response is never held back");
         self.release(&mut commits).await?;
-        Ok(if self.tracking.recheck {
+        Ok(if self.tracking.reset {
             Phase::TrackingSetup
         } else {
             Phase::Idle
@@ -76,7 +87,7 @@ impl Session {
     }
 
     /// Passes an OK to the client with the tracker data it did not ask for removed, noting
-    /// any commit it reports (when `commits` is given).
+    /// (when `commits` is given) any commit it reports and anything else it says changed.
     pub(super) fn relay_ok(
         &mut self,
         packet: &Packet,
@@ -88,11 +99,16 @@ impl Session {
         self.last_status = ok.status;
         let discard = commits.as_ref().is_some_and(|c| c.discard);
         if let Some(commits) = commits {
-            if !ok.session_state.is_empty() {
-                // A state block carries every change pending so far, last_gtid included.
-                commits.pending = false;
+            if ok
+                .status
+                .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
+            {
                 for tracked in tracked_gtids(&ok) {
                     self.note_tracked(tracked, commits);
+                }
+                if self.mariadb && !ok.reports_only_last_gtid() {
+                    commits.need_check(CheckReason::StateChange);
+                    commits.state_change_set = state_change_set(&ok).or(commits.state_change_set);
                 }
             }
         }
@@ -118,14 +134,15 @@ impl Session {
     /// Releases what has been queued for the client: first reports the commits it announces
     /// (waiting as long as the commit hook says), then writes it — or, if the hook says the
     /// commit failed its quorum, replaces it with that error and drops the rest of the
-    /// response. While a legacy EOF's news is unknown nothing is released, up to the configured
-    /// bound; past it the commit is reported as unknown.
+    /// response. While the response is held for a check nothing is released, up to the
+    /// configured bound; past it what it may have committed is reported as unknown.
     async fn release(&mut self, commits: &mut ResponseCommits) -> Result<(), Error> {
-        if commits.pending {
-            if self.client.pending_write() <= self.shared.config.limits.max_held_response_bytes {
+        if commits.holding {
+            let limit = self.shared.config.limits.max_held_response_bytes;
+            if self.client.pending_write() <= limit {
                 return Ok(());
             }
-            commits.give_up_resolving();
+            commits.give_up_holding(Unresolved::HeldPastLimit { limit });
         }
         if commits.has_news() {
             let (commit, hold) = commits.take(self.connection_id);
@@ -177,7 +194,7 @@ impl Session {
     /// The next packet from the primary. A client that hangs up meanwhile ends the session
     /// (dropping the primary connection, which rolls back anything uncommitted, as a direct
     /// disconnect would); bytes it pipelines meanwhile wait in its buffer.
-    async fn next_primary_packet(&mut self) -> Result<Packet, Error> {
+    pub(super) async fn next_primary_packet(&mut self) -> Result<Packet, Error> {
         loop {
             tokio::select! {
                 biased;
@@ -192,11 +209,12 @@ impl Session {
     }
 
     /// The primary asks for the client's file. The client must see the request before
-    /// anything more can happen, so what is held goes now (a GTID not learnt yet never will
-    /// be: the response is not over, so it goes out as unknown). After a failed commit the
-    /// client is not listening any more: the proxy declines the file itself.
+    /// anything more can happen, so what is held goes now (what it may have committed cannot
+    /// be asked before the response is over, so it goes out as unknown; the check after the
+    /// response still bounds the rest). After a failed commit the client is not listening any
+    /// more: the proxy declines the file itself.
     async fn answer_infile_request(&mut self, commits: &mut ResponseCommits) -> Result<(), Error> {
-        commits.give_up_resolving();
+        commits.give_up_holding(Unresolved::HiddenBeforeInfile);
         self.release(commits).await?;
         if commits.discard {
             self.primary.write_packet(self.primary_seq.advance(), &[]);
@@ -220,4 +238,14 @@ impl Session {
             }
         }
     }
+}
+
+/// What an OK says the session's `session_track_state_change` was set to, if it says.
+fn state_change_set(ok: &OkPacket<'_>) -> Option<bool> {
+    ok.state_items()
+        .flatten()
+        .flat_map(|item| item.variables().flatten())
+        .filter(|(name, _)| name.eq_ignore_ascii_case(SESSION_TRACK_STATE_CHANGE_VAR))
+        .map(|(_, value)| value.eq_ignore_ascii_case(b"ON") || value == b"1")
+        .last()
 }

@@ -1,64 +1,71 @@
-//! What a replica says before it asks for the binlog: the semisync negotiation, which the
-//! proxy answers itself (the proxy, not the primary, is the replica's semisync master), and the
-//! GTID state it reconnects with, which tells the proxy what it already has.
+//! A client that wants to be a replica: the semisync negotiation, which the proxy answers
+//! itself (the proxy, not the primary, is the replica's semisync master), and its binlog dump
+//! request. The connection becomes a replica only once the primary has accepted the dump —
+//! its first event came back — and then leaves the session for a [`ReplicaPipe`]. Until then
+//! nothing it says counts: a dump the primary refuses (no `REPLICATION SLAVE`, a connect state
+//! the primary's binlog does not have, …) leaves a log line and a counter, and the connection
+//! goes on as an ordinary client.
+//!
+//! [`ReplicaPipe`]: super::pipe::ReplicaPipe
 
 use strongsync_proto::capabilities::MariadbCapabilities;
-use strongsync_proto::command::COM_QUERY;
-use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::command::{COM_BINLOG_DUMP, COM_QUERY};
+use strongsync_proto::packet::Packet;
 use strongsync_proto::resultset::{self, Layout};
 use strongsync_proto::semisync::Negotiation;
-use tracing::debug;
+use tracing::{debug, info};
 
-use super::session::{Phase, Session};
-use crate::error::Error;
+use super::session::{queue_client_error, Phase, Session};
+use crate::durability::GtidPosition;
+use crate::error::{Error, ReplicaSetupError};
 
-/// Longest `SET @slave_connect_state` the proxy reads (a GTID per replication domain).
-const MAX_CONNECT_STATE: usize = 64 * 1024;
+/// What the primary will start a dump from and whether it would add a semisync header of its
+/// own, read on the replica's connection just before its dump: the replica may have set them
+/// any way SQL allows, not only with the statements the proxy recognises.
+const DUMP_PROBE: &str =
+    "SELECT @slave_connect_state, @rpl_semi_sync_slave, @rpl_semi_sync_replica";
 
 /// A replica's setup, as far as the proxy cares.
 #[derive(Debug, Default)]
 pub(super) struct ReplicaSetup {
     /// It sent `SET @rpl_semi_sync_slave = 1`: it will acknowledge flagged events.
     pub semisync: bool,
-    /// The GTIDs it said it has (`SET @slave_connect_state = '…'`).
-    pub connect_state: Vec<MariaGtid>,
+}
+
+/// A dump the primary accepted: what the replica pipe starts from.
+#[derive(Debug)]
+pub(super) struct AcceptedDump {
+    /// The replica's `server_id` (from its dump request).
+    pub server_id: u32,
+    /// It negotiated semisync with the proxy.
+    pub semisync: bool,
+    /// The GTIDs the primary was told it has.
+    pub connect_state: GtidPosition,
+    /// The primary's first packet of the dump, not relayed yet.
+    pub first: Packet,
 }
 
 // === impl ReplicaSetup ===
 
 impl ReplicaSetup {
-    /// Recognises a semisync negotiation statement (to answer, not forward), and takes note
-    /// of the replica's GTID state on the way.
+    /// Recognises a semisync negotiation statement (to answer, not forward).
     pub(super) fn negotiation(&mut self, payload: &[u8]) -> Option<Negotiation> {
-        let sql = payload.strip_prefix(&[COM_QUERY])?;
-        if let Some(state) = connect_state(sql) {
-            self.connect_state = state;
-            return None;
-        }
-        Negotiation::recognise(sql)
+        Negotiation::recognise(payload.strip_prefix(&[COM_QUERY])?)
     }
 }
 
-/// The GTIDs of `SET @slave_connect_state='d-s-n,…'`, if that is what `sql` is.
-fn connect_state(sql: &[u8]) -> Option<Vec<MariaGtid>> {
-    const PREFIX: &[u8] = b"set @slave_connect_state";
-    if sql.len() > MAX_CONNECT_STATE
-        || sql.len() < PREFIX.len()
-        || !sql[..PREFIX.len()].eq_ignore_ascii_case(PREFIX)
-    {
-        return None;
-    }
-    let rest = &sql[PREFIX.len()..];
-    let open = rest.iter().position(|&b| b == b'\'')?;
-    let close = open + 1 + rest[open + 1..].iter().position(|&b| b == b'\'')?;
-    let list = std::str::from_utf8(&rest[open + 1..close]).ok()?;
-    Some(
-        list.split(',')
-            .map(str::trim)
-            .filter(|g| !g.is_empty())
-            .filter_map(|g| g.parse().ok())
-            .collect(),
-    )
+/// The replica's `server_id` in `COM_BINLOG_DUMP` (`u8 cmd | u32 pos | u16 flags | u32
+/// server_id | …`) or `COM_BINLOG_DUMP_GTID` (`u8 cmd | u16 flags | u32 server_id | …`);
+/// 0 if the packet is too short to say.
+fn dump_server_id(payload: &[u8]) -> u32 {
+    let at = if payload.first() == Some(&COM_BINLOG_DUMP) {
+        7
+    } else {
+        3
+    };
+    payload
+        .get(at..at + 4)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 // === impl Session (replica setup) ===
@@ -111,57 +118,85 @@ impl Session {
         self.flush_client().await?;
         Ok(Phase::Idle)
     }
+
+    /// Asks the primary for the binlog on the client's behalf. The connection is handed over
+    /// to a replica pipe only if the primary accepts (its first event comes back); if it
+    /// refuses, the client gets the primary's error and stays an ordinary client.
+    pub(super) async fn request_dump(&mut self, dump: &Packet) -> Result<Phase, Error> {
+        let server_id = dump_server_id(dump.payload());
+        self.send_query(DUMP_PROBE);
+        self.flush_primary().await?;
+        let probe = self.swallow_response().await?;
+        let value = |i: usize| probe.row.get(i).cloned().flatten();
+        if let Some(error) = probe.error {
+            return self
+                .refuse_dump(server_id, ReplicaSetupError::Probe(error))
+                .await;
+        }
+        if value(1).or(value(2)).is_some() {
+            // The primary would add a semisync header of its own that the proxy does not expect.
+            return self
+                .refuse_dump(server_id, ReplicaSetupError::SemisyncOnPrimary)
+                .await;
+        }
+        let connect_state = value(0).unwrap_or_default();
+        let connect_state = GtidPosition::parse(&connect_state).unwrap_or_else(|error| {
+            debug!(%error, state = %String::from_utf8_lossy(&connect_state), "connect state not read: the replica is credited only with what it acknowledges");
+            GtidPosition::default()
+        });
+        self.primary.forward_as(dump, self.primary_seq.advance());
+        self.flush_primary().await?;
+        let first = self.next_primary_packet().await?;
+        self.primary_seq
+            .check(first.seq())
+            .map_err(Error::PrimaryProtocol)?;
+        if first.first_byte() == Some(0x00) {
+            return Ok(Phase::Dumping(AcceptedDump {
+                server_id,
+                semisync: self.replica.semisync,
+                connect_state,
+                first,
+            }));
+        }
+        // ERR (or an EOF, a dump that ended before its first event): passed on as it is.
+        let seq = self.client_seq.advance();
+        self.client.forward_as(&first, seq);
+        self.flush_client().await?;
+        let said = strongsync_proto::ok::ErrPacket::parse(first.payload())
+            .map(|err| format!("{} {}", err.code, String::from_utf8_lossy(err.message)))
+            .unwrap_or_else(|_| "the dump ended at once".into());
+        self.shared.metrics.replica_dumps_refused.inc();
+        info!(server_id, primary_said = %said, "binlog dump refused by the primary: the connection does not count as a replica");
+        Ok(Phase::Idle)
+    }
+
+    /// Answers a dump request the proxy refuses itself, with the error saying why.
+    async fn refuse_dump(
+        &mut self,
+        server_id: u32,
+        why: ReplicaSetupError,
+    ) -> Result<Phase, Error> {
+        self.shared.metrics.replica_dumps_refused.inc();
+        info!(server_id, %why, "binlog dump refused: the connection does not count as a replica");
+        let seq = self.client_seq.advance();
+        queue_client_error(
+            &mut self.client,
+            seq,
+            self.logged_in,
+            &Error::ReplicaSetup(why),
+        );
+        self.flush_client().await?;
+        Ok(Phase::Idle)
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
-
     use super::*;
 
-    proptest! {
-        /// Whatever a replica (or anyone on the replica port) sends after the prefix: no panic,
-        /// and only GTIDs that were written out in full.
-        #[test]
-        fn any_connect_state_text_is_read_without_panicking(
-            tail in proptest::collection::vec(any::<u8>(), 0..256),
-            gtids in proptest::collection::vec((0u32..4, 1u32..9, any::<u64>()), 0..8),
-        ) {
-            let mut sql = b"SET @slave_connect_state=".to_vec();
-            sql.extend_from_slice(&tail);
-            if let Some(read) = connect_state(&sql) {
-                prop_assert!(read.len() * 5 <= tail.len());
-            }
-            let list: Vec<String> = gtids.iter().map(|(d, s, n)| format!("{d}-{s}-{n}")).collect();
-            let text = format!("SET @slave_connect_state='{}'", list.join(","));
-            let read = connect_state(text.as_bytes()).expect("well formed");
-            let want: Vec<MariaGtid> = list.iter().map(|g| g.parse().unwrap()).collect();
-            prop_assert_eq!(read, want);
-        }
-    }
-
     #[test]
-    fn reads_the_gtid_state_a_replica_reconnects_with() {
-        let g = |s: &str| s.parse::<MariaGtid>().unwrap();
-        let table: [(&str, Option<Vec<MariaGtid>>); 5] = [
-            ("SET @slave_connect_state=''", Some(vec![])),
-            (
-                "SET @slave_connect_state='1-1-1000,0-1-1029'",
-                Some(vec![g("1-1-1000"), g("0-1-1029")]),
-            ),
-            ("set @slave_connect_state = '0-1-5'", Some(vec![g("0-1-5")])),
-            ("SET @slave_gtid_strict_mode=1", None),
-            ("SET @slave_connect_state='0-1-5", None),
-        ];
-        for (sql, want) in table {
-            assert_eq!(connect_state(sql.as_bytes()), want, "{sql}");
-        }
+    fn recognises_only_the_semisync_negotiation_sent_as_a_query() {
         let mut setup = ReplicaSetup::default();
-        assert_eq!(
-            setup.negotiation(b"\x03SET @slave_connect_state='0-1-7'"),
-            None
-        );
-        assert_eq!(setup.connect_state, vec![g("0-1-7")]);
         assert_eq!(
             setup.negotiation(b"\x03SET @rpl_semi_sync_slave= 1"),
             Some(Negotiation::ReplicaEnabled)
@@ -171,5 +206,18 @@ mod tests {
             None,
             "only COM_QUERY"
         );
+        assert_eq!(
+            setup.negotiation(b"\x03SET @slave_connect_state='0-1-7'"),
+            None
+        );
+    }
+
+    #[test]
+    fn finds_the_server_id_in_either_dump_request() {
+        // COM_BINLOG_DUMP: pos 4, flags 2, server id 2 (captured from MariaDB 10.11's I/O thread).
+        assert_eq!(dump_server_id(&[0x12, 4, 0, 0, 0, 2, 0, 2, 0, 0, 0]), 2);
+        // COM_BINLOG_DUMP_GTID: flags, server id 7.
+        assert_eq!(dump_server_id(&[0x1e, 0, 0, 7, 0, 0, 0]), 7);
+        assert_eq!(dump_server_id(&[0x12, 4, 0]), 0, "too short to say");
     }
 }

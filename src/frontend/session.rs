@@ -14,7 +14,8 @@ use strongsync_proto::ProtoError;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::replica::ReplicaSetup;
+use super::pipe::ReplicaPipe;
+use super::replica::{AcceptedDump, ReplicaSetup};
 use super::tracking::Tracking;
 use super::Shared;
 use crate::app::InFlightGuard;
@@ -74,11 +75,8 @@ pub(super) enum Phase {
     Responding(ResponseReader),
     /// Relaying a `COM_CHANGE_USER` authentication exchange.
     ChangingUser,
-    /// Relaying a binlog dump to a replica until one side closes.
-    Dumping {
-        /// The replica's `server_id` (from `COM_BINLOG_DUMP`).
-        server_id: u32,
-    },
+    /// The primary accepted a binlog dump: the connection becomes a replica pipe.
+    Dumping(AcceptedDump),
     /// Done; close both connections.
     Closed,
 }
@@ -113,7 +111,8 @@ impl Session {
         }
     }
 
-    /// Runs the session from the primary's greeting to the end.
+    /// Runs the session from the primary's greeting to the end, or until it becomes a
+    /// replica pipe.
     pub(super) async fn run(mut self, greeting: Packet, peer: SocketAddr) {
         let limits = self.shared.config.timeouts.clone();
         let handshake = limits.client_handshake;
@@ -127,8 +126,8 @@ impl Session {
                 // A re-authentication is a login: the same limit keeps a client from stalling
                 // in the middle of one.
                 Phase::ChangingUser => within(handshake, self.change_user()).await,
-                Phase::Dumping { server_id } => self.relay_dump(server_id, peer).await,
-                Phase::Closed => break Ok(()),
+                Phase::Dumping(dump) => break Ok(Some(dump)),
+                Phase::Closed => break Ok(None),
             };
             if matches!(next, Ok(Phase::Idle)) {
                 self.count_relayed_bytes();
@@ -138,6 +137,14 @@ impl Session {
                 Err(error) => break Err(error),
             }
         };
+        if let Ok(Some(dump)) = result {
+            self.count_relayed_bytes();
+            // A dump is not a client session in flight: shutdown does not wait for it, it ends
+            // it (the hard stop) once the parked commits it may be acknowledging are done.
+            self.in_flight = None;
+            let (pipe, first) = ReplicaPipe::admit(self, dump, peer);
+            return pipe.run(first).await;
+        }
         if let Err(error) = &result {
             self.report(error, peer).await;
         }
@@ -215,14 +222,14 @@ impl Session {
         if let Some(negotiation) = self.replica.negotiation(packet.payload()) {
             return self.answer_negotiation(negotiation).await;
         }
+        if matches!(cmd, COM_BINLOG_DUMP | COM_BINLOG_DUMP_GTID) {
+            return self.request_dump(&packet).await;
+        }
         self.tracking.note_command(packet.payload());
         self.forward_command(&packet).await?;
         Ok(match cmd {
             COM_QUIT => Phase::Closed,
             COM_CHANGE_USER => Phase::ChangingUser,
-            COM_BINLOG_DUMP | COM_BINLOG_DUMP_GTID => Phase::Dumping {
-                server_id: dump_server_id(packet.payload()),
-            },
             _ => match ResponseReader::for_command(packet.payload(), self.deprecate_eof()) {
                 Some(reader) => Phase::Responding(reader),
                 None => Phase::Idle,
@@ -297,16 +304,6 @@ async fn within(
     tokio::time::timeout(limit, login)
         .await
         .unwrap_or(Err(Error::HandshakeTimeout(limit)))
-}
-
-/// The replica's `server_id` in `COM_BINLOG_DUMP` (`u8 cmd | u32 pos | u16 flags | u32
-/// server_id | …`) or `COM_BINLOG_DUMP_GTID` (`u8 cmd | u16 flags | u32 server_id | …`);
-/// 0 if the packet is too short to say.
-fn dump_server_id(payload: &[u8]) -> u32 {
-    let at = if payload[0] == COM_BINLOG_DUMP { 7 } else { 3 };
-    payload
-        .get(at..at + 4)
-        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// Queues the ERR packet that tells the client about `error`, if it has one. The SQLSTATE

@@ -1,70 +1,104 @@
-//! GTID tracking on the primary leg: switched on for every session without the client seeing
-//! it, re-established when the client resets or re-configures its session, and read back with
-//! `SELECT @@last_gtid` where a legacy EOF hid what a statement committed.
+//! GTID tracking on the primary leg, kept on whatever the client does. The proxy makes the
+//! primary report the session's `last_gtid` and a state-change item whenever the session's
+//! state changes (`session_track_state_change`, with that variable itself tracked): any
+//! statement that touches the trackers — directly, in a procedure, a function, a trigger, a
+//! prepared statement — sets `SERVER_SESSION_STATE_CHANGED` on its response with something
+//! other than a bare `last_gtid` report. After such a response (and after a legacy EOF that
+//! flagged a change, or a state block that does not parse) the proxy holds the response,
+//! reads back what the session committed last and how its trackers stand, puts its own
+//! tracking back if the client took it away, and only then releases the response, waiting
+//! for anything committed that it had not been told of. The client keeps seeing exactly the
+//! tracker data it asked for.
 
 use bytes::BufMut;
-use strongsync_proto::command::{
-    COM_QUERY, COM_RESET_CONNECTION, COM_STMT_EXECUTE, COM_STMT_PREPARE,
-};
+use strongsync_proto::command::{COM_QUERY, COM_RESET_CONNECTION};
 use strongsync_proto::gtid::{Gtid, MariaGtid, TrackedGtid};
-use strongsync_proto::ok::{ErrPacket, TrackingFilter};
+use strongsync_proto::ok::{ErrPacket, TrackingFilter, LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR};
 use strongsync_proto::packet::Sequence;
 use strongsync_proto::response::{PacketKind, ResponseReader};
 use strongsync_proto::wire::Reader;
-use tracing::warn;
+use tracing::{debug, warn};
 
 use super::session::{Phase, Session};
-use crate::commit::Commit;
+use crate::commit::{Commit, Unresolved};
 use crate::error::Error;
 
-/// MariaDB: the client's own tracker list, read before the proxy adds to it.
-const MARIADB_PROBE: &str = "SELECT @@session.session_track_system_variables";
-/// MariaDB: add `last_gtid` to the tracked variables unless the client already tracks it.
+/// MariaDB: what the session committed last and how its tracking stands. Its columns are
+/// [`Checked`]'s fields, in order.
+const MARIADB_CHECK: &str = "SELECT @@last_gtid, @@session.session_track_system_variables, \
+     @@session.session_track_state_change, @@session.gtid_domain_id, @@session.server_id, \
+     @@session.gtid_seq_no";
+/// MariaDB: add `last_gtid` and `session_track_state_change` to the tracked variables
+/// (unless the list has them, or is `*`), and report state changes. The list is read before
+/// either assignment takes effect.
 const MARIADB_ENABLE: &str = "SET SESSION session_track_system_variables = \
-     IF(FIND_IN_SET('last_gtid', REPLACE(@@session.session_track_system_variables, ' ', '')) > 0 \
-        OR @@session.session_track_system_variables = '*', \
-        @@session.session_track_system_variables, \
-        IF(@@session.session_track_system_variables = '', 'last_gtid', \
-           CONCAT(@@session.session_track_system_variables, ',last_gtid')))";
+     IF(@@session.session_track_system_variables = '*', '*', CONCAT_WS(',', \
+        NULLIF(@@session.session_track_system_variables, ''), \
+        IF(FIND_IN_SET('last_gtid', REPLACE(@@session.session_track_system_variables, ' ', '')) > 0, \
+           NULL, 'last_gtid'), \
+        IF(FIND_IN_SET('session_track_state_change', \
+              REPLACE(@@session.session_track_system_variables, ' ', '')) > 0, \
+           NULL, 'session_track_state_change'))), \
+     session_track_state_change = ON";
+/// MariaDB: the tracked variables as the server stored them after the proxy's change.
+const MARIADB_READ_BACK: &str = "SELECT @@session.session_track_system_variables";
 /// MySQL: the client's own `session_track_gtids`.
 const MYSQL_PROBE: &str = "SELECT @@session.session_track_gtids";
 /// MySQL: report the session's own GTIDs unless the client already tracks GTIDs.
 const MYSQL_ENABLE: &str = "SET SESSION session_track_gtids = \
      IF(@@session.session_track_gtids = 'OFF', 'OWN_GTID', @@session.session_track_gtids)";
-/// MariaDB: what the session committed last, when an OK did not say.
-const LAST_GTID_QUERY: &str = "SELECT @@last_gtid";
 
 /// Per-session tracking state.
 #[derive(Debug, Default)]
 pub(super) struct Tracking {
     /// What the client may see of the tracking data.
     pub filter: TrackingFilter,
-    /// The primary reports GTIDs on this connection.
+    /// The primary is known to report this session's commits and state changes.
     pub active: bool,
-    /// The GTID the primary last reported for this session: a report of the same value is a
-    /// late repeat, not a new commit.
+    /// The GTID the session committed last, as far as the proxy knows: a report of the same
+    /// value is a late repeat, not a new commit.
     pub last: Option<MariaGtid>,
-    /// The current command may change the session's tracker settings: check them after it.
-    pub recheck: bool,
-    /// A statement prepared on this session mentions the tracker settings, so executing any
-    /// prepared statement triggers a check.
-    prepared_touches: bool,
+    /// The tracked-variables list as the server stored it after the proxy's change; another
+    /// value later means the client set a list of its own.
+    set_list: Vec<u8>,
+    /// Check after every response: the session's next commit may go unreported (see
+    /// [`Checked::may_hide_next_commit`]).
+    pub check_each: bool,
+    /// `COM_RESET_CONNECTION` put every tracker back to the server's defaults.
+    pub reset: bool,
+}
+
+/// Why a response is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CheckReason {
+    /// Its state block says more than a bare `last_gtid` report.
+    StateChange,
+    /// A legacy EOF flagged a change without saying what.
+    LegacyEof,
+    /// The proxy's tracking is not known to be on.
+    Untracked,
+    /// The session's next commit may not be reported (it switched domain or server id, or
+    /// forced a sequence number).
+    DomainSwitch,
 }
 
 /// What one response reported about commits, and which part of it is held for them.
 #[derive(Debug, Default)]
 pub(super) struct ResponseCommits {
     gtids: Vec<Gtid>,
-    unresolved: bool,
-    /// A legacy EOF flagged a session-state change without saying what changed; until an OK
-    /// with a state block or a `SELECT @@last_gtid` says, the response is held.
-    pub pending: bool,
+    unresolved: Option<Unresolved>,
+    /// The response is checked once it is over (see the module doc).
+    pub check: Option<CheckReason>,
+    /// Until that check, nothing more is released.
+    pub holding: bool,
     /// The packet the held part starts with (the first that reported news).
     hold: Option<Mark>,
     /// The last packet queued for the client.
     last: Option<Mark>,
     /// The client was told the commit failed: the rest of the response is not relayed.
     pub discard: bool,
+    /// What the response said the client set `session_track_state_change` to, if it said.
+    pub state_change_set: Option<bool>,
 }
 
 /// Where a packet starts in the client's write queue, and its sequence id.
@@ -74,13 +108,24 @@ pub(super) struct Mark {
     pub seq: u8,
 }
 
-/// The answer to a query the proxy sent on its own behalf.
+/// The answer to a query the proxy sent on its own behalf: the first row, or the error.
 #[derive(Debug, Default)]
-struct Swallowed {
-    /// First column of the first row (`None` for NULL or no rows).
-    value: Option<Vec<u8>>,
+pub(super) struct Swallowed {
+    /// The first row's values (`None` for NULL); empty if there was no row.
+    pub row: Vec<Option<Vec<u8>>>,
     /// The ERR the query got, if it failed.
-    error: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The session's tracking as [`MARIADB_CHECK`] read it.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Checked {
+    last_gtid: Vec<u8>,
+    list: Vec<u8>,
+    state_change: bool,
+    domain: Option<u32>,
+    server_id: Option<u32>,
+    seq_no: u64,
 }
 
 // === impl Tracking ===
@@ -90,49 +135,117 @@ impl Tracking {
         self.filter.client_tracks = tracks;
     }
 
-    /// Notes commands that may change the tracker settings behind the proxy's back: a
-    /// `SET session_track_…` (or anything mentioning it), executing such a prepared
-    /// statement, and `COM_RESET_CONNECTION`.
+    /// Notes a command that resets the session's trackers behind the proxy's back.
     pub(super) fn note_command(&mut self, payload: &[u8]) {
-        match payload.first() {
-            Some(&COM_QUERY) => self.recheck |= mentions_session_track(&payload[1..]),
-            Some(&COM_STMT_PREPARE) => {
-                self.prepared_touches |= mentions_session_track(&payload[1..])
-            }
-            Some(&COM_STMT_EXECUTE) => self.recheck |= self.prepared_touches,
-            Some(&COM_RESET_CONNECTION) => self.recheck = true,
-            _ => {}
+        if payload.first() == Some(&COM_RESET_CONNECTION) {
+            self.reset = true;
         }
+    }
+
+    /// Why every response must be checked now, if it must.
+    pub(super) fn checks_every_response(&self) -> Option<CheckReason> {
+        if !self.active {
+            Some(CheckReason::Untracked)
+        } else if self.check_each {
+            Some(CheckReason::DomainSwitch)
+        } else {
+            None
+        }
+    }
+
+    /// Takes in what a check read: the client's own view of its trackers where it changed
+    /// them, and whether the next commit may go unreported.
+    fn take_in(&mut self, checked: &Checked, state_change_set: Option<bool>) {
+        if checked.list != self.set_list {
+            self.filter.keep_last_gtid = tracks(&checked.list, LAST_GTID);
+            self.filter.keep_state_change_var =
+                tracks(&checked.list, SESSION_TRACK_STATE_CHANGE_VAR);
+        }
+        if !checked.state_change {
+            self.filter.keep_state_change = false;
+        } else if let Some(on) = state_change_set {
+            self.filter.keep_state_change = on;
+        }
+        self.check_each = checked.may_hide_next_commit(self.last);
     }
 }
 
-/// ASCII-case-insensitive search for `session_track` (a `SET` of either tracker variable).
-fn mentions_session_track(text: &[u8]) -> bool {
-    const BEFORE: &[u8] = b"session";
-    const AFTER: &[u8] = b"track";
-    memchr::memchr_iter(b'_', text).any(|i| {
-        i >= BEFORE.len()
-            && text[i - BEFORE.len()..i].eq_ignore_ascii_case(BEFORE)
-            && text
-                .get(i + 1..i + 1 + AFTER.len())
-                .is_some_and(|t| t.eq_ignore_ascii_case(AFTER))
-    })
+/// True if a `session_track_system_variables` value includes `name` (or everything).
+fn tracks(list: &[u8], name: &[u8]) -> bool {
+    list.split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .any(|v| v == b"*" || v.eq_ignore_ascii_case(name))
+}
+
+// === impl Checked ===
+
+impl Checked {
+    fn from_row(row: &[Option<Vec<u8>>]) -> Self {
+        let text = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+        let number = |i: usize| std::str::from_utf8(&text(i)).ok()?.parse().ok();
+        Checked {
+            last_gtid: text(0),
+            list: text(1),
+            state_change: text(2) == b"1",
+            domain: number(3),
+            server_id: number(4),
+            seq_no: number(5).map_or(0, u64::from),
+        }
+    }
+
+    /// Whether the proxy's tracking is in place.
+    fn intact(&self) -> bool {
+        self.state_change
+            && tracks(&self.list, LAST_GTID)
+            && tracks(&self.list, SESSION_TRACK_STATE_CHANGE_VAR)
+    }
+
+    /// MariaDB reports `last_gtid` only when its sequence number changes: a session whose
+    /// next commit goes to another domain (or under another server id), or that forced the
+    /// next sequence number, may commit with the same number as `last` and not be told.
+    fn may_hide_next_commit(&self, last: Option<MariaGtid>) -> bool {
+        self.seq_no != 0
+            || last.is_some_and(|last| {
+                self.domain.is_some_and(|d| d != last.domain)
+                    || self.server_id.is_some_and(|s| s != last.server_id)
+            })
+    }
+}
+
+// === impl CheckReason ===
+
+impl CheckReason {
+    /// Label for the metric.
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            CheckReason::StateChange => "state_change",
+            CheckReason::LegacyEof => "legacy_eof",
+            CheckReason::Untracked => "untracked",
+            CheckReason::DomainSwitch => "domain_switch",
+        }
+    }
 }
 
 // === impl ResponseCommits ===
 
 impl ResponseCommits {
-    /// Stops waiting to learn what a flagged legacy EOF hid: if something may have been
-    /// committed, it is reported as unknown.
-    pub(super) fn give_up_resolving(&mut self) {
-        if std::mem::take(&mut self.pending) {
-            self.unresolved = true;
+    /// The response must be checked once it is over; from now on it is held until then.
+    pub(super) fn need_check(&mut self, reason: CheckReason) {
+        self.check.get_or_insert(reason);
+        self.holding = true;
+    }
+
+    /// What is held has to go before the check (a LOCAL INFILE request, or too much held):
+    /// whatever it may have committed and was not learnt is released as unresolved.
+    pub(super) fn give_up_holding(&mut self, reason: Unresolved) {
+        if std::mem::take(&mut self.holding) {
+            self.unresolved.get_or_insert(reason);
         }
     }
 
     /// True if something must be reported before the held packets are released.
     pub(super) fn has_news(&self) -> bool {
-        !self.gtids.is_empty() || self.unresolved
+        !self.gtids.is_empty() || self.unresolved.is_some()
     }
 
     /// Notes the packet about to be queued.
@@ -140,10 +253,10 @@ impl ResponseCommits {
         self.last = Some(mark);
     }
 
-    /// If there is news (or a pending question) and nothing is held yet, holds from the last
-    /// packet queued: the one that brought the news.
+    /// If there is news (or the response is held) and nothing is held yet, holds from the
+    /// last packet queued: the one that brought it.
     pub(super) fn hold_if_news(&mut self) {
-        if self.hold.is_none() && (self.has_news() || self.pending) {
+        if self.hold.is_none() && (self.has_news() || self.holding) {
             self.hold = self.last;
         }
     }
@@ -153,42 +266,73 @@ impl ResponseCommits {
         let commit = Commit {
             connection_id,
             gtids: std::mem::take(&mut self.gtids),
-            unresolved: std::mem::take(&mut self.unresolved),
+            unresolved: self.unresolved.take(),
         };
         (commit, self.hold.take())
+    }
+
+    fn unresolved(&mut self, reason: Unresolved) {
+        self.unresolved.get_or_insert(reason);
     }
 }
 
 // === impl Session (tracking) ===
 
 impl Session {
-    /// Makes the primary report this session's GTIDs. Two pipelined queries, one round trip:
-    /// the first reads what the client itself tracks (so the proxy knows what to strip), the
-    /// second adds the proxy's tracker.
+    /// Makes the primary report this session's commits and state changes. Three pipelined
+    /// queries, one round trip: read how the client's session tracks (so the proxy knows
+    /// what to strip) and what it committed last, add the proxy's tracking, read the result.
     pub(super) async fn setup_tracking(&mut self) -> Result<Phase, Error> {
-        self.tracking.recheck = false;
+        self.tracking.reset = false;
+        self.tracking.active = false;
         if !self.primary_tracks {
-            warn!("primary does not offer session tracking: commits cannot be followed on this connection");
-            self.tracking.active = false;
+            warn!("primary does not offer session tracking: every response is checked with a query of its own");
             return Ok(Phase::Idle);
         }
-        let (probe, enable) = if self.mariadb {
-            (MARIADB_PROBE, MARIADB_ENABLE)
-        } else {
-            (MYSQL_PROBE, MYSQL_ENABLE)
-        };
-        self.send_query(probe);
-        self.send_query(enable);
+        if !self.mariadb {
+            return self.setup_mysql_tracking().await;
+        }
+        self.send_query(MARIADB_CHECK);
+        self.send_query(MARIADB_ENABLE);
+        self.send_query(MARIADB_READ_BACK);
         self.flush_primary().await?;
         let probed = self.swallow_response().await?;
         let enabled = self.swallow_response().await?;
-        let tracked = probed.value.unwrap_or_default();
-        if self.mariadb {
-            self.tracking.filter.keep_last_gtid = tracks_last_gtid(&tracked);
-        } else {
-            self.tracking.filter.keep_gtids = !tracked.eq_ignore_ascii_case(b"OFF");
+        let read_back = self.swallow_response().await?;
+        let checked = Checked::from_row(&probed.row);
+        self.tracking.filter.keep_last_gtid = tracks(&checked.list, LAST_GTID);
+        self.tracking.filter.keep_state_change_var =
+            tracks(&checked.list, SESSION_TRACK_STATE_CHANGE_VAR);
+        self.tracking.filter.keep_state_change = checked.state_change;
+        self.tracking.last = MariaGtid::parse(&checked.last_gtid).ok();
+        self.tracking.check_each = checked.may_hide_next_commit(self.tracking.last);
+        match probed.error.or(enabled.error).or(read_back.error) {
+            None => {
+                self.tracking.set_list = read_back
+                    .row
+                    .into_iter()
+                    .next()
+                    .flatten()
+                    .unwrap_or_default();
+                self.tracking.active = true;
+            }
+            Some(error) => {
+                warn!(%error, "could not set up GTID tracking on the primary connection: every response is checked with a query of its own");
+            }
         }
-        self.tracking.active = enabled.error.is_none();
+        Ok(Phase::Idle)
+    }
+
+    async fn setup_mysql_tracking(&mut self) -> Result<Phase, Error> {
+        self.send_query(MYSQL_PROBE);
+        self.send_query(MYSQL_ENABLE);
+        self.flush_primary().await?;
+        let probed = self.swallow_response().await?;
+        let enabled = self.swallow_response().await?;
+        let tracked = probed.row.into_iter().next().flatten().unwrap_or_default();
+        self.tracking.filter.keep_gtids = !tracked.eq_ignore_ascii_case(b"OFF");
+        // GTIDs of a MySQL primary are reported but not followed: nothing to check.
+        self.tracking.active = true;
         if let Some(error) = probed.error.or(enabled.error) {
             warn!(%error, "could not enable GTID tracking on the primary connection");
         }
@@ -202,14 +346,10 @@ impl Session {
         match tracked {
             TrackedGtid::LastGtid([]) | TrackedGtid::OwnGtids([]) => {}
             TrackedGtid::LastGtid(value) => match MariaGtid::parse(value) {
-                Ok(gtid) if self.tracking.last == Some(gtid) => {}
-                Ok(gtid) => {
-                    self.tracking.last = Some(gtid);
-                    commits.gtids.push(Gtid::Maria(gtid));
-                }
+                Ok(gtid) => self.note_last_gtid(gtid, commits),
                 Err(error) => {
-                    warn!(%error, value = %String::from_utf8_lossy(value), "unreadable last_gtid");
-                    commits.unresolved = true;
+                    warn!(%error, value = %String::from_utf8_lossy(value), "unreadable last_gtid: the response is checked");
+                    commits.need_check(CheckReason::StateChange);
                 }
             },
             TrackedGtid::OwnGtids(text) => {
@@ -220,43 +360,103 @@ impl Session {
         }
     }
 
-    /// Asks the primary what this session committed last, when the response did not say
-    /// (legacy EOF) or may have switched tracking off. Only MariaDB has `@@last_gtid`.
-    pub(super) async fn recover_last_gtid(
+    fn note_last_gtid(&mut self, gtid: MariaGtid, commits: &mut ResponseCommits) {
+        if self.tracking.last != Some(gtid) {
+            self.tracking.last = Some(gtid);
+            commits.gtids.push(Gtid::Maria(gtid));
+        }
+    }
+
+    /// Checks the session after a response that may have changed its tracking or committed
+    /// unreported: learns what it committed last (a commit the response did not report is
+    /// waited for like one it did), takes in the client's own tracker changes, and puts the
+    /// proxy's tracking back if it is gone.
+    pub(super) async fn check_tracking(
         &mut self,
         commits: &mut ResponseCommits,
     ) -> Result<(), Error> {
-        commits.pending = false;
-        if !self.mariadb || !self.primary_tracks {
-            commits.unresolved = true;
+        let reason = commits.check.take().unwrap_or(CheckReason::Untracked);
+        commits.holding = false;
+        self.shared.metrics.tracking_checked(reason.label());
+        if !self.mariadb {
+            // MySQL has no @@last_gtid: whatever a legacy EOF hid stays unknown.
+            if reason == CheckReason::LegacyEof {
+                commits.unresolved(Unresolved::NotFollowed);
+            }
             return Ok(());
         }
-        self.send_query(LAST_GTID_QUERY);
+        self.send_query(MARIADB_CHECK);
         self.flush_primary().await?;
         let answer = self.swallow_response().await?;
-        match (answer.error, answer.value) {
-            (None, value) => {
-                self.note_tracked(TrackedGtid::LastGtid(&value.unwrap_or_default()), commits)
+        if let Some(error) = answer.error {
+            warn!(connection_id = self.connection_id, %error, "could not read what the session committed after a response that may have committed");
+            commits.unresolved(Unresolved::BoundUnreadable { error });
+            self.tracking.active = false;
+            return Ok(());
+        }
+        let checked = Checked::from_row(&answer.row);
+        match MariaGtid::parse(&checked.last_gtid) {
+            Ok(gtid) => self.note_last_gtid(gtid, commits),
+            Err(_) if checked.last_gtid.is_empty() => {}
+            Err(error) => {
+                commits.unresolved(Unresolved::BoundUnreadable {
+                    error: format!(
+                        "@@last_gtid {:?}: {error}",
+                        String::from_utf8_lossy(&checked.last_gtid)
+                    ),
+                });
             }
-            (Some(error), _) => {
-                warn!(%error, "could not read @@last_gtid after a response that may have committed");
-                commits.unresolved = true;
+        }
+        self.tracking.take_in(&checked, commits.state_change_set);
+        if checked.intact() && self.primary_tracks {
+            self.tracking.active = true;
+            self.tracking.set_list = checked.list;
+            return Ok(());
+        }
+        debug!(connection_id = self.connection_id, list = %String::from_utf8_lossy(&checked.list), state_change = checked.state_change, "session tracking was changed: putting it back");
+        self.shared.metrics.tracking_restored.inc();
+        self.restore_tracking().await
+    }
+
+    /// Adds the proxy's tracking back to what the client's session has now.
+    async fn restore_tracking(&mut self) -> Result<(), Error> {
+        if !self.primary_tracks {
+            return Ok(());
+        }
+        self.send_query(MARIADB_ENABLE);
+        self.send_query(MARIADB_READ_BACK);
+        self.flush_primary().await?;
+        let enabled = self.swallow_response().await?;
+        let read_back = self.swallow_response().await?;
+        match enabled.error.or(read_back.error) {
+            None => {
+                self.tracking.set_list = read_back
+                    .row
+                    .into_iter()
+                    .next()
+                    .flatten()
+                    .unwrap_or_default();
+                self.tracking.active = true;
+            }
+            Some(error) => {
+                warn!(%error, "could not put GTID tracking back on the primary connection");
+                self.tracking.active = false;
             }
         }
         Ok(())
     }
 
     /// Queues a `COM_QUERY` of the proxy's own.
-    fn send_query(&mut self, sql: &str) {
+    pub(super) fn send_query(&mut self, sql: &str) {
         self.primary.write_packet_with(0, |buf| {
             buf.put_u8(COM_QUERY);
             buf.put_slice(sql.as_bytes());
         });
     }
 
-    /// Reads the whole response to a query the proxy sent, keeping only the first value (or
-    /// the error). Nothing of it reaches the client.
-    async fn swallow_response(&mut self) -> Result<Swallowed, Error> {
+    /// Reads the whole response to a query the proxy sent, keeping only the first row (or the
+    /// error). Nothing of it reaches the client.
+    pub(super) async fn swallow_response(&mut self) -> Result<Swallowed, Error> {
         let mut reader = ResponseReader::for_command(&[COM_QUERY], self.deprecate_eof())
             .expect("COM_QUERY has a response");
         let mut seq = Sequence::expecting(1);
@@ -273,11 +473,7 @@ impl Session {
             match step.kind {
                 PacketKind::Row if first_row => {
                     first_row = false;
-                    // Text row: the first value is a length-encoded string, or 0xFB for NULL.
-                    answer.value = Reader::new(packet.payload())
-                        .lenenc_str("row value")
-                        .ok()
-                        .map(<[u8]>::to_vec);
+                    answer.row = text_row(packet.payload());
                 }
                 PacketKind::Err => {
                     let err = ErrPacket::parse(packet.payload()).map_err(Error::PrimaryProtocol)?;
@@ -302,51 +498,53 @@ impl Session {
     }
 }
 
-/// True if a `session_track_system_variables` value includes `last_gtid` (or everything).
-fn tracks_last_gtid(list: &[u8]) -> bool {
-    list.split(|&b| b == b',')
-        .map(|v| v.trim_ascii())
-        .any(|v| v == b"*" || v.eq_ignore_ascii_case(b"last_gtid"))
+/// The values of a text-protocol row: length-encoded strings, `0xFB` for NULL.
+fn text_row(payload: &[u8]) -> Vec<Option<Vec<u8>>> {
+    let mut r = Reader::new(payload);
+    let mut values = Vec::new();
+    while !r.is_empty() {
+        if payload.get(r.position()) == Some(&0xFB) {
+            let _ = r.take(1, "NULL");
+            values.push(None);
+        } else if let Ok(value) = r.lenenc_str("row value") {
+            values.push(Some(value.to_vec()));
+        } else {
+            break;
+        }
+    }
+    values
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn finds_tracker_settings_in_statements() {
-        let table: [(&[u8], bool); 7] = [
-            (b"SET session_track_system_variables='last_gtid'", true),
-            (b"set @@SESSION_TRACK_GTIDS = OWN_GTID", true),
-            (b"SET SESSION session_track_schema=OFF", true),
-            (b"INSERT INTO t VALUES ('session')", false),
-            (b"SELECT track_session FROM t", false),
-            (b"_track", false),
-            (b"session_", false),
-        ];
-        for (text, want) in table {
-            assert_eq!(
-                mentions_session_track(text),
-                want,
-                "{}",
-                String::from_utf8_lossy(text)
-            );
-        }
+    fn g(text: &str) -> MariaGtid {
+        text.parse().unwrap()
     }
 
     #[test]
-    fn recognises_a_tracker_list_that_includes_last_gtid() {
-        let table: [(&[u8], bool); 6] = [
-            (b"autocommit,character_set_client,time_zone", false),
-            (b"last_gtid", true),
-            (b"autocommit, LAST_GTID", true),
-            (b"*", true),
-            (b"", false),
-            (b"last_gtid_x", false),
+    fn recognises_tracker_lists_that_include_a_variable() {
+        let table: [(&[u8], &[u8], bool); 7] = [
+            (
+                b"autocommit,character_set_client,time_zone",
+                LAST_GTID,
+                false,
+            ),
+            (b"last_gtid", LAST_GTID, true),
+            (b"autocommit, LAST_GTID", LAST_GTID, true),
+            (b"*", LAST_GTID, true),
+            (b"", LAST_GTID, false),
+            (b"last_gtid_x", LAST_GTID, false),
+            (
+                b"last_gtid,session_track_state_change",
+                SESSION_TRACK_STATE_CHANGE_VAR,
+                true,
+            ),
         ];
-        for (list, want) in table {
+        for (list, name, want) in table {
             assert_eq!(
-                tracks_last_gtid(list),
+                tracks(list, name),
                 want,
                 "{}",
                 String::from_utf8_lossy(list)
@@ -355,15 +553,75 @@ mod tests {
     }
 
     #[test]
-    fn commands_that_may_change_tracking_trigger_a_recheck() {
-        let mut t = Tracking::default();
-        t.note_command(b"\x03SELECT 1");
-        assert!(!t.recheck);
-        t.note_command(b"\x16SET session_track_system_variables = ?");
-        t.note_command(b"\x17\x01\x00\x00\x00");
-        assert!(t.recheck, "executing a statement prepared from such text");
-        t.recheck = false;
-        t.note_command(b"\x1f");
-        assert!(t.recheck, "COM_RESET_CONNECTION");
+    fn a_check_reads_the_row_and_knows_when_tracking_is_intact() {
+        let row = |values: [&str; 6]| -> Vec<Option<Vec<u8>>> {
+            values
+                .iter()
+                .map(|v| (*v != "NULL").then(|| v.as_bytes().to_vec()))
+                .collect()
+        };
+        let intact = Checked::from_row(&row([
+            "0-1-9",
+            "autocommit,last_gtid,session_track_state_change",
+            "1",
+            "0",
+            "1",
+            "0",
+        ]));
+        assert!(intact.intact());
+        assert!(!intact.may_hide_next_commit(Some(g("0-1-9"))));
+        assert!(
+            intact.may_hide_next_commit(Some(g("1-1-9"))),
+            "another domain"
+        );
+        assert!(
+            intact.may_hide_next_commit(Some(g("0-2-9"))),
+            "another server id"
+        );
+        assert!(
+            !intact.may_hide_next_commit(None),
+            "a first commit is always reported"
+        );
+        let off = Checked::from_row(&row(["", "last_gtid", "0", "0", "1", "5"]));
+        assert!(!off.intact());
+        assert!(off.may_hide_next_commit(None), "a forced sequence number");
+        let cleared = Checked::from_row(&row(["NULL", "", "1", "0", "1", "0"]));
+        assert!(!cleared.intact());
+        assert_eq!(cleared.last_gtid, b"");
+    }
+
+    #[test]
+    fn the_clients_view_follows_what_it_set_itself() {
+        let mut t = Tracking {
+            filter: TrackingFilter {
+                client_tracks: true,
+                ..TrackingFilter::default()
+            },
+            set_list: b"last_gtid,session_track_state_change".to_vec(),
+            ..Tracking::default()
+        };
+        let checked = |list: &str, state_change: bool| Checked {
+            list: list.as_bytes().to_vec(),
+            state_change,
+            ..Checked::default()
+        };
+        // Unchanged list, state change still on: the client's view stays.
+        t.take_in(&checked("last_gtid,session_track_state_change", true), None);
+        assert!(!t.filter.keep_last_gtid && !t.filter.keep_state_change);
+        // The client set its own list, with last_gtid in it, and turned state changes on.
+        t.take_in(&checked("last_gtid", true), Some(true));
+        assert!(t.filter.keep_last_gtid && t.filter.keep_state_change);
+        // It turned them off again.
+        t.take_in(&checked("last_gtid", false), None);
+        assert!(!t.filter.keep_state_change);
+    }
+
+    #[test]
+    fn text_rows_read_values_and_nulls() {
+        let payload = [0x05, b'0', b'-', b'1', b'-', b'9', 0xFB, 0x01, b'1'];
+        assert_eq!(
+            text_row(&payload),
+            vec![Some(b"0-1-9".to_vec()), None, Some(b"1".to_vec())]
+        );
     }
 }

@@ -55,7 +55,7 @@ impl Recorder {
     pub fn any_unresolved(&self, connection_id: u32) -> bool {
         self.commits()
             .iter()
-            .any(|c| c.connection_id == connection_id && c.unresolved)
+            .any(|c| c.connection_id == connection_id && c.unresolved.is_some())
     }
 
     pub fn clear(&self) {

@@ -27,16 +27,22 @@ const NOT_WANTED: TrackingFilter = TrackingFilter {
     client_tracks: true,
     keep_last_gtid: false,
     keep_gtids: false,
+    keep_state_change: false,
+    keep_state_change_var: false,
 };
 const WANTED: TrackingFilter = TrackingFilter {
     client_tracks: true,
     keep_last_gtid: true,
     keep_gtids: true,
+    keep_state_change: true,
+    keep_state_change_var: true,
 };
 const UNTRACKED: TrackingFilter = TrackingFilter {
     client_tracks: false,
     keep_last_gtid: false,
     keep_gtids: false,
+    keep_state_change: false,
+    keep_state_change_var: false,
 };
 
 fn filtered(payload: &[u8], filter: TrackingFilter) -> Vec<u8> {
@@ -58,6 +64,53 @@ fn gtids(payload: &[u8]) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// MariaDB 10.11.19, session tracking `last_gtid,session_track_state_change` with
+/// `session_track_state_change=ON`: a `SET`, a procedure that turned both trackers off then
+/// committed (the block comes out empty), and one that left `autocommit` as the only tracked
+/// variable before committing.
+const STATE_CHANGE_OK: &str = "00 00 00 02 40 00 00 00 03 02 01 31";
+const EMPTY_BLOCK_OK: &str = "00 01 00 02 40 00 00 00 00";
+const AUTOCOMMIT_OK: &str =
+    "00 01 00 02 40 00 00 00 10 00 0e 0a 61 75 74 6f 63 6f 6d 6d 69 74 02 4f 4e";
+
+#[test]
+fn only_a_pure_last_gtid_report_says_nothing_else_changed() {
+    let table = [
+        (INSERT_OK, true),
+        (OKFE, true),
+        (XA_PREPARE_OK, true),
+        (MULTI_OK, false),
+        (USE_OK, false),
+        (STATE_CHANGE_OK, false),
+        (EMPTY_BLOCK_OK, false),
+        (AUTOCOMMIT_OK, false),
+        (PLAIN_OK, false),
+    ];
+    for (packet, pure) in table {
+        let payload = hex(packet);
+        let ok = OkPacket::parse(&payload, true).unwrap();
+        assert_eq!(ok.reports_only_last_gtid(), pure, "{packet}");
+    }
+}
+
+#[test]
+fn state_change_items_and_the_proxys_variable_are_dropped_unless_the_client_tracks_them() {
+    let state_change = hex(STATE_CHANGE_OK);
+    assert_eq!(filtered(&state_change, NOT_WANTED), hex(PLAIN_OK));
+    assert_eq!(filtered(&state_change, WANTED), state_change);
+    // `session_track_state_change=OFF` reported as a system variable.
+    let mut item = Vec::new();
+    crate::wire::put_lenenc_str(&mut item, b"session_track_state_change");
+    crate::wire::put_lenenc_str(&mut item, b"OFF");
+    let mut block = vec![SESSION_TRACK_SYSTEM_VARIABLES];
+    crate::wire::put_lenenc_str(&mut block, &item);
+    // Header, affected rows, insert id, status 0x4002, warnings, empty info, the block.
+    let mut ok = vec![0x00, 0x00, 0x00, 0x02, 0x40, 0x00, 0x00, 0x00];
+    crate::wire::put_lenenc_str(&mut ok, &block);
+    assert_eq!(filtered(&ok, NOT_WANTED), hex(PLAIN_OK));
+    assert_eq!(filtered(&ok, WANTED), ok);
 }
 
 #[test]
@@ -208,6 +261,7 @@ fn arb_item() -> impl Strategy<Value = Item> {
     let name = prop_oneof![
         Just(b"last_gtid".to_vec()),
         Just(b"autocommit".to_vec()),
+        Just(b"session_track_state_change".to_vec()),
         proptest::collection::vec(any::<u8>(), 0..12)
     ];
     (
@@ -257,8 +311,16 @@ proptest! {
         items in proptest::collection::vec(arb_item(), 0..4),
         keep_last_gtid: bool,
         keep_gtids: bool,
+        keep_state_change: bool,
+        keep_state_change_var: bool,
     ) {
-        let filter = TrackingFilter { client_tracks: true, keep_last_gtid, keep_gtids };
+        let filter = TrackingFilter {
+            client_tracks: true,
+            keep_last_gtid,
+            keep_gtids,
+            keep_state_change,
+            keep_state_change_var,
+        };
         let payload = encode(status, &info, &items);
         let kept: Vec<_> = items
             .iter()
@@ -266,9 +328,16 @@ proptest! {
                 if *kind == SESSION_TRACK_GTIDS && !keep_gtids {
                     return None;
                 }
+                if *kind == SESSION_TRACK_STATE_CHANGE && !keep_state_change {
+                    return None;
+                }
+                let dropped = |n: &[u8]| {
+                    (!keep_last_gtid && n.eq_ignore_ascii_case(b"last_gtid"))
+                        || (!keep_state_change_var && n.eq_ignore_ascii_case(b"session_track_state_change"))
+                };
                 let vars: Vec<_> = vars
                     .iter()
-                    .filter(|(n, _)| *kind != SESSION_TRACK_SYSTEM_VARIABLES || keep_last_gtid || !n.eq_ignore_ascii_case(b"last_gtid"))
+                    .filter(|(n, _)| *kind != SESSION_TRACK_SYSTEM_VARIABLES || !dropped(n))
                     .cloned()
                     .collect();
                 (*kind != SESSION_TRACK_SYSTEM_VARIABLES || !vars.is_empty()).then(|| (*kind, vars, raw.clone()))

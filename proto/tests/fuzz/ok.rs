@@ -19,10 +19,12 @@ fn within(part: &[u8], whole: &[u8]) -> bool {
 
 /// Every filter the proxy can apply.
 fn filters() -> impl Iterator<Item = TrackingFilter> {
-    (0..8).map(|bits| TrackingFilter {
+    (0..32).map(|bits| TrackingFilter {
         client_tracks: bits & 1 != 0,
         keep_last_gtid: bits & 2 != 0,
         keep_gtids: bits & 4 != 0,
+        keep_state_change: bits & 8 != 0,
+        keep_state_change_var: bits & 16 != 0,
     })
 }
 

@@ -1,0 +1,199 @@
+//! Strong sync's settings and the words for what happens to a commit: the timeout policy, the
+//! STRONG/DEGRADED state, how a parked commit was released, and the error a client gets when
+//! its commit did not reach its quorum.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Settings of strong sync. All but `gtid_index_capacity` can change while the proxy runs
+/// ([`Durability::reconfigure`](super::Durability::reconfigure)); parked commits follow a
+/// change at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurabilityConfig {
+    /// Replicas that must hold a transaction before its commit is acknowledged to the client.
+    /// Default 1.
+    pub quorum: usize,
+    /// Relay only: commits never wait (the proxy's own cost, in benchmarks; a migration step).
+    /// Default false.
+    pub passthrough: bool,
+    /// How long a commit waits for its quorum before `on_timeout` applies. Default 10 s.
+    pub ack_timeout: Duration,
+    /// What happens to a commit whose quorum does not come in time. Default `degrade`.
+    pub on_timeout: OnTimeout,
+    /// What a commit does while fewer than `quorum` semisync replicas are connected.
+    /// Default `wait` (for `ack_timeout`).
+    pub without_quorum: WithoutQuorum,
+    /// A replica that has not acknowledged a transaction end this long after it was sent is
+    /// asked again (lost ACKs must not leave commits waiting). Default 1 s.
+    pub ack_nudge_after: Duration,
+    /// Most transactions whose end position is remembered exactly (older ones are remembered
+    /// as a bound per replication domain). Default 100,000.
+    pub gtid_index_capacity: usize,
+}
+
+/// What happens to a commit that waited `ack_timeout` without its quorum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnTimeout {
+    /// Release it, and stop waiting for quorum (DEGRADED) until the replicas have caught up.
+    Degrade,
+    /// Keep waiting: never acknowledge a commit without its quorum.
+    Block,
+    /// Answer the client with an error saying the transaction committed on the primary
+    /// without reaching quorum.
+    Error,
+}
+
+/// What a commit does while fewer than `quorum` semisync replicas are connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WithoutQuorum {
+    /// Wait as usual; `on_timeout` applies after `ack_timeout`.
+    Wait,
+    /// Apply `on_timeout` at once (with `block`, this still waits).
+    Immediate,
+}
+
+/// Whether commits currently wait for their quorum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Every commit waits for its quorum.
+    Strong,
+    /// Commits are released without waiting, until the quorum holds every one of them.
+    Degraded,
+}
+
+/// How a parked commit was released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The quorum holds it.
+    Quorum,
+    /// It waited `ack_timeout` (or found no quorum with `without_quorum = immediate`) and the
+    /// timeout policy released it (with OK for `degrade`, with an error for `error`).
+    Timeout,
+    /// The proxy was DEGRADED: released without waiting.
+    Degraded,
+    /// What it committed could not be learnt, nor bounded: released without its quorum.
+    Unresolved,
+    /// The client went away while it waited.
+    ClientGone,
+    /// The proxy shut down while it waited.
+    Shutdown,
+}
+
+/// Every outcome, in the order of the counters.
+pub const OUTCOMES: [Outcome; 6] = [
+    Outcome::Quorum,
+    Outcome::Timeout,
+    Outcome::Degraded,
+    Outcome::Unresolved,
+    Outcome::ClientGone,
+    Outcome::Shutdown,
+];
+
+/// A commit released without its quorum, with an error for its client: `on_timeout = error`,
+/// or the proxy shutting down with the commit still parked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}transaction {gtids} committed on the primary but was not acknowledged by {quorum} replica(s) within {waited:?}; it may be lost if the primary fails", if *.shutdown { "proxy shutting down: " } else { "" })]
+pub struct NotAcknowledged {
+    /// The GTIDs, comma-separated.
+    pub gtids: String,
+    /// The quorum it needed.
+    pub quorum: usize,
+    /// How long it waited.
+    pub waited: Duration,
+    /// Released because the proxy is shutting down (not by the timeout policy).
+    pub shutdown: bool,
+}
+
+// === impl Outcome ===
+
+impl Outcome {
+    /// Label for logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Quorum => "quorum",
+            Outcome::Timeout => "timeout",
+            Outcome::Degraded => "degraded",
+            Outcome::Unresolved => "unresolved",
+            Outcome::ClientGone => "client_gone",
+            Outcome::Shutdown => "shutdown",
+        }
+    }
+
+    /// Its place in [`OUTCOMES`].
+    pub(super) fn index(self) -> usize {
+        OUTCOMES.iter().position(|o| *o == self).unwrap_or(0)
+    }
+}
+
+// === impl State ===
+
+impl State {
+    /// Label for logs, metrics and `/status`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            State::Strong => "strong",
+            State::Degraded => "degraded",
+        }
+    }
+}
+
+// === impl OnTimeout / WithoutQuorum ===
+
+impl fmt::Display for OnTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OnTimeout::Degrade => "degrade",
+            OnTimeout::Block => "block",
+            OnTimeout::Error => "error",
+        })
+    }
+}
+
+impl fmt::Display for WithoutQuorum {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WithoutQuorum::Wait => "wait",
+            WithoutQuorum::Immediate => "immediate",
+        })
+    }
+}
+
+impl FromStr for OnTimeout {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "degrade" => Ok(OnTimeout::Degrade),
+            "block" => Ok(OnTimeout::Block),
+            "error" => Ok(OnTimeout::Error),
+            other => Err(format!("expected degrade, block or error, got {other:?}")),
+        }
+    }
+}
+
+impl FromStr for WithoutQuorum {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "wait" => Ok(WithoutQuorum::Wait),
+            "immediate" => Ok(WithoutQuorum::Immediate),
+            other => Err(format!("expected wait or immediate, got {other:?}")),
+        }
+    }
+}
+
+impl Default for DurabilityConfig {
+    fn default() -> Self {
+        DurabilityConfig {
+            quorum: 1,
+            ack_timeout: Duration::from_secs(10),
+            on_timeout: OnTimeout::Degrade,
+            without_quorum: WithoutQuorum::Wait,
+            ack_nudge_after: Duration::from_secs(1),
+            gtid_index_capacity: 100_000,
+            passthrough: false,
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! The replica registry: the replicas whose dump the primary accepted, what each holds, and the
+//! quorum position their holdings add up to. Replicas that left are kept as last known, for a
+//! failover tool once the primary (and with it every replica's stream) is gone.
+//!
+//! What a replica holds is kept two ways, both exact: the binlog position through which it has
+//! everything (acknowledged, or shown by its stream: see [`super::coverage`]), and per
+//! replication domain the newest GTID it has (its connect state as the primary received it,
+//! then each transaction acknowledged).
+
+use std::collections::{HashMap, VecDeque};
+
+use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::position::Position;
+use tokio::time::Instant;
+
+use super::held::GtidPosition;
+use super::quorum;
+use super::ReplicaStatus;
+
+/// Disconnected replicas remembered, the most recent ones.
+pub(super) const DEPARTED_KEPT: usize = 64;
+
+/// Every replica, connected or last known.
+#[derive(Debug, Default)]
+pub(super) struct Registry {
+    connected: HashMap<u32, Replica>,
+    departed: HashMap<u32, Departed>,
+    next_pipe: u64,
+    /// The k-th highest position held by connected semisync replicas (see
+    /// [`update_quorum`](Self::update_quorum)).
+    quorum: Option<Position>,
+}
+
+/// One replica.
+#[derive(Debug)]
+pub(super) struct Replica {
+    /// Which dump this record belongs to (a reconnect replaces it).
+    pub pipe: u64,
+    pub address: String,
+    /// It asked for semisync, so it acknowledges and counts towards the quorum.
+    pub semisync: bool,
+    /// The highest position it acknowledged.
+    pub acked: Option<Position>,
+    /// The position through which it holds every transaction (its acknowledgements and what
+    /// its stream shows the primary skipped for it).
+    pub covered: Option<Position>,
+    pub last_ack: Option<Instant>,
+    /// Per domain, the newest GTID it holds.
+    pub held: GtidPosition,
+    /// Transactions relayed to it and not yet covered, with their GTIDs, oldest first.
+    /// Bounded: past the capacity the oldest go, which only leaves `held` behind what the
+    /// replica has (never ahead of it).
+    pub unacked: VecDeque<(Position, MariaGtid)>,
+}
+
+/// A replica that has disconnected, as it was last known.
+#[derive(Debug)]
+pub(super) struct Departed {
+    pub replica: Replica,
+    pub left: Instant,
+}
+
+/// Who holds a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Holders {
+    /// Connected semisync replicas that hold it.
+    pub count: usize,
+    /// Of those, the ones counted only by the GTIDs they connected with (their position has
+    /// not reached it): a commit counted this way is woken by any replica that moves.
+    pub by_connect_state: usize,
+}
+
+// === impl Registry ===
+
+impl Registry {
+    /// Admits a replica whose dump the primary accepted, holding `connect_state`. A replica
+    /// with the same `server_id` is replaced (the primary ends its old dump too). Returns the
+    /// id of the new registration.
+    pub(super) fn admit(
+        &mut self,
+        server_id: u32,
+        address: String,
+        semisync: bool,
+        connect_state: GtidPosition,
+    ) -> u64 {
+        self.next_pipe += 1;
+        self.departed.remove(&server_id);
+        self.connected.insert(
+            server_id,
+            Replica {
+                pipe: self.next_pipe,
+                address,
+                semisync,
+                acked: None,
+                covered: None,
+                last_ack: None,
+                held: connect_state,
+                unacked: VecDeque::new(),
+            },
+        );
+        self.next_pipe
+    }
+
+    /// The replica `server_id`, if its registration is still `pipe`'s.
+    pub(super) fn get_mut(&mut self, server_id: u32, pipe: u64) -> Option<&mut Replica> {
+        self.connected
+            .get_mut(&server_id)
+            .filter(|r| r.pipe == pipe)
+    }
+
+    /// Moves the replica to the departed ones; false if `pipe` was no longer its registration.
+    pub(super) fn leave(&mut self, server_id: u32, pipe: u64, now: Instant) -> bool {
+        if self.get_mut(server_id, pipe).is_none() {
+            return false;
+        }
+        let Some(mut gone) = self.connected.remove(&server_id) else {
+            return false;
+        };
+        if self.departed.len() >= DEPARTED_KEPT {
+            let oldest = self
+                .departed
+                .iter()
+                .min_by_key(|(_, d)| d.left)
+                .map(|(id, _)| *id);
+            if let Some(oldest) = oldest {
+                self.departed.remove(&oldest);
+            }
+        }
+        gone.unacked.clear();
+        self.departed.insert(
+            server_id,
+            Departed {
+                replica: gone,
+                left: now,
+            },
+        );
+        true
+    }
+
+    /// Recomputes the quorum position for quorum `k`: the k-th highest position held by the
+    /// connected semisync replicas.
+    pub(super) fn update_quorum(&mut self, k: usize) -> Option<Position> {
+        let held = self
+            .connected
+            .values()
+            .filter(|r| r.semisync)
+            .map(Replica::holds_through);
+        self.quorum = quorum::quorum_position(held, k);
+        self.quorum
+    }
+
+    /// The quorum position as last computed.
+    pub(super) fn quorum(&self) -> Option<Position> {
+        self.quorum
+    }
+
+    /// Connected replicas that count towards the quorum.
+    pub(super) fn semisync_count(&self) -> usize {
+        self.connected.values().filter(|r| r.semisync).count()
+    }
+
+    /// Who holds `gtid`, which ends at or before `end` when that is known.
+    pub(super) fn holders(&self, gtid: &MariaGtid, end: Option<Position>) -> Holders {
+        let mut holders = Holders::default();
+        for r in self.connected.values().filter(|r| r.semisync) {
+            let by_position = end.is_some_and(|end| r.holds_through() >= Some(end));
+            if by_position || r.held.holds(gtid) {
+                holders.count += 1;
+                holders.by_connect_state += usize::from(!by_position);
+            }
+        }
+        holders
+    }
+
+    /// The lowest position any connected replica holds through.
+    pub(super) fn slowest(&self) -> Option<Position> {
+        self.connected
+            .values()
+            .map(Replica::holds_through)
+            .min()
+            .flatten()
+    }
+
+    /// Connected replicas, by server id.
+    pub(super) fn connected(&self) -> impl Iterator<Item = (u32, &Replica)> {
+        self.connected.iter().map(|(id, r)| (*id, r))
+    }
+
+    /// Departed replicas, by server id.
+    pub(super) fn departed(&self) -> impl Iterator<Item = (u32, &Departed)> {
+        self.departed.iter().map(|(id, d)| (*id, d))
+    }
+}
+
+// === impl Replica ===
+
+impl Replica {
+    /// The position through which it holds every transaction.
+    pub(super) fn holds_through(&self) -> Option<Position> {
+        self.acked.max(self.covered)
+    }
+
+    /// A transaction ending at `end` was relayed to it.
+    pub(super) fn relayed(&mut self, end: Position, gtid: MariaGtid, capacity: usize) {
+        if !self.semisync {
+            return;
+        }
+        if self.unacked.len() >= capacity {
+            self.unacked.pop_front();
+        }
+        self.unacked.push_back((end, gtid));
+    }
+
+    /// It acknowledged everything up to `position`.
+    pub(super) fn acknowledged(&mut self, position: Position, now: Instant) {
+        self.acked = self.acked.max(Some(position));
+        self.last_ack = Some(now);
+        self.take_held();
+    }
+
+    /// Its stream shows it holds everything through `position`.
+    pub(super) fn covered(&mut self, position: Position) {
+        self.covered = self.covered.max(Some(position));
+        self.take_held();
+    }
+
+    /// Moves the transactions it now holds from `unacked` into `held`.
+    fn take_held(&mut self) {
+        let Some(through) = self.holds_through() else {
+            return;
+        };
+        while let Some(&(end, gtid)) = self.unacked.front() {
+            if end > through {
+                break;
+            }
+            self.held.advance(gtid);
+            self.unacked.pop_front();
+        }
+    }
+
+    /// What is known of it at `now`, without the lag (which needs the relayed stream's book).
+    pub(super) fn status(&self, server_id: u32, now: Instant) -> ReplicaStatus {
+        ReplicaStatus {
+            server_id,
+            address: self.address.clone(),
+            semisync: self.semisync,
+            acked: self.acked,
+            holds_through: self.holds_through(),
+            lag_bytes: None,
+            lag_transactions: None,
+            last_ack_age: self.last_ack.map(|at| now - at),
+            held: self.held.clone(),
+            gone_for: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(offset: u64) -> Position {
+        Position {
+            file_seq: 1,
+            offset,
+        }
+    }
+
+    fn g(text: &str) -> MariaGtid {
+        text.parse().unwrap()
+    }
+
+    fn state(text: &str) -> GtidPosition {
+        GtidPosition::parse(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn the_quorum_counts_semisync_replicas_by_the_position_they_hold_through() {
+        let mut reg = Registry::default();
+        let a = reg.admit(2, "a".into(), true, GtidPosition::default());
+        let b = reg.admit(3, "b".into(), true, GtidPosition::default());
+        let plain = reg.admit(4, "c".into(), false, GtidPosition::default());
+        let now = Instant::now();
+        reg.get_mut(2, a).unwrap().acknowledged(p(300), now);
+        reg.get_mut(3, b).unwrap().covered(p(200));
+        reg.get_mut(4, plain).unwrap().covered(p(900));
+        assert_eq!(reg.update_quorum(1), Some(p(300)));
+        assert_eq!(reg.update_quorum(2), Some(p(200)));
+        assert_eq!(
+            reg.update_quorum(3),
+            None,
+            "the async replica does not count"
+        );
+        assert_eq!(reg.semisync_count(), 2);
+        assert_eq!(reg.slowest(), Some(p(200)));
+    }
+
+    #[test]
+    fn holders_are_exact_per_domain() {
+        // Domains 0 and 1 interleave: 0-1-1 ends at 100, 1-1-1 at 200, 0-1-2 at 300, 1-1-2 at
+        // 400. A replica that connected holding 0-1-1 and 1-1-2 does not hold 0-1-2.
+        let mut reg = Registry::default();
+        reg.admit(2, "a".into(), true, state("0-1-1,1-1-2"));
+        let held = |reg: &Registry, gtid: &str, end: u64| reg.holders(&g(gtid), Some(p(end)));
+        assert_eq!(held(&reg, "0-1-1", 100).count, 1);
+        assert_eq!(held(&reg, "1-1-2", 400).count, 1);
+        assert_eq!(held(&reg, "0-1-2", 300).count, 0);
+        assert_eq!(reg.holders(&g("1-1-2"), None).by_connect_state, 1);
+    }
+
+    #[test]
+    fn a_reconnect_replaces_the_old_registration_and_departed_replicas_are_kept() {
+        let mut reg = Registry::default();
+        let now = Instant::now();
+        let old = reg.admit(2, "a".into(), true, state("0-1-4"));
+        let new = reg.admit(2, "a".into(), true, state("0-1-9"));
+        assert!(
+            reg.get_mut(2, old).is_none(),
+            "the old dump no longer counts"
+        );
+        assert!(!reg.leave(2, old, now), "its leaving changes nothing");
+        assert_eq!(reg.connected().count(), 1);
+        assert!(reg.leave(2, new, now));
+        let (_, gone) = reg.departed().next().unwrap();
+        assert_eq!(gone.replica.held.to_string(), "0-1-9");
+        reg.admit(2, "a".into(), true, GtidPosition::default());
+        assert_eq!(reg.departed().count(), 0, "back: no longer departed");
+    }
+
+    #[test]
+    fn held_gtids_follow_what_is_covered_and_stay_bounded() {
+        let mut reg = Registry::default();
+        let pipe = reg.admit(2, "a".into(), true, state("1-1-9"));
+        let r = reg.get_mut(2, pipe).unwrap();
+        for seq in 1..=6u64 {
+            r.relayed(p(seq * 100), g(&format!("0-1-{seq}")), 4);
+        }
+        assert_eq!(r.unacked.len(), 4, "bounded by the capacity");
+        r.covered(p(450));
+        assert_eq!(r.held.to_string(), "0-1-4,1-1-9");
+        r.acknowledged(p(600), Instant::now());
+        assert_eq!(r.held.to_string(), "0-1-6,1-1-9");
+    }
+}

@@ -1,0 +1,185 @@
+//! The replica side of strong sync: a replica pipe's registration, made once the primary has
+//! accepted the dump, through which it reports what it relays, what its replica acknowledges
+//! and what its stream shows the replica holds; dropping it is the replica leaving.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::position::Position;
+use thiserror::Error;
+use tokio::time::Instant;
+
+use super::held::GtidPosition;
+use super::waiters::wake;
+use super::{Durability, WithoutQuorum};
+
+/// A replica's accepted dump, registered with strong sync for as long as it lives.
+pub struct ReplicaHandle {
+    durability: Arc<Durability>,
+    server_id: u32,
+    pipe: u64,
+}
+
+/// An acknowledgement strong sync refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum AckError {
+    /// The replica acknowledged a position the proxy never sent it.
+    #[error("acknowledged {acked}, beyond anything relayed to it (last {relayed:?})")]
+    BeyondRelayed {
+        /// What it acknowledged.
+        acked: Position,
+        /// The furthest position relayed to it.
+        relayed: Option<Position>,
+    },
+}
+
+// === impl Durability (replicas) ===
+
+impl Durability {
+    /// Admits a replica whose dump the primary has accepted (its first event came back), as
+    /// holding `connect_state` (the GTIDs the primary was told it has). A replica already
+    /// connected with the same `server_id` is replaced, as the primary replaces its dump.
+    /// Parked commits look again: the newcomer may hold what they wait for.
+    pub fn admit_replica(
+        self: &Arc<Self>,
+        server_id: u32,
+        address: SocketAddr,
+        semisync: bool,
+        connect_state: GtidPosition,
+    ) -> ReplicaHandle {
+        let k = self.config().quorum;
+        let mut woken = Vec::new();
+        let pipe = {
+            let mut inner = self.lock();
+            let pipe = inner.registry.admit(
+                server_id,
+                address.to_string(),
+                semisync,
+                connect_state.clone(),
+            );
+            inner.positions_changed(k, &mut woken);
+            inner.waiters.all(&mut woken);
+            pipe
+        };
+        wake(woken);
+        tracing::info!(server_id, %address, semisync, %connect_state, "replica connected");
+        ReplicaHandle {
+            durability: Arc::clone(self),
+            server_id,
+            pipe,
+        }
+    }
+}
+
+// === impl ReplicaHandle ===
+
+impl ReplicaHandle {
+    /// The replica's `server_id`.
+    pub fn server_id(&self) -> u32 {
+        self.server_id
+    }
+
+    /// A transaction end was relayed: where it ends, and its GTID if it had one.
+    pub fn transaction_relayed(&self, gtid: Option<MariaGtid>, end: Position) {
+        let d = &self.durability;
+        let k = d.config().quorum;
+        let mut woken = Vec::new();
+        {
+            let mut inner = d.lock();
+            inner.head = Some(inner.head.map_or(end, |h| h.max(end)));
+            inner.lag.transaction(end);
+            if let Some(gtid) = gtid {
+                let capacity = inner.index.capacity();
+                if let Some(replica) = inner.registry.get_mut(self.server_id, self.pipe) {
+                    replica.relayed(end, gtid, capacity);
+                }
+                inner.index.insert(gtid, end);
+                inner.waiters.relayed(&gtid, &mut woken);
+            }
+            inner.maybe_strong(k);
+        }
+        wake(woken);
+    }
+
+    /// A binlog file ended at `end` (its ROTATE was relayed).
+    pub fn file_ended(&self, end: Position) {
+        self.durability.lock().lag.file_ended(end);
+    }
+
+    /// The replica acknowledged everything up to `position`; `relayed` is the furthest
+    /// position sent to it, which an acknowledgement may not pass. `covered` is what its
+    /// stream now shows it holds, if that grew past `position` (reported with the ACK, under
+    /// one lock).
+    ///
+    /// # Errors
+    /// [`AckError::BeyondRelayed`]: the caller should disconnect the replica.
+    pub fn acknowledged(
+        &self,
+        position: Position,
+        relayed: Option<Position>,
+        covered: Option<Position>,
+    ) -> Result<(), AckError> {
+        if relayed.is_none_or(|r| position > r) {
+            return Err(AckError::BeyondRelayed {
+                acked: position,
+                relayed,
+            });
+        }
+        self.update(|replica| {
+            replica.acknowledged(position, Instant::now());
+            if let Some(covered) = covered {
+                replica.covered(covered);
+            }
+        });
+        Ok(())
+    }
+
+    /// The replica's stream shows it holds every transaction through `position` (see
+    /// [`StreamCoverage`](super::StreamCoverage)).
+    pub fn covered(&self, position: Position) {
+        self.update(|replica| replica.covered(position));
+    }
+
+    fn update(&self, f: impl FnOnce(&mut super::registry::Replica)) {
+        let d = &self.durability;
+        let k = d.config().quorum;
+        let mut woken = Vec::new();
+        {
+            let mut inner = d.lock();
+            let Some(replica) = inner.registry.get_mut(self.server_id, self.pipe) else {
+                return;
+            };
+            f(replica);
+            inner.positions_changed(k, &mut woken);
+        }
+        wake(woken);
+    }
+}
+
+impl Drop for ReplicaHandle {
+    fn drop(&mut self) {
+        let d = &self.durability;
+        let config = d.config();
+        let mut woken = Vec::new();
+        let left = {
+            let mut inner = d.lock();
+            let left = inner
+                .registry
+                .leave(self.server_id, self.pipe, Instant::now());
+            if left {
+                inner.positions_changed(config.quorum, &mut woken);
+                let short = inner.registry.semisync_count() < config.quorum;
+                if short && config.without_quorum == WithoutQuorum::Immediate {
+                    // Waiters must apply the timeout policy now rather than at their deadline.
+                    inner.waiters.all(&mut woken);
+                }
+            }
+            left
+        };
+        wake(woken);
+        if left {
+            tracing::info!(server_id = self.server_id, "replica disconnected");
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! A snapshot of strong sync for `/status`, metrics and tests: the state, every replica with
+//! what it holds, the parked commits, and what a failover needs to know.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use strongsync_proto::position::Position;
+use tokio::time::Instant;
+
+use super::{Durability, DurableState, GtidPosition, ReleasedWithoutQuorum, State, OUTCOMES};
+
+/// The snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurabilityStatus {
+    /// Current state.
+    pub state: State,
+    /// Configured quorum.
+    pub quorum: usize,
+    /// Commits do not wait (relay only).
+    pub passthrough: bool,
+    /// The highest position held by `quorum` connected semisync replicas.
+    pub quorum_position: Option<Position>,
+    /// The end of the last transaction relayed to any replica.
+    pub head: Option<Position>,
+    /// Connected replicas, by server id.
+    pub replicas: Vec<ReplicaStatus>,
+    /// Commits waiting right now.
+    pub parked: usize,
+    /// Of those, the ones `block` keeps waiting past their `ack_timeout`.
+    pub parked_overdue: usize,
+    /// Transactions whose end position is remembered exactly.
+    pub gtid_index_entries: usize,
+    /// Time spent DEGRADED so far (the current spell included).
+    pub degraded_total: Duration,
+    /// Commits released so far, by how.
+    pub released: BTreeMap<&'static str, u64>,
+    /// Replicas that disconnected, as last known (the most recent ones), by `server_id`.
+    pub departed: Vec<ReplicaStatus>,
+    /// The newest GTID per domain whose commit was acknowledged to its client with its
+    /// quorum (since the proxy started).
+    pub acknowledged: GtidPosition,
+    /// Replicas, connected or departed, that hold every one of those: safe to promote.
+    pub failover_candidates: Vec<u32>,
+    /// Commits acknowledged to their clients without their quorum since strong sync was last
+    /// STRONG, per domain: what a failover now may lose.
+    pub released_without_quorum: ReleasedWithoutQuorum,
+    /// The most recent commits released without their GTIDs being known.
+    pub unresolved: Vec<UnresolvedRelease>,
+}
+
+/// One connected replica (or one that was).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaStatus {
+    /// The replica's `server_id`.
+    pub server_id: u32,
+    /// Where it connected from.
+    pub address: String,
+    /// It asked for semisync (and so counts towards the quorum).
+    pub semisync: bool,
+    /// The highest position it acknowledged.
+    pub acked: Option<Position>,
+    /// The position through which it holds every transaction: what it acknowledged, or what
+    /// its stream shows the primary skipped because it had it.
+    pub holds_through: Option<Position>,
+    /// Binlog bytes between `holds_through` and the newest transaction relayed (when known).
+    pub lag_bytes: Option<u64>,
+    /// Transactions relayed that it does not hold yet (when known).
+    pub lag_transactions: Option<u64>,
+    /// Time since its last acknowledgement.
+    pub last_ack_age: Option<Duration>,
+    /// The GTIDs it holds: what the primary was told it had when it connected, then every
+    /// transaction it acknowledged.
+    pub held: GtidPosition,
+    /// Time since it disconnected (`None` while connected).
+    pub gone_for: Option<Duration>,
+}
+
+/// A commit released to its client although what it committed could not be learnt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnresolvedRelease {
+    /// The primary's id for the client's connection.
+    pub connection_id: u32,
+    /// Why it could not be learnt.
+    pub reason: String,
+    /// The GTIDs that were learnt, if any (waited for).
+    pub gtids: String,
+    /// When.
+    pub at: Instant,
+}
+
+// === impl Durability (status) ===
+
+impl Durability {
+    /// A snapshot of the state, the replicas and the parked commits.
+    pub fn status(&self) -> DurabilityStatus {
+        let config = self.config();
+        let inner = self.lock();
+        let now = Instant::now();
+        let mut replicas: Vec<ReplicaStatus> = inner
+            .registry
+            .connected()
+            .map(|(server_id, r)| {
+                let through = r.holds_through();
+                ReplicaStatus {
+                    lag_bytes: through
+                        .zip(inner.head)
+                        .and_then(|(a, h)| inner.lag.bytes_behind(a, h)),
+                    lag_transactions: through.and_then(|a| inner.lag.transactions_behind(a)),
+                    ..r.status(server_id, now)
+                }
+            })
+            .collect();
+        replicas.sort_by_key(|r| r.server_id);
+        let mut departed: Vec<ReplicaStatus> = inner
+            .registry
+            .departed()
+            .map(|(server_id, d)| ReplicaStatus {
+                gone_for: Some(now - d.left),
+                ..d.replica.status(server_id, now)
+            })
+            .collect();
+        departed.sort_by_key(|r| r.server_id);
+        let mut failover_candidates: Vec<u32> = replicas
+            .iter()
+            .chain(&departed)
+            .filter(|r| r.held.covers(&inner.acknowledged))
+            .map(|r| r.server_id)
+            .collect();
+        failover_candidates.sort_unstable();
+        let (degraded_now, released_without_quorum) = match &inner.state {
+            DurableState::Degraded {
+                since, released, ..
+            } => (now - *since, released.clone()),
+            DurableState::Strong => (Duration::ZERO, ReleasedWithoutQuorum::default()),
+        };
+        DurabilityStatus {
+            state: inner.state.public(),
+            quorum: config.quorum,
+            passthrough: config.passthrough,
+            quorum_position: inner.registry.quorum(),
+            head: inner.head,
+            replicas,
+            parked: self.parked.load(Ordering::Relaxed),
+            parked_overdue: self.overdue.load(Ordering::Relaxed),
+            gtid_index_entries: inner.index.len(),
+            degraded_total: inner.degraded_before + degraded_now,
+            released: OUTCOMES
+                .iter()
+                .zip(&self.released)
+                .map(|(o, n)| (o.label(), n.load(Ordering::Relaxed)))
+                .collect(),
+            departed,
+            acknowledged: inner.acknowledged.clone(),
+            failover_candidates,
+            released_without_quorum,
+            unresolved: inner.unresolved.iter().cloned().collect(),
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! A replica pipe: what a client session becomes once the primary has accepted its binlog dump.
+//! It owns the replica's connection and the dump's connection to the primary, and nothing of
+//! a client session. The primary's events are relayed as they come; a semisync replica gets
+//! the `EF <flag>` header on every event with the ACK flag on each transaction's end, and its
+//! ACKs are read here and reported to strong sync, never forwarded. What the stream shows the
+//! replica holds (see [`StreamCoverage`]) is reported too. An ACK that is slow to come is
+//! asked for again with a flagged heartbeat.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use prometheus::{Histogram, IntCounter};
+use strongsync_proto::binlog::{
+    put_heartbeat, EventSeen, StreamTracker, GTID_EVENT, HEARTBEAT_EVENT, ROTATE_EVENT,
+};
+use strongsync_proto::command::COM_QUIT;
+use strongsync_proto::packet::Packet;
+use strongsync_proto::position::Position;
+use strongsync_proto::semisync::{self, Ack};
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use super::replica::AcceptedDump;
+use super::session::Session;
+use super::Shared;
+use crate::conn::Conn;
+use crate::durability::{ReplicaHandle, StreamCoverage};
+use crate::error::{Error, ReplicaError};
+use crate::primary::PrimaryStream;
+use crate::stream::ClientStream;
+
+/// Flagged events remembered for the latency metric (a replica that stops acknowledging does
+/// not make the proxy remember every event it sends).
+const FLAGGED_KEPT: usize = 4096;
+
+/// One replica's dump.
+pub(super) struct ReplicaPipe {
+    shared: Arc<Shared>,
+    replica: Conn<ClientStream>,
+    primary: Conn<PrimaryStream>,
+    handle: ReplicaHandle,
+    peer: SocketAddr,
+    semisync: bool,
+    tracker: StreamTracker,
+    coverage: StreamCoverage,
+    /// Sequence id of the next packet to the replica.
+    seq: u8,
+    /// The furthest position relayed: an ACK may not pass it.
+    relayed: Option<Position>,
+    /// The last transaction end sent with the ACK flag and not acknowledged yet, and when it
+    /// (or the last reminder) went out.
+    unacked: Option<(Position, Instant)>,
+    /// An event larger than one packet, being put back together to be re-chunked with the
+    /// semisync header (which moves every packet boundary by two bytes).
+    large: Option<(BytesMut, EventSeen)>,
+    /// Transaction ends sent with the ACK flag and when, for the ACK latency metric.
+    flagged: VecDeque<(Position, Instant)>,
+    ack_latency: Histogram,
+    acks: IntCounter,
+}
+
+/// One thing that happened on a dump.
+enum DumpEvent {
+    Primary(Packet),
+    Replica(Packet),
+    Remind,
+}
+
+// === impl ReplicaPipe ===
+
+impl ReplicaPipe {
+    /// Takes over `session`'s connections for the dump the primary accepted: the replica is
+    /// admitted to strong sync now, holding what the primary was told it has.
+    pub(super) fn admit(session: Session, dump: AcceptedDump, peer: SocketAddr) -> (Self, Packet) {
+        let Session {
+            shared,
+            client,
+            primary,
+            mut client_seq,
+            ..
+        } = session;
+        let handle = shared.durability.admit_replica(
+            dump.server_id,
+            peer,
+            dump.semisync,
+            dump.connect_state,
+        );
+        let (ack_latency, acks) = shared.metrics.ack_latency_of(dump.server_id);
+        let pipe = ReplicaPipe {
+            shared,
+            replica: client,
+            primary,
+            handle,
+            peer,
+            semisync: dump.semisync,
+            tracker: StreamTracker::new(),
+            coverage: StreamCoverage::new(),
+            seq: client_seq.advance(),
+            relayed: None,
+            unacked: None,
+            large: None,
+            flagged: VecDeque::new(),
+            ack_latency,
+            acks,
+        };
+        (pipe, dump.first)
+    }
+
+    /// Relays the dump, starting with its first packet, until either side ends it; then
+    /// closes both connections (the replica leaves strong sync when the pipe is dropped).
+    pub(super) async fn run(mut self, first: Packet) {
+        let result = self.relay(first).await;
+        if let Err(error) = &result {
+            if let Some(kind) = error.malformed_kind() {
+                self.shared.metrics.malformed(kind);
+            }
+            if error.is_routine() {
+                debug!(%error, server_id = self.handle.server_id(), "replica dump ended");
+            } else {
+                warn!(%error, replica = %self.peer, server_id = self.handle.server_id(), side = ?error.side(), "closing replica connection");
+            }
+        }
+        let limit = self.shared.config.timeouts.client_write;
+        let _ = tokio::time::timeout(limit, self.replica.shutdown()).await;
+        self.primary.shutdown().await;
+        self.count_relayed_bytes();
+    }
+
+    async fn relay(&mut self, first: Packet) -> Result<(), Error> {
+        if !self.on_primary_packet(&first)? {
+            return self.flush_replica().await;
+        }
+        let hard_stop = self.shared.hard_stop.clone();
+        loop {
+            if !self.primary.has_buffered_packet() {
+                self.flush_replica().await?;
+                self.count_relayed_bytes();
+            }
+            // Read at every turn: the setting is live.
+            let remind_after = self.shared.durability.config().ack_nudge_after;
+            let remind_at = self.unacked.map(|(_, since)| since + remind_after);
+            let event = tokio::select! {
+                biased;
+                () = hard_stop.cancelled() => return Err(Error::Shutdown),
+                packet = self.primary.read_packet() => match packet.map_err(Error::from_primary) {
+                    Ok(packet) => DumpEvent::Primary(packet),
+                    // The primary ends a dump by closing it (STOP SLAVE kills it by id).
+                    Err(Error::PrimaryClosed) => return Ok(()),
+                    Err(e) => return Err(e),
+                },
+                packet = self.replica.read_packet() => DumpEvent::Replica(packet.map_err(Error::from_client)?),
+                () = sleep_until_some(remind_at) => DumpEvent::Remind,
+            };
+            let go_on = match event {
+                DumpEvent::Primary(packet) => self.on_primary_packet(&packet)?,
+                DumpEvent::Replica(packet) => self.on_replica_packet(&packet)?,
+                DumpEvent::Remind => {
+                    self.remind();
+                    true
+                }
+            };
+            if !go_on {
+                return self.flush_replica().await;
+            }
+        }
+    }
+
+    /// Relays a packet from the primary; false once the dump is over (EOF or ERR).
+    fn on_primary_packet(&mut self, packet: &Packet) -> Result<bool, Error> {
+        if packet.is_continuation() {
+            match &mut self.large {
+                Some((event, _)) => {
+                    event.extend_from_slice(packet.payload());
+                    if !packet.continues() {
+                        let (event, seen) = self.large.take().expect("checked just above");
+                        self.send_event(&event, seen);
+                    }
+                }
+                None => {
+                    let seq = self.advance();
+                    self.replica.forward_as(packet, seq);
+                }
+            }
+            return Ok(true);
+        }
+        let payload = packet.payload();
+        if payload.first() != Some(&0x00) {
+            // EOF or ERR: the end of the dump, passed on as it is.
+            let seq = self.advance();
+            self.replica.forward_as(packet, seq);
+            return Ok(false);
+        }
+        let event = &payload[1..];
+        let seen = self
+            .tracker
+            .on_event(event)
+            .map_err(Error::PrimaryProtocol)?;
+        self.note(&seen);
+        if !self.semisync {
+            let seq = self.advance();
+            self.replica.forward_as(packet, seq);
+        } else if packet.continues() {
+            self.large = Some((BytesMut::from(event), seen));
+        } else {
+            self.send_event(event, seen);
+        }
+        Ok(true)
+    }
+
+    /// Keeps track of what the event tells strong sync.
+    fn note(&mut self, seen: &EventSeen) {
+        let covered = match seen.end {
+            Some(end) => {
+                self.relayed = self.relayed.max(Some(end));
+                if seen.ends_transaction {
+                    self.handle.transaction_relayed(seen.gtid, end);
+                    self.coverage.transaction_ended(end)
+                } else if seen.header.kind == GTID_EVENT {
+                    let start = Position {
+                        offset: end.offset.saturating_sub(u64::from(seen.header.event_size)),
+                        ..end
+                    };
+                    self.coverage.transaction_started(start)
+                } else {
+                    if seen.header.kind == ROTATE_EVENT {
+                        self.handle.file_ended(end);
+                    }
+                    self.coverage.read_through(end)
+                }
+            }
+            // A heartbeat says how far the primary has read the binlog for this replica.
+            None if seen.header.kind == HEARTBEAT_EVENT && seen.header.log_pos != 0 => {
+                match self.tracker.position() {
+                    Some(at) => self.coverage.read_through(Position {
+                        offset: u64::from(seen.header.log_pos),
+                        ..at
+                    }),
+                    None => None,
+                }
+            }
+            None => None,
+        };
+        if let Some(covered) = covered.filter(|_| self.semisync) {
+            self.handle.covered(covered);
+        }
+    }
+
+    /// Sends a whole event to a semisync replica, flagged for ACK if it ends a transaction.
+    fn send_event(&mut self, event: &[u8], seen: EventSeen) {
+        let flag = match seen.end {
+            Some(end) if seen.ends_transaction => {
+                let now = Instant::now();
+                self.unacked = Some((end, now));
+                if self.flagged.len() == FLAGGED_KEPT {
+                    self.flagged.pop_front();
+                }
+                self.flagged.push_back((end, now));
+                semisync::ACK_REQUESTED
+            }
+            _ => semisync::NO_ACK,
+        };
+        self.write_event(flag, event);
+    }
+
+    fn write_event(&mut self, flag: u8, event: &[u8]) {
+        let seq = self.seq;
+        let next = self
+            .replica
+            .queue(|buf| semisync::put_event(buf, seq, flag, event));
+        // After a flagged event the replica answers with sequence id 0, so the primary's next
+        // packet carries 1 (protocol.md §4.5).
+        self.seq = if flag == semisync::ACK_REQUESTED {
+            1
+        } else {
+            next
+        };
+    }
+
+    fn advance(&mut self) -> u8 {
+        let seq = self.seq;
+        self.seq = seq.wrapping_add(1);
+        seq
+    }
+
+    /// Takes a packet from the replica: an ACK (semisync), or its goodbye; false once it left.
+    fn on_replica_packet(&mut self, packet: &Packet) -> Result<bool, Error> {
+        let payload = packet.payload();
+        if payload == [COM_QUIT] {
+            return Ok(false);
+        }
+        if !self.semisync {
+            return Err(ReplicaError::Unexpected {
+                first: payload.first().copied().unwrap_or(0),
+            }
+            .into());
+        }
+        let ack = Ack::parse(payload).map_err(ReplicaError::MalformedAck)?;
+        let position =
+            Position::in_file(ack.file, ack.position).map_err(ReplicaError::MalformedAck)?;
+        let covered = self.coverage.acknowledged(position);
+        self.handle
+            .acknowledged(position, self.relayed, covered)
+            .map_err(ReplicaError::Ack)?;
+        if self.unacked.is_some_and(|(flagged, _)| position >= flagged) {
+            self.unacked = None;
+        }
+        self.acks.inc();
+        while let Some(&(flagged, sent)) = self.flagged.front() {
+            if flagged > position {
+                break;
+            }
+            self.ack_latency.observe(sent.elapsed().as_secs_f64());
+            self.flagged.pop_front();
+        }
+        debug!(server_id = self.handle.server_id(), %position, "ack");
+        Ok(true)
+    }
+
+    /// Asks the replica again: a heartbeat at the position it has reached, flagged for ACK
+    /// (it answers with everything it has). Only between events.
+    fn remind(&mut self) {
+        let (Some(file), Some(position), Some(checksum), Some(server_id)) = (
+            self.tracker.file(),
+            self.tracker.position(),
+            self.tracker.checksum(),
+            self.tracker.server_id(),
+        ) else {
+            self.unacked = None;
+            return;
+        };
+        let Some((flagged, _)) = self.unacked else {
+            return;
+        };
+        if self.large.is_some() {
+            return;
+        }
+        let Ok(log_pos) = u32::try_from(position.offset) else {
+            self.unacked = None;
+            return;
+        };
+        debug!(server_id = self.handle.server_id(), %flagged, "no ACK yet: asking the replica again");
+        let mut heartbeat = Vec::with_capacity(64);
+        put_heartbeat(&mut heartbeat, server_id, file, log_pos, checksum);
+        self.write_event(semisync::ACK_REQUESTED, &heartbeat);
+        self.unacked = Some((flagged, Instant::now()));
+    }
+
+    /// Writes what is queued for the replica, within `timeouts.client_write` (a replica that
+    /// reads nothing is disconnected, as any client would be).
+    async fn flush_replica(&mut self) -> Result<(), Error> {
+        let limit = self.shared.config.timeouts.client_write;
+        self.replica
+            .flush_within(limit)
+            .await
+            .map_err(Error::from_client)
+    }
+
+    fn count_relayed_bytes(&mut self) {
+        let m = &self.shared.metrics;
+        m.relayed_to_primary.inc_by(self.primary.take_written());
+        m.relayed_to_client.inc_by(self.replica.take_written());
+    }
+}
+
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
