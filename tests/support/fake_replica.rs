@@ -23,6 +23,28 @@ pub struct FakeReplica {
     semisync: bool,
     /// The binlog file the stream is in (from the last ROTATE).
     file: String,
+    /// The dump's first packet, read to see whether the dump was accepted.
+    first: Option<(u8, Vec<u8>)>,
+}
+
+/// A dump request answered with an ERR instead of events.
+pub struct Refused {
+    pub code: u16,
+    pub message: String,
+    /// The connection, still open: what a client may do after its dump was refused.
+    pub client: RawClient,
+}
+
+impl std::fmt::Debug for FakeReplica {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FakeReplica {{ file: {:?} }}", self.file)
+    }
+}
+
+impl std::fmt::Debug for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ERR {}: {}", self.code, self.message)
+    }
 }
 
 /// One event as received.
@@ -39,56 +61,92 @@ pub struct Received {
 }
 
 impl FakeReplica {
-    /// Connects through `addr` as replica `server_id`, asks for semisync if `semisync`, starts
-    /// its dump from `connect_state` (GTIDs, comma-separated; empty for the beginning).
+    /// Connects through `addr` as replica `server_id` with the replication account, asks for
+    /// semisync if `semisync`, starts its dump from `connect_state` (GTIDs, comma-separated;
+    /// empty for the beginning). Panics if the dump is refused.
     pub fn start(
         addr: SocketAddr,
         server_id: u32,
         semisync: bool,
         connect_state: &str,
     ) -> FakeReplica {
-        let mut client = RawClient::connect_to(
+        FakeReplica::attempt(
             addr,
-            REPL_USER,
-            REPL_PASSWORD,
-            None,
-            CapabilityFlags::empty(),
-        );
-        for sql in [
+            (REPL_USER, REPL_PASSWORD),
+            server_id,
+            semisync,
+            connect_state,
+            &[],
+        )
+        .unwrap_or_else(|refused| panic!("the dump was refused: {refused:?}"))
+    }
+
+    /// Speaks the whole replica protocol as `account` (which need not be allowed to
+    /// replicate): the setup queries (then `extra`), `COM_REGISTER_SLAVE`, the semisync
+    /// negotiation if `semisync`, and the dump; whatever the server answers to the setup,
+    /// it goes on, as a hostile client would. The dump's answer decides: an event, or the
+    /// ERR that refused it.
+    pub fn attempt(
+        addr: SocketAddr,
+        account: (&str, &str),
+        server_id: u32,
+        semisync: bool,
+        connect_state: &str,
+        extra: &[&str],
+    ) -> Result<FakeReplica, Refused> {
+        let (user, password) = account;
+        let mut client =
+            RawClient::connect_to(addr, user, password, None, CapabilityFlags::empty());
+        let setup = [
             "SET @master_heartbeat_period= 1000000000".to_string(),
             "SET @master_binlog_checksum= @@global.binlog_checksum".to_string(),
             "SET @mariadb_slave_capability=4".to_string(),
             format!("SET @slave_connect_state='{connect_state}'"),
             "SET @slave_gtid_strict_mode=1".to_string(),
             "SET @slave_gtid_ignore_duplicates=0".to_string(),
-        ] {
-            assert_eq!(client.query(&sql).error, None, "{sql}");
+        ];
+        for sql in setup
+            .iter()
+            .map(String::as_str)
+            .chain(extra.iter().copied())
+        {
+            client.query(sql);
         }
         let mut register = vec![0x15];
         register.extend_from_slice(&server_id.to_le_bytes());
         register.extend_from_slice(&[0, 0, 0, 0xdb, 0x62, 0, 0, 0, 0, 0, 0, 0, 0]);
-        assert_eq!(client.command(&register).error, None, "COM_REGISTER_SLAVE");
+        client.command(&register);
         if semisync {
-            let probe = client.query("SHOW VARIABLES LIKE 'rpl_semi_sync_master_enabled'");
-            assert_eq!(probe.error, None);
-            assert_eq!(probe.first_values.len(), 1, "one row: semisync is on offer");
-            assert_eq!(client.query("SET @rpl_semi_sync_slave= 1").error, None);
+            client.query("SHOW VARIABLES LIKE 'rpl_semi_sync_master_enabled'");
+            client.query("SET @rpl_semi_sync_slave= 1");
         }
         let mut dump = vec![0x12];
         dump.extend_from_slice(&4u32.to_le_bytes());
         dump.extend_from_slice(&2u16.to_le_bytes());
         dump.extend_from_slice(&server_id.to_le_bytes());
         client.send(&dump);
-        FakeReplica {
+        let (seq, payload) = client.read_packet();
+        if payload.first() == Some(&0xFF) {
+            return Err(Refused {
+                code: u16::from_le_bytes([payload[1], payload[2]]),
+                message: String::from_utf8_lossy(&payload[3..]).into_owned(),
+                client,
+            });
+        }
+        Ok(FakeReplica {
             client,
             semisync,
             file: String::new(),
-        }
+            first: Some((seq, payload)),
+        })
     }
 
     /// The next event, or `None` if the connection ended (EOF, ERR or closed).
     pub fn next_event(&mut self) -> Option<Received> {
-        let (seq, payload) = self.client.try_read_packet()?;
+        let (seq, payload) = match self.first.take() {
+            Some(first) => first,
+            None => self.client.try_read_packet()?,
+        };
         if payload.first() != Some(&0x00) {
             return None;
         }

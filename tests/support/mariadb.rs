@@ -684,6 +684,24 @@ fn run_client(socket: &Path, extra_args: &[&str], sql: &str) -> Result<String, S
     }
 }
 
+/// `Gtid_IO_Pos` of the replica whose socket is `socket`: every GTID it has received. A free
+/// function, so that a task can read it without holding the server.
+///
+/// # Errors
+/// The client's complaint if the server cannot be asked (it is gone).
+pub fn received_gtids_at(socket: &Path) -> Result<String, String> {
+    let out = run_client(socket, &[], "SHOW SLAVE STATUS")?;
+    let mut rows = split_rows(&out).into_iter();
+    let names = rows.next().unwrap_or_default();
+    let values = rows.next().unwrap_or_default();
+    Ok(names
+        .iter()
+        .zip(values)
+        .find(|(name, _)| *name == "Gtid_IO_Pos")
+        .map(|(_, value)| value)
+        .unwrap_or_default())
+}
+
 /// Splits batch-mode output into rows and tab-separated columns. Only the final newline is
 /// dropped: trimming more would eat empty trailing columns.
 fn split_rows(out: &str) -> Vec<Vec<String>> {

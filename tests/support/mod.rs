@@ -12,6 +12,7 @@ pub mod fake_replica;
 pub mod mariadb;
 pub mod proxy;
 pub mod rawclient;
+pub mod strong;
 pub mod sysbench;
 pub mod tcp_relay;
 pub mod topology;

@@ -1,6 +1,7 @@
-//! A TCP relay the test controls, put between a replica and the proxy: it forwards bytes both
-//! ways until told to stall (stop forwarding, sockets kept open, so the senders meet TCP
-//! backpressure), to delay one direction, or to cut every connection it carries.
+//! A TCP relay the test controls, put between a replica and the proxy (or the proxy and the
+//! primary): it forwards bytes both ways until told to stall (stop forwarding, sockets kept
+//! open, so the senders meet TCP backpressure), to delay one direction, to rewrite the MySQL
+//! packets going one way, or to cut every connection it carries.
 //!
 //! It runs on a runtime of its own, so tests may block freely, with or without a runtime of
 //! their own. Delays are lower bounds (a chunk is written no earlier than its arrival plus the
@@ -49,6 +50,8 @@ struct Shared {
     stalled: watch::Sender<bool>,
     /// Delay per direction, in [`Direction`] order.
     delays: Mutex<[Duration; 2]>,
+    /// Rewrite of each whole packet's payload per direction (same length), if any.
+    rewrites: Mutex<[Option<Rewrite>; 2]>,
     /// Cancelled by [`TcpRelay::cut`] (and replaced): the connections open now hold it.
     cut: Mutex<CancellationToken>,
     /// Bytes let through, per direction.
@@ -56,6 +59,9 @@ struct Shared {
     accepted: AtomicUsize,
     open: AtomicUsize,
 }
+
+/// Changes a packet's payload in place (its length stays).
+pub type Rewrite = Arc<dyn Fn(&mut [u8]) + Send + Sync>;
 
 /// Counts a connection as open while it lives.
 struct OpenGuard(Arc<Shared>);
@@ -70,6 +76,7 @@ impl TcpRelay {
             target,
             stalled: watch::Sender::new(false),
             delays: Mutex::new([Duration::ZERO; 2]),
+            rewrites: Mutex::new([None, None]),
             cut: Mutex::new(shutdown.child_token()),
             forwarded: [AtomicU64::new(0), AtomicU64::new(0)],
             accepted: AtomicUsize::new(0),
@@ -128,6 +135,17 @@ impl TcpRelay {
     /// Applies to chunks arriving from now on.
     pub fn set_delay(&self, direction: Direction, delay: Duration) {
         self.shared.delays.lock().unwrap()[direction as usize] = delay;
+    }
+
+    /// Passes every MySQL packet going `direction` through `rewrite` (on connections accepted
+    /// from now on): the stream is cut into whole packets first, so a packet split over
+    /// several reads is still rewritten whole.
+    pub fn rewrite_packets(
+        &self,
+        direction: Direction,
+        rewrite: impl Fn(&mut [u8]) + Send + Sync + 'static,
+    ) {
+        self.shared.rewrites.lock().unwrap()[direction as usize] = Some(Arc::new(rewrite));
     }
 
     /// Closes every connection open now (what they had in flight is lost); the listener keeps
@@ -227,9 +245,11 @@ async fn pipe(
     shared: &Shared,
 ) {
     let (chunks_tx, mut chunks_rx) = tokio::sync::mpsc::channel::<(Instant, Vec<u8>)>(IN_FLIGHT);
+    let rewrite = shared.rewrites.lock().unwrap()[direction as usize].clone();
     let read = async move {
         let mut stalled = shared.stalled.subscribe();
         let mut buf = vec![0u8; CHUNK];
+        let mut partial = Vec::new();
         loop {
             if stalled.wait_for(|s| !*s).await.is_err() {
                 return;
@@ -237,8 +257,15 @@ async fn pipe(
             match from.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
+                    let chunk = match &rewrite {
+                        None => buf[..n].to_vec(),
+                        Some(rewrite) => {
+                            partial.extend_from_slice(&buf[..n]);
+                            whole_packets(&mut partial, rewrite.as_ref())
+                        }
+                    };
                     let due = Instant::now() + shared.delay(direction);
-                    if chunks_tx.send((due, buf[..n].to_vec())).await.is_err() {
+                    if chunks_tx.send((due, chunk)).await.is_err() {
                         return;
                     }
                 }
@@ -274,4 +301,18 @@ async fn pipe(
     // The writer ends once the reader has ended (dropping the sender) and every chunk it read
     // has been written.
     tokio::join!(read, write);
+}
+
+/// Takes the whole packets at the front of `partial`, each rewritten, leaving the rest.
+fn whole_packets(partial: &mut Vec<u8>, rewrite: &(dyn Fn(&mut [u8]) + Send + Sync)) -> Vec<u8> {
+    let mut at = 0;
+    while partial.len() >= at + 4 {
+        let len = u32::from_le_bytes([partial[at], partial[at + 1], partial[at + 2], 0]) as usize;
+        if partial.len() < at + 4 + len {
+            break;
+        }
+        rewrite(&mut partial[at + 4..at + 4 + len]);
+        at += 4 + len;
+    }
+    partial.drain(..at).collect()
 }

@@ -1,0 +1,214 @@
+//! A primary and replicas replicating through an in-process proxy with semisync, for the tests
+//! of strong sync: start it, park commits, and read what the replicas themselves received —
+//! the proof, from outside the proxy, that a client's OK came after its quorum had the
+//! transaction.
+
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use mysql_async::{Conn, Opts};
+use strongsync::durability::{DurabilityConfig, OnTimeout};
+use strongsync::Config;
+
+use super::mariadb::{received_gtids_at, wait_for, MariaDb, APP_PASSWORD, APP_USER};
+use super::proxy::TestProxy;
+use super::topology::Topology;
+
+/// How long a test waits for something it expects to happen.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The servers and the proxy.
+pub struct Strong {
+    pub topology: Topology,
+    pub proxy: TestProxy,
+}
+
+/// What replica `i` had received (its `Gtid_IO_Pos`), read straight from it. `Send`, so it can
+/// be read from a task the moment a client's answer arrives.
+#[derive(Debug, Clone)]
+pub struct Witness {
+    socket: std::path::PathBuf,
+}
+
+/// A statement's answer, with what the witnesses had received when it came.
+pub struct Watched {
+    pub conn: Conn,
+    pub result: mysql_async::Result<()>,
+    /// Per witness, its `Gtid_IO_Pos` read as soon as the answer arrived.
+    pub received: Vec<String>,
+}
+
+// === impl Strong ===
+
+impl Strong {
+    /// `replicas` replicas replicating through a proxy set up with `durability` (semisync on),
+    /// and a table `sbtest.t (id AUTO_INCREMENT, v INT)`.
+    pub fn start(replicas: usize, durability: DurabilityConfig) -> Strong {
+        Strong::start_with(replicas, |config| config.durability = durability)
+    }
+
+    /// Like [`start`](Self::start), with the proxy's configuration adjusted by `adjust`.
+    pub fn start_with(replicas: usize, adjust: impl FnOnce(&mut Config)) -> Strong {
+        let topology = Topology::start(replicas);
+        topology
+            .primary
+            .sql("CREATE TABLE sbtest.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)");
+        let mut config = TestProxy::config(&topology.primary);
+        config.durability.passthrough = false;
+        adjust(&mut config);
+        let proxy = TestProxy::start_with(config);
+        let strong = Strong { topology, proxy };
+        for i in 0..replicas {
+            strong.attach(i, true);
+        }
+        strong.wait_semisync(replicas);
+        strong
+    }
+
+    /// Points replica `i` at the proxy, with semisync on or off, and waits until it runs.
+    pub fn attach(&self, i: usize, semisync: bool) {
+        let on = if semisync { "ON" } else { "OFF" };
+        self.topology.replicas[i].sql(&format!("SET GLOBAL rpl_semi_sync_slave_enabled = {on}"));
+        self.topology
+            .point_replica_at(i, "127.0.0.1", self.proxy.port());
+        self.topology.wait_replica_running(i);
+    }
+
+    /// Points replica `i` straight at the primary (the proxy never sees what it receives).
+    pub fn detach(&self, i: usize) {
+        self.topology
+            .point_replica_at(i, "127.0.0.1", self.topology.primary.port());
+        self.topology.wait_replica_running(i);
+    }
+
+    /// Waits until exactly `n` semisync replicas are connected to the proxy.
+    pub fn wait_semisync(&self, n: usize) {
+        wait_for(&format!("{n} semisync replicas"), PATIENCE, || {
+            self.proxy
+                .durability()
+                .status()
+                .replicas
+                .iter()
+                .filter(|r| r.semisync)
+                .count()
+                == n
+        });
+    }
+
+    pub fn stop_io(&self, i: usize) {
+        self.topology.replicas[i].sql("STOP SLAVE IO_THREAD");
+    }
+
+    pub fn start_io(&self, i: usize) {
+        self.topology.replicas[i].sql("START SLAVE IO_THREAD");
+    }
+
+    /// Commits parked in the proxy now.
+    pub fn parked(&self) -> usize {
+        self.proxy.durability().status().parked
+    }
+
+    pub fn released(&self, outcome: &str) -> u64 {
+        self.proxy.durability().status().released[outcome]
+    }
+
+    /// Waits until `n` commits are parked.
+    pub fn wait_parked(&self, n: usize) {
+        wait_for(&format!("{n} parked commit(s)"), PATIENCE, || {
+            self.parked() == n
+        });
+    }
+
+    /// A client of the proxy, as the application account.
+    pub async fn client(&self) -> Conn {
+        Conn::new(Opts::from_url(&self.proxy.url(APP_USER, APP_PASSWORD)).unwrap())
+            .await
+            .unwrap()
+    }
+
+    pub fn witness(&self, i: usize) -> Witness {
+        Witness::of(&self.topology.replicas[i])
+    }
+}
+
+/// A strong-sync configuration: quorum, what happens on timeout, and the timeout.
+pub fn durability(quorum: usize, on_timeout: OnTimeout, ack_timeout: Duration) -> DurabilityConfig {
+    DurabilityConfig {
+        quorum,
+        on_timeout,
+        ack_timeout,
+        ..DurabilityConfig::default()
+    }
+}
+
+// === impl Witness ===
+
+impl Witness {
+    pub fn of(replica: &MariaDb) -> Witness {
+        Witness {
+            socket: replica.socket().to_owned(),
+        }
+    }
+
+    /// The replica's `Gtid_IO_Pos`: every GTID it has received from its primary (or why it
+    /// could not be read, which holds no GTID).
+    pub fn received(&self) -> String {
+        received_gtids_at(&self.socket).unwrap_or_else(|e| format!("(unreadable: {e})"))
+    }
+}
+
+/// Runs `sql` on `conn` in the background; the moment its answer arrives, reads what each of
+/// `witnesses` has received.
+pub fn spawn_watched(
+    mut conn: Conn,
+    sql: impl Into<String>,
+    witnesses: Vec<Witness>,
+) -> tokio::task::JoinHandle<Watched> {
+    let sql = sql.into();
+    tokio::spawn(async move {
+        let result = conn.query_drop(sql).await;
+        let received =
+            tokio::task::spawn_blocking(move || witnesses.iter().map(Witness::received).collect())
+                .await
+                .expect("witnesses read");
+        Watched {
+            conn,
+            result,
+            received,
+        }
+    })
+}
+
+/// Waits for a watched statement's answer (once something has released it).
+pub async fn answered(watched: tokio::task::JoinHandle<Watched>) -> Watched {
+    tokio::time::timeout(PATIENCE, watched)
+        .await
+        .expect("the statement was answered")
+        .expect("the statement's task")
+}
+
+/// True if a GTID position (`d-s-n,…`, as MariaDB shows one) holds `gtid`: its domain is at
+/// least that far.
+pub fn position_holds(position: &str, gtid: &str) -> bool {
+    let parse = |g: &str| -> Option<(u32, u64)> {
+        let mut parts = g.trim().split('-');
+        let domain = parts.next()?.parse().ok()?;
+        let _server: u32 = parts.next()?.parse().ok()?;
+        Some((domain, parts.next()?.parse().ok()?))
+    };
+    let (domain, seq) = parse(gtid).unwrap_or_else(|| panic!("not a GTID: {gtid}"));
+    position
+        .split(',')
+        .filter_map(parse)
+        .any(|(d, s)| d == domain && s >= seq)
+}
+
+/// The GTID of the newest transaction of `domain` in the primary's binlog.
+pub fn newest_gtid(primary: &MariaDb, domain: u32) -> String {
+    primary
+        .gtid_binlog_pos()
+        .split(',')
+        .find(|g| g.split('-').next() == Some(&domain.to_string()))
+        .unwrap_or_else(|| panic!("no GTID of domain {domain} in the binlog"))
+        .to_owned()
+}
