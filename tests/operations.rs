@@ -342,7 +342,7 @@ fn readiness_and_status_follow_the_replicas_and_the_primary() {
             .starts_with("127.0.0.1:"));
         assert_eq!(replica["lag_transactions"], 0, "{status:#}");
         assert_eq!(replica["lag_bytes"], 0, "{status:#}");
-        assert!(replica["last_ack_age_seconds"].as_f64().unwrap() >= 0.0);
+        assert!(replica["last_ack_age_seconds"].is_f64(), "{status:#}");
         let position = replica["acked_position"].as_str().unwrap();
         assert_eq!(
             position,
@@ -401,7 +401,7 @@ fn readiness_and_status_follow_the_replicas_and_the_primary() {
     assert_eq!(replicas.len(), 2, "{status:#}");
     for (replica, before) in replicas.iter().zip(held_before.as_array().unwrap()) {
         assert_eq!(replica["connected"], false, "{status:#}");
-        assert!(replica["disconnected_seconds"].as_f64().unwrap() >= 0.0);
+        assert!(replica["disconnected_seconds"].is_f64(), "{status:#}");
         assert_eq!(replica["server_id"], before["server_id"]);
         assert_eq!(
             replica["acked_gtid_position"],

@@ -132,6 +132,29 @@ async fn a_lost_ack_is_asked_for_again_with_a_flagged_heartbeat() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_new_ack_nudge_after_applies_to_a_dump_already_running() {
+    let (_primary, proxy) = setup(Duration::from_secs(3600));
+    let mut replica = FakeReplica::start(proxy.addr(), 7, true, "");
+    let insert = parked_insert(&proxy).await;
+    let flagged = replica.until(|e| e.ack_requested && e.kind == XID_EVENT);
+    // Reloaded while the dump runs and its ACK is missing: asked again at the new interval.
+    proxy.durability().reconfigure(DurabilityConfig {
+        ack_nudge_after: Duration::from_millis(100),
+        ..proxy.durability().config()
+    });
+    let reminder = replica.until(|e| e.ack_requested);
+    assert_eq!(
+        (reminder.kind, reminder.log_pos),
+        (HEARTBEAT_EVENT, flagged.log_pos)
+    );
+    replica.ack_event(&reminder);
+    tokio::time::timeout(PATIENCE, insert)
+        .await
+        .expect("released")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_replica_that_reconnects_before_acknowledging_counts_by_its_gtid_state() {
     let (_primary, proxy) = setup(Duration::from_secs(3600));
     let replica = FakeReplica::start(proxy.addr(), 7, true, "");
@@ -167,7 +190,10 @@ async fn a_replica_without_semisync_gets_plain_events_and_never_counts() {
     let insert = parked_insert(&proxy).await;
     let xid = plain.until(|e| e.kind == XID_EVENT);
     assert!(!xid.ack_requested);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // An async replica that acknowledges anyway is disconnected, and its ACK counts for
+    // nothing.
+    plain.ack_event(&xid);
+    assert!(plain.is_closed_within(PATIENCE));
     assert_eq!(
         parked(&proxy),
         1,

@@ -427,7 +427,11 @@ async fn a_stalled_replica_network_parks_commits_under_block_until_it_flows_or_i
     wait_for("the other replica to receive them", PATIENCE, || {
         cluster.topology.replica_status(0)["Gtid_IO_Pos"] == head
     });
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    wait_for(
+        "the parked commits to outlast their ACK timeout",
+        PATIENCE,
+        || cluster.proxy.durability().status().parked_overdue == 8,
+    );
     assert_eq!(cluster.parked(), 8);
     assert!(
         inserts.iter().all(|insert| !insert.is_finished()),

@@ -283,8 +283,10 @@ async fn on_timeout_block_waits_through_timeouts_until_a_replica_returns() {
     let (topology, proxy) = strong(config(1, OnTimeout::Block, Duration::from_millis(300)));
     stop_all_replicas(&topology, &proxy);
     let insert = parked_statement(&proxy, "INSERT INTO t (v) VALUES (1)").await;
-    // Several timeouts pass; the commit stays parked.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Its timeout passes; the commit stays parked.
+    wait_for("the commit to outlast its ACK timeout", PATIENCE, || {
+        proxy.durability().status().parked_overdue == 1
+    });
     assert_eq!(parked(&proxy), 1);
     assert!(!insert.is_finished());
     assert_eq!(

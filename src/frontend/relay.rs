@@ -108,7 +108,12 @@ impl Session {
                 }
                 if self.mariadb && !ok.reports_only_last_gtid() {
                     commits.need_check(CheckReason::StateChange);
-                    commits.state_change_set = state_change_set(&ok).or(commits.state_change_set);
+                    if let Some(on) = state_change_set(&ok) {
+                        // The client switched state-change items on or off itself: from this
+                        // packet on it sees them as it asked.
+                        commits.state_change_set = Some(on);
+                        self.tracking.filter.keep_state_change = on;
+                    }
                 }
             }
         }

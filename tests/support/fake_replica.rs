@@ -10,6 +10,9 @@ use mysql_common::constants::CapabilityFlags;
 use super::mariadb::{REPL_PASSWORD, REPL_USER};
 use super::rawclient::RawClient;
 
+/// How long a read waits for the next event before the dump counts as ended.
+const EVENT_PATIENCE: Duration = Duration::from_secs(60);
+
 /// Event types the tests look at.
 pub const XID_EVENT: u8 = 16;
 pub const HEARTBEAT_EVENT: u8 = 27;
@@ -125,6 +128,8 @@ impl FakeReplica {
         dump.extend_from_slice(&2u16.to_le_bytes());
         dump.extend_from_slice(&server_id.to_le_bytes());
         client.send(&dump);
+        // A test waiting for an event that never comes fails instead of hanging.
+        client.set_read_timeout(Some(EVENT_PATIENCE));
         let (seq, payload) = client.read_packet();
         if payload.first() == Some(&0xFF) {
             return Err(Refused {

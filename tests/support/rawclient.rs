@@ -194,8 +194,15 @@ impl RawClient {
         Some((header[3], payload))
     }
 
+    /// Reads give up after `timeout` (as if the connection had closed) instead of waiting
+    /// forever.
+    pub fn set_read_timeout(&mut self, timeout: Option<Duration>) {
+        self.stream.set_read_timeout(timeout).unwrap();
+    }
+
     /// True once the server (proxy) has closed the connection; waits up to `timeout`.
     pub fn is_closed_within(&mut self, timeout: std::time::Duration) -> bool {
+        let before = self.stream.read_timeout().unwrap();
         self.stream.set_read_timeout(Some(timeout)).unwrap();
         let mut byte = [0u8; 1];
         let closed = loop {
@@ -206,7 +213,7 @@ impl RawClient {
                 Err(_) => break false,
             }
         };
-        self.stream.set_read_timeout(None).unwrap();
+        self.stream.set_read_timeout(before).unwrap();
         closed
     }
 

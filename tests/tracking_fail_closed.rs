@@ -1,0 +1,324 @@
+//! Commit tracking fails closed. A client that switches the GTID tracker off — directly, in a
+//! procedure, a function, a trigger, a prepared statement, for one statement — still has its
+//! commits parked until their quorum (proved by the replica's own record of what it had
+//! received when the OK came), and sees exactly the tracker data it asked for. A state item
+//! that cannot be read is bounded by what the session committed last; where even that cannot
+//! be read, the commit is released as unresolved: counted and listed, never silently.
+
+mod support;
+
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use mysql_common::constants::{CapabilityFlags, StatusFlags};
+use mysql_common::packets::session_state_change::SessionStateChange;
+use strongsync::durability::OnTimeout;
+use support::admin;
+use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
+use support::rawclient::{RawClient, Reply};
+use support::strong::{
+    answered, durability, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE,
+};
+use support::tcp_relay::{Direction, TcpRelay};
+
+/// Ways of switching the tracker off, each with the statement that then commits.
+const WAYS: &[(&str, &[&str], &str)] = &[
+    (
+        "directly",
+        &["SET SESSION session_track_system_variables = ''"],
+        "INSERT INTO t (v) VALUES (1)",
+    ),
+    ("in a procedure", &[], "CALL tracker_off_then_insert()"),
+    (
+        "in a procedure that also switches state-change tracking off first",
+        &[],
+        "CALL both_trackers_off_then_insert()",
+    ),
+    ("in a function", &[], "SELECT insert_with_tracker_off()"),
+    ("in a trigger", &[], "INSERT INTO triggered (v) VALUES (1)"),
+    (
+        "in an SQL prepared statement",
+        &[
+            "PREPARE off FROM 'SET SESSION session_track_system_variables = '''''",
+            "EXECUTE off",
+        ],
+        "INSERT INTO t (v) VALUES (1)",
+    ),
+    (
+        "for one statement",
+        &[],
+        "SET STATEMENT session_track_system_variables = '' FOR INSERT INTO t (v) VALUES (1)",
+    ),
+];
+
+/// The procedures, function and trigger that switch the tracker off.
+const STORED_CODE: &[&str] = &[
+    "CREATE PROCEDURE tracker_off_then_insert() BEGIN \
+       SET SESSION session_track_system_variables = ''; \
+       INSERT INTO t (v) VALUES (1); END",
+    "CREATE PROCEDURE both_trackers_off_then_insert() BEGIN \
+       SET SESSION session_track_state_change = OFF; \
+       SET SESSION session_track_system_variables = ''; \
+       INSERT INTO t (v) VALUES (1); END",
+    "CREATE FUNCTION insert_with_tracker_off() RETURNS INT DETERMINISTIC BEGIN \
+       SET SESSION session_track_system_variables = ''; \
+       INSERT INTO t (v) VALUES (1); RETURN 1; END",
+    "CREATE TABLE triggered (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+    "CREATE TRIGGER tracker_off BEFORE INSERT ON triggered FOR EACH ROW \
+       SET SESSION session_track_system_variables = ''",
+];
+
+async fn cluster() -> Strong {
+    let s = Strong::start(
+        1,
+        durability(1, OnTimeout::Block, Duration::from_secs(3600)),
+    );
+    let url = s.topology.primary.url(APP_USER, APP_PASSWORD);
+    let mut direct = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
+        .await
+        .unwrap();
+    for sql in STORED_CODE {
+        direct
+            .query_drop(*sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    direct.disconnect().await.unwrap();
+    s.topology.wait_replicas_caught_up();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_the_tracker_switched_off_in_any_way_a_commit_still_waits_for_its_quorum() {
+    let s = cluster().await;
+    let primary = &s.topology.primary;
+    for (way, setup, commit) in WAYS {
+        s.stop_io(0);
+        s.wait_semisync(0);
+        let mut conn = s.client().await;
+        for sql in *setup {
+            conn.query_drop(*sql)
+                .await
+                .unwrap_or_else(|e| panic!("{way}: {sql}: {e}"));
+        }
+        let before = primary.gtid_binlog_pos();
+        let watched = spawn_watched(conn, *commit, vec![s.witness(0)]);
+        wait_for(&format!("the commit {way} to park"), PATIENCE, || {
+            s.parked() == 1 && primary.gtid_binlog_pos() != before
+        });
+        let gtid = newest_gtid(primary, 0);
+        // Parked, and committed on the primary: the client has no answer yet.
+        assert!(!watched.is_finished(), "{way}: answered without a replica");
+        s.start_io(0);
+        let watched = answered(watched).await;
+        watched.result.unwrap_or_else(|e| panic!("{way}: {e}"));
+        assert!(
+            position_holds(&watched.received[0], &gtid),
+            "{way}: the replica had received {} when the OK for {gtid} came",
+            watched.received[0]
+        );
+        drop(watched.conn);
+    }
+    assert_eq!(s.released("quorum"), WAYS.len() as u64);
+    assert_eq!(s.released("unresolved"), 0);
+    // Every way but the one-statement SET leaves the tracker off: each was found and undone.
+    let scrape = admin::metrics(s.proxy.admin_addr());
+    assert_eq!(
+        scrape.get("strongsync_tracking_restored_total"),
+        (WAYS.len() - 1) as f64
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_binary_prepared_statement_that_switches_the_tracker_off_does_not_hide_the_next_commit() {
+    let s = cluster().await;
+    let primary = &s.topology.primary;
+    s.stop_io(0);
+    s.wait_semisync(0);
+    let mut conn = s.client().await;
+    conn.exec_drop("SET SESSION session_track_system_variables = ?", ("",))
+        .await
+        .unwrap();
+    let before = primary.gtid_binlog_pos();
+    let watched = tokio::spawn(async move {
+        let result = conn.exec_drop("INSERT INTO t (v) VALUES (?)", (7,)).await;
+        (conn, result)
+    });
+    wait_for("the commit to park", PATIENCE, || {
+        s.parked() == 1 && primary.gtid_binlog_pos() != before
+    });
+    assert!(!watched.is_finished());
+    s.start_io(0);
+    let (_conn, result) = tokio::time::timeout(PATIENCE, watched)
+        .await
+        .unwrap()
+        .unwrap();
+    result.unwrap();
+    assert_eq!(s.released("quorum"), 1);
+}
+
+/// Every session-state item of every OK in a reply, described.
+fn items(reply: &Reply) -> Vec<String> {
+    let mut out = Vec::new();
+    for ok in &reply.oks {
+        if ok
+            .status_flags()
+            .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
+        {
+            out.push("(state changed)".to_owned());
+        }
+        for item in ok.session_state_info().unwrap_or_default() {
+            out.push(match item.decode() {
+                Ok(SessionStateChange::SystemVariables(vars)) => vars
+                    .iter()
+                    .map(|v| format!("{}={}", v.name_str(), v.value_str()))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                Ok(SessionStateChange::Schema(schema)) => format!("schema={}", schema.as_str()),
+                Ok(SessionStateChange::IsTracked(_)) => "state change".to_owned(),
+                Ok(SessionStateChange::Unsupported(_)) => "unsupported".to_owned(),
+                Ok(other) => format!("{other:?}"),
+                Err(e) => format!("unreadable {e}"),
+            });
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_sees_exactly_the_tracker_data_it_asked_for() {
+    let s = cluster().await;
+    let steps = [
+        "SET SESSION session_track_system_variables = 'autocommit'",
+        "SET autocommit = 1",
+        "INSERT INTO t (v) VALUES (5)",
+        "SET SESSION session_track_state_change = ON",
+        "SET @x = 1",
+        "INSERT INTO t (v) VALUES (6)",
+        "SET SESSION session_track_system_variables = 'last_gtid,autocommit'",
+        "SET SESSION session_track_state_change = OFF",
+        "SET autocommit = 1",
+        "CALL tracker_off_then_insert()",
+        "SET autocommit = 1",
+    ];
+    let run = |addr| {
+        let mut client = RawClient::connect(
+            addr,
+            APP_USER,
+            APP_PASSWORD,
+            CapabilityFlags::CLIENT_SESSION_TRACK,
+        );
+        steps
+            .iter()
+            .map(|sql| {
+                let reply = client.query(sql);
+                assert_eq!(reply.error, None, "{sql}");
+                // GTIDs differ between the two runs; their presence is what matters.
+                let seen: Vec<String> = items(&reply)
+                    .into_iter()
+                    .map(|i| match i.strip_prefix("last_gtid=") {
+                        Some(_) => "last_gtid=…".to_owned(),
+                        None => i.replace(",last_gtid=", ",last_gtid=…"),
+                    })
+                    .collect();
+                (sql.to_string(), seen)
+            })
+            .collect::<Vec<_>>()
+    };
+    let direct: std::net::SocketAddr = s.topology.primary.addr().parse().unwrap();
+    let through_the_proxy = run(s.proxy.addr());
+    let straight = run(direct);
+    assert_eq!(through_the_proxy, straight);
+}
+
+/// Makes the first character of every `last_gtid` value unreadable.
+fn garble_last_gtid(payload: &mut [u8]) {
+    const NAME: &[u8] = b"\x09last_gtid";
+    if let Some(at) = payload.windows(NAME.len()).position(|w| w == NAME) {
+        let len_at = at + NAME.len();
+        if payload.get(len_at).is_some_and(|&len| len > 0) && len_at + 1 < payload.len() {
+            payload[len_at + 1] = b'x';
+        }
+    }
+}
+
+/// Also makes a text row whose first value is a GTID unreadable (the answer to the proxy's
+/// own `SELECT @@last_gtid, …`).
+fn garble_gtid_rows_too(payload: &mut [u8]) {
+    garble_last_gtid(payload);
+    let len = usize::from(payload.first().copied().unwrap_or(0));
+    if len > 0 && len < 251 && payload.len() > len {
+        let value = &payload[1..=len];
+        let parts: Vec<&[u8]> = value.split(|&b| b == b'-').collect();
+        if parts.len() == 3
+            && parts
+                .iter()
+                .all(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit))
+        {
+            payload[1] = b'x';
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreadable_state_item_is_bounded_and_an_unreadable_bound_is_counted_never_silent() {
+    let relay_target = std::sync::Mutex::new(None::<TcpRelay>);
+    let s = Strong::start_with(1, |config| {
+        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        let relay = TcpRelay::start(config.primary.parse().unwrap());
+        relay.rewrite_packets(Direction::FromTarget, garble_last_gtid);
+        config.primary = relay.addr().to_string();
+        *relay_target.lock().unwrap() = Some(relay);
+    });
+    let relay = relay_target.lock().unwrap().take().unwrap();
+    let primary = &s.topology.primary;
+
+    // The OK's last_gtid cannot be read: the proxy reads what the session committed last.
+    s.stop_io(0);
+    s.wait_semisync(0);
+    let before = primary.gtid_binlog_pos();
+    let watched = spawn_watched(
+        s.client().await,
+        "INSERT INTO t (v) VALUES (1)",
+        vec![s.witness(0)],
+    );
+    wait_for("the commit to park", PATIENCE, || {
+        s.parked() == 1 && primary.gtid_binlog_pos() != before
+    });
+    let gtid = newest_gtid(primary, 0);
+    s.start_io(0);
+    let watched = answered(watched).await;
+    watched.result.unwrap();
+    assert!(
+        position_holds(&watched.received[0], &gtid),
+        "{}",
+        watched.received[0]
+    );
+    assert_eq!((s.released("quorum"), s.released("unresolved")), (1, 0));
+
+    // Neither can what the session committed last: released, but counted and listed.
+    relay.rewrite_packets(Direction::FromTarget, garble_gtid_rows_too);
+    s.stop_io(0);
+    s.wait_semisync(0);
+    let mut conn = s.client().await;
+    let id = conn.id();
+    conn.query_drop("INSERT INTO t (v) VALUES (2)")
+        .await
+        .unwrap();
+    assert_eq!(s.released("unresolved"), 1);
+    let status = admin::status(s.proxy.admin_addr());
+    let listed = &status["unresolved_releases"][0];
+    assert_eq!(listed["connection_id"], id, "{status:#}");
+    assert!(
+        listed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("would not say what the session committed"),
+        "{listed}"
+    );
+    let scrape = admin::metrics(s.proxy.admin_addr());
+    assert_eq!(
+        scrape.get(r#"strongsync_commits_released_total{outcome="unresolved"}"#),
+        1.0
+    );
+}
