@@ -118,6 +118,11 @@ impl Sidecar {
     }
 }
 
+/// Lines of `log` that contain `text`.
+fn count(log: &str, text: &str) -> usize {
+    log.lines().filter(|l| l.contains(text)).count()
+}
+
 fn replica_series(name: &str, server_id: u32) -> String {
     format!(r#"{name}{{server_id="{server_id}"}}"#)
 }
@@ -237,6 +242,42 @@ fn metrics_follow_a_write_load_and_a_degraded_spell() {
         degraded.get(r#"strongsync_commit_wait_seconds_sum{outcome="timeout"}"#) >= 1.0,
         "the commit waited its ACK timeout"
     );
+    // DEGRADED: commits go at once, each counted, none logged on its own; /status says per
+    // domain what a failover now may lose, and a periodic summary says it in the log.
+    for v in 2..=4 {
+        let output = sidecar.sql(&format!("INSERT INTO t (v) VALUES ({v})"));
+        assert!(output.success(), "{output}");
+    }
+    let status = admin::status(sidecar.admin);
+    let released = &status["released_without_quorum"];
+    assert_eq!(released.as_array().map(Vec::len), Some(1), "{status:#}");
+    assert_eq!(released[0]["domain"], 0);
+    assert_eq!(released[0]["count"], 4);
+    assert_eq!(
+        released[0]["last"].as_str(),
+        Some(sidecar.topology.primary.gtid_binlog_pos().as_str())
+    );
+    wait_for(
+        "a summary of the DEGRADED spell in the log",
+        PATIENCE,
+        || sidecar.log().contains("still DEGRADED"),
+    );
+    let log = sidecar.log();
+    let summary = log
+        .lines()
+        .find(|l| l.contains("still DEGRADED"))
+        .expect("summary");
+    assert!(summary.contains("released_without_quorum=4"), "{summary}");
+    assert!(
+        summary.contains(released[0]["first"].as_str().unwrap()),
+        "{summary}"
+    );
+    assert_eq!(count(&log, "STRONG -> DEGRADED"), 1, "{log}");
+    assert_eq!(
+        count(&log, "released without quorum"),
+        0,
+        "no line per commit:\n{log}"
+    );
 
     // They come back and catch up: strong again.
     sidecar.start_io(0);
@@ -247,6 +288,11 @@ fn metrics_follow_a_write_load_and_a_degraded_spell() {
     assert_eq!(
         strong.get(r#"strongsync_durability_transitions_total{to="strong"}"#),
         1.0
+    );
+    assert_eq!(count(&sidecar.log(), "DEGRADED -> STRONG"), 1);
+    assert_eq!(
+        admin::status(sidecar.admin)["released_without_quorum"],
+        serde_json::json!([])
     );
     assert!(strong.get("strongsync_degraded_seconds_total") > 0.0);
     let caught_up = sidecar.scrape_until("both replicas caught up", |s| {

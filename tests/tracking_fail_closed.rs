@@ -263,7 +263,7 @@ fn garble_gtid_rows_too(payload: &mut [u8]) {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unreadable_state_item_is_bounded_and_an_unreadable_bound_is_counted_never_silent() {
     let relay_target = std::sync::Mutex::new(None::<TcpRelay>);
-    let s = Strong::start_with(1, |config| {
+    let s = Strong::start_with(1, |config, _| {
         config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
         let relay = TcpRelay::start(config.primary.parse().unwrap());
         relay.rewrite_packets(Direction::FromTarget, garble_last_gtid);

@@ -57,9 +57,9 @@ pub struct Limits {
     pub max_packet_size: usize,
     /// Largest packet accepted from a client before it has logged in. Default 64 KiB.
     pub max_handshake_packet_size: usize,
-    /// Bytes of a response the proxy may hold back while it learns which GTID the response
-    /// committed (a legacy EOF hides it until the response ends). Past it the commit is
-    /// reported as one whose GTID is unknown and the response flows on. Default 64 MiB.
+    /// Bytes of a response the proxy may hold back while it checks what the response
+    /// committed (a legacy EOF hid it, or the statement changed the session's trackers). Past
+    /// it what was held is released as unresolved and the response flows on. Default 64 MiB.
     pub max_held_response_bytes: usize,
 }
 

@@ -123,13 +123,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-
-    fn p(offset: u64) -> Position {
-        Position {
-            file_seq: 1,
-            offset,
-        }
-    }
+    use crate::durability::testing::at as p;
 
     #[test]
     fn skipped_transactions_are_held_sent_ones_once_acknowledged() {

@@ -22,6 +22,8 @@ mod wait;
 mod waiters;
 
 #[cfg(test)]
+mod testing;
+#[cfg(test)]
 mod tests;
 
 use std::collections::VecDeque;

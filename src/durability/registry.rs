@@ -258,13 +258,7 @@ impl Replica {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn p(offset: u64) -> Position {
-        Position {
-            file_seq: 1,
-            offset,
-        }
-    }
+    use crate::durability::testing::at as p;
 
     fn g(text: &str) -> MariaGtid {
         text.parse().unwrap()

@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use strongsync_proto::gtid::{Gtid, MariaGtid};
-use strongsync_proto::position::Position;
 
+use super::testing::at;
 use super::*;
 
 fn gtid(seq_no: u64) -> MariaGtid {
@@ -13,13 +13,6 @@ fn gtid(seq_no: u64) -> MariaGtid {
         domain: 0,
         server_id: 1,
         seq_no,
-    }
-}
-
-fn at(offset: u64) -> Position {
-    Position {
-        file_seq: 1,
-        offset,
     }
 }
 

@@ -127,13 +127,7 @@ pub(super) fn wake(woken: Vec<Wake>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn p(offset: u64) -> Position {
-        Position {
-            file_seq: 1,
-            offset,
-        }
-    }
+    use crate::durability::testing::at as p;
 
     fn g(seq_no: u64) -> MariaGtid {
         MariaGtid {

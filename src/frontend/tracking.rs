@@ -117,6 +117,15 @@ pub(super) struct Swallowed {
     pub error: Option<String>,
 }
 
+// === impl Swallowed ===
+
+impl Swallowed {
+    /// The first value of the first row (empty for NULL or no row).
+    pub(super) fn first_value(self) -> Vec<u8> {
+        self.row.into_iter().next().flatten().unwrap_or_default()
+    }
+}
+
 /// The session's tracking as [`MARIADB_CHECK`] read it.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Checked {
@@ -140,6 +149,17 @@ impl Tracking {
         if payload.first() == Some(&COM_RESET_CONNECTION) {
             self.reset = true;
         }
+    }
+
+    /// Takes in the answers to [`MARIADB_ENABLE`] and [`MARIADB_READ_BACK`]: tracking is on if
+    /// both worked. Returns the error otherwise.
+    fn enabled(&mut self, enabled: Swallowed, read_back: Swallowed) -> Option<String> {
+        let error = enabled.error.or(read_back.error.clone());
+        self.active = error.is_none();
+        if self.active {
+            self.set_list = read_back.first_value();
+        }
+        error
     }
 
     /// Why every response must be checked now, if it must.
@@ -306,19 +326,8 @@ impl Session {
         self.tracking.filter.keep_state_change = checked.state_change;
         self.tracking.last = MariaGtid::parse(&checked.last_gtid).ok();
         self.tracking.check_each = checked.may_hide_next_commit(self.tracking.last);
-        match probed.error.or(enabled.error).or(read_back.error) {
-            None => {
-                self.tracking.set_list = read_back
-                    .row
-                    .into_iter()
-                    .next()
-                    .flatten()
-                    .unwrap_or_default();
-                self.tracking.active = true;
-            }
-            Some(error) => {
-                warn!(%error, "could not set up GTID tracking on the primary connection: every response is checked with a query of its own");
-            }
+        if let Some(error) = probed.error.or(self.tracking.enabled(enabled, read_back)) {
+            warn!(%error, "could not set up GTID tracking on the primary connection: every response is checked with a query of its own");
         }
         Ok(Phase::Idle)
     }
@@ -329,11 +338,12 @@ impl Session {
         self.flush_primary().await?;
         let probed = self.swallow_response().await?;
         let enabled = self.swallow_response().await?;
-        let tracked = probed.row.into_iter().next().flatten().unwrap_or_default();
+        let error = probed.error.clone().or(enabled.error);
+        let tracked = probed.first_value();
         self.tracking.filter.keep_gtids = !tracked.eq_ignore_ascii_case(b"OFF");
         // GTIDs of a MySQL primary are reported but not followed: nothing to check.
         self.tracking.active = true;
-        if let Some(error) = probed.error.or(enabled.error) {
+        if let Some(error) = error {
             warn!(%error, "could not enable GTID tracking on the primary connection");
         }
         Ok(Phase::Idle)
@@ -428,20 +438,8 @@ impl Session {
         self.flush_primary().await?;
         let enabled = self.swallow_response().await?;
         let read_back = self.swallow_response().await?;
-        match enabled.error.or(read_back.error) {
-            None => {
-                self.tracking.set_list = read_back
-                    .row
-                    .into_iter()
-                    .next()
-                    .flatten()
-                    .unwrap_or_default();
-                self.tracking.active = true;
-            }
-            Some(error) => {
-                warn!(%error, "could not put GTID tracking back on the primary connection");
-                self.tracking.active = false;
-            }
+        if let Some(error) = self.tracking.enabled(enabled, read_back) {
+            warn!(%error, "could not put GTID tracking back on the primary connection");
         }
         Ok(())
     }

@@ -44,18 +44,19 @@ impl Strong {
     /// `replicas` replicas replicating through a proxy set up with `durability` (semisync on),
     /// and a table `sbtest.t (id AUTO_INCREMENT, v INT)`.
     pub fn start(replicas: usize, durability: DurabilityConfig) -> Strong {
-        Strong::start_with(replicas, |config| config.durability = durability)
+        Strong::start_with(replicas, |config, _| config.durability = durability)
     }
 
-    /// Like [`start`](Self::start), with the proxy's configuration adjusted by `adjust`.
-    pub fn start_with(replicas: usize, adjust: impl FnOnce(&mut Config)) -> Strong {
+    /// Like [`start`](Self::start), with the proxy's configuration adjusted by `adjust` (which
+    /// sees the servers).
+    pub fn start_with(replicas: usize, adjust: impl FnOnce(&mut Config, &Topology)) -> Strong {
         let topology = Topology::start(replicas);
         topology
             .primary
             .sql("CREATE TABLE sbtest.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)");
         let mut config = TestProxy::config(&topology.primary);
         config.durability.passthrough = false;
-        adjust(&mut config);
+        adjust(&mut config, &topology);
         let proxy = TestProxy::start_with(config);
         let strong = Strong { topology, proxy };
         for i in 0..replicas {
@@ -101,6 +102,30 @@ impl Strong {
 
     pub fn start_io(&self, i: usize) {
         self.topology.replicas[i].sql("START SLAVE IO_THREAD");
+    }
+
+    /// Stops every replica's I/O thread and waits until the proxy has no semisync replica.
+    pub fn stop_all(&self) {
+        for i in 0..self.topology.replicas.len() {
+            self.stop_io(i);
+        }
+        self.wait_semisync(0);
+    }
+
+    /// Runs `sql` on a fresh connection in the background (watched by `witnesses`) and waits
+    /// until it is parked.
+    pub async fn park(
+        &self,
+        sql: &str,
+        witnesses: Vec<Witness>,
+    ) -> tokio::task::JoinHandle<Watched> {
+        let conn = self.client().await;
+        let before = self.parked();
+        let watched = spawn_watched(conn, sql, witnesses);
+        wait_for(&format!("{sql} to park"), PATIENCE, || {
+            self.parked() == before + 1
+        });
+        watched
     }
 
     /// Commits parked in the proxy now.
