@@ -25,6 +25,7 @@ use crate::durability::{Durability, WaitObserver};
 use crate::frontend::{self, Shared};
 use crate::health::PrimaryHealth;
 use crate::metrics::Metrics;
+use crate::probe::Probe;
 use crate::tls::{self, TlsError};
 
 /// A running proxy.
@@ -137,6 +138,13 @@ impl ProxyBuilder {
             primary_health: Arc::clone(&primary_health),
             hard_stop: hard.clone(),
             in_flight: Arc::clone(&in_flight),
+            probe: config.probe.as_ref().map(|account| {
+                Arc::new(Probe::new(
+                    &config.primary,
+                    account,
+                    config.timeouts.primary_connect,
+                ))
+            }),
         });
         tracker.spawn(frontend::serve(
             listener,
@@ -237,6 +245,7 @@ impl Proxy {
         differs("limits", old.limits != new.limits);
         differs("timeouts", old.timeouts != new.timeouts);
         differs("shutdown_grace", old.shutdown_grace != new.shutdown_grace);
+        differs("probe", old.probe != new.probe);
         differs(
             "durability.gtid_index_capacity",
             old.durability.gtid_index_capacity != new.durability.gtid_index_capacity,

@@ -18,7 +18,8 @@
 //!   and the config file; [`error`]: session errors and the single mapping to MySQL ERR
 //!   packets.
 //! - [`metrics`], [`admin`], [`health`]: Prometheus metrics, the admin HTTP port (`/metrics`,
-//!   `/healthz`, `/readyz`, `/status`), and the primary's reachability.
+//!   `/healthz`, `/readyz`, `/status`), and the primary's reachability; [`probe`]: strongsync's
+//!   own connection to the primary, which bounds a response by the primary's binlog position.
 #![forbid(unsafe_code)]
 
 pub mod admin;
@@ -31,6 +32,7 @@ pub mod error;
 pub mod health;
 pub mod metrics;
 pub mod primary;
+pub mod probe;
 pub mod stream;
 pub mod tls;
 

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use strongsync::config::settings::{
-    DurabilitySettings, LimitSettings, Settings, TimeoutSettings, TlsSettings,
+    DurabilitySettings, LimitSettings, ProbeSettings, Settings, TimeoutSettings, TlsSettings,
 };
 use strongsync::config::ConfigError;
 use strongsync::{Config, Proxy};
@@ -149,6 +149,24 @@ struct Flags {
     /// Log level or filter, e.g. "info", "strongsync=debug" [default: RUST_LOG, or info].
     #[arg(long, env = "STRONGSYNC_LOG_LEVEL", value_name = "FILTER")]
     log_level: Option<String>,
+
+    /// strongsync's own account on the primary, for the probe (it needs no privilege).
+    #[arg(long, env = "STRONGSYNC_PROBE_USER", value_name = "USER")]
+    probe_user: Option<String>,
+
+    /// The probe account's password, in a file (a mounted secret, say).
+    #[arg(long, env = "STRONGSYNC_PROBE_PASSWORD_FILE", value_name = "FILE")]
+    probe_password_file: Option<PathBuf>,
+
+    /// The probe account's password. Prefer the environment variable or a file: a flag shows
+    /// in the process list.
+    #[arg(
+        long,
+        env = "STRONGSYNC_PROBE_PASSWORD",
+        value_name = "PASSWORD",
+        hide_env_values = true
+    )]
+    probe_password: Option<String>,
 }
 
 type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
@@ -174,6 +192,13 @@ fn main() -> ExitCode {
     };
     if let Some(Command::CheckConfig { .. }) = cli.command {
         print!("{}", Settings::from_config(&config).to_toml());
+        if config
+            .probe
+            .as_ref()
+            .is_some_and(|p| p.password_file.is_none())
+        {
+            println!("# probe.password is set; it is not shown");
+        }
         return ExitCode::SUCCESS;
     }
     let filter_handle = init_logging(&config.log_level);
@@ -310,6 +335,11 @@ impl Flags {
                 ack_nudge_after: self.ack_nudge_after.clone(),
                 passthrough: self.passthrough,
                 ..DurabilitySettings::default()
+            },
+            probe: ProbeSettings {
+                user: self.probe_user.clone(),
+                password: self.probe_password.clone(),
+                password_file: self.probe_password_file.clone(),
             },
         }
     }

@@ -83,6 +83,9 @@ pub struct Metrics {
     /// Counter: checks that found a client had taken the proxy's tracking away (it was put
     /// back).
     pub tracking_restored: IntCounter,
+    /// Counter: responses bounded by the probe (the primary's binlog position read on
+    /// strongsync's own connection), by result (`ok`, `failed`).
+    pub probe_bounds: IntCounterVec,
     /// DEGRADED time already counted into `degraded_seconds` (it is refreshed on scrape).
     degraded_counted: Mutex<Duration>,
 }
@@ -210,6 +213,11 @@ impl Metrics {
                 "Checks that found a client had switched off the GTID tracking strongsync needs (it was switched back on).",
             )
             .expect("valid metric"),
+            probe_bounds: counter_vec(
+                "strongsync_probe_bounds_total",
+                "Responses bounded by the primary's binlog position read on strongsync's own connection (the probe), by result (ok, failed).",
+                &["result"],
+            ),
             degraded_counted: Mutex::new(Duration::ZERO),
             registry,
         };
@@ -242,6 +250,7 @@ impl Metrics {
             Box::new(self.replica_dumps_refused.clone()),
             Box::new(self.tracking_checks.clone()),
             Box::new(self.tracking_restored.clone()),
+            Box::new(self.probe_bounds.clone()),
         ];
         for c in collectors {
             self.registry
@@ -260,6 +269,9 @@ impl Metrics {
         }
         for reason in TRACKING_CHECK_REASONS {
             self.tracking_checks.with_label_values(&[reason]);
+        }
+        for result in ["ok", "failed"] {
+            self.probe_bounds.with_label_values(&[result]);
         }
     }
 

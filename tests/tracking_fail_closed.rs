@@ -322,3 +322,116 @@ async fn an_unreadable_state_item_is_bounded_and_an_unreadable_bound_is_counted_
         1.0
     );
 }
+
+/// A client without `CLIENT_DEPRECATE_EOF` runs `INSERT … RETURNING` (its commit hidden behind a
+/// legacy EOF) and, in the same batch, `LOAD DATA LOCAL INFILE`: the client must see the EOF
+/// before the request for its file, before the session can be asked what it committed. The
+/// replica is away; if `held`, the response waits for it (the replica is started once the
+/// commit is parked), otherwise it is not held (the replica is started once the client has
+/// the EOF). Returns what the replica had received when the client read that EOF, and the
+/// INSERT's GTID.
+fn hidden_commit_then_infile(s: &Strong, held: bool) -> (String, String) {
+    let witness = s.witness(0);
+    let addr = s.proxy.addr();
+    let (saw_eof, eof) = std::sync::mpsc::channel();
+    let client = std::thread::spawn(move || {
+        let mut c = RawClient::connect(
+            addr,
+            APP_USER,
+            APP_PASSWORD,
+            CapabilityFlags::CLIENT_LOCAL_FILES,
+        );
+        c.send(
+            b"\x03INSERT INTO t (v) VALUES (1) RETURNING id; \
+              LOAD DATA LOCAL INFILE 'rows.txt' INTO TABLE t (v)",
+        );
+        let mut eofs = 0;
+        loop {
+            let (seq, packet) = c.read_packet();
+            match packet[0] {
+                0xFE if packet.len() < 9 => {
+                    eofs += 1;
+                    if eofs == 2 {
+                        // The result set's end: the INSERT is done, as far as the client knows.
+                        saw_eof.send(witness.received()).unwrap();
+                    }
+                }
+                0xFB => {
+                    c.write_packet(seq.wrapping_add(1), b"2\n");
+                    c.write_packet(seq.wrapping_add(2), b"");
+                    let (_, ok) = c.read_packet();
+                    assert_eq!(ok[0], 0x00, "{}", String::from_utf8_lossy(&ok));
+                    return;
+                }
+                0xFF => panic!("{}", String::from_utf8_lossy(&packet)),
+                _ => {}
+            }
+        }
+    });
+    let primary = &s.topology.primary;
+    wait_for("the INSERT to commit", PATIENCE, || {
+        primary.sql("SELECT COUNT(*) FROM sbtest.t WHERE v = 1") == "1"
+    });
+    let gtid = newest_gtid(primary, 0);
+    let received = if held {
+        s.wait_parked(1);
+        assert!(
+            eof.try_recv().is_err(),
+            "the client saw the EOF while it was held"
+        );
+        s.start_io(0);
+        eof.recv_timeout(PATIENCE).expect("the EOF")
+    } else {
+        let received = eof.recv_timeout(PATIENCE).expect("the EOF");
+        s.start_io(0);
+        received
+    };
+    client.join().expect("the client");
+    (received, gtid)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_hidden_before_a_local_infile_request_is_bounded_by_the_probe() {
+    let s = Strong::start_with(1, |config, topology| {
+        topology
+            .primary
+            .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
+        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.probe = Some(strongsync::config::ProbeAccount {
+            user: "probe".into(),
+            password: "probe-secret".into(),
+            password_file: None,
+        });
+    });
+    s.stop_io(0);
+    s.wait_semisync(0);
+    let (received, gtid) = hidden_commit_then_infile(&s, true);
+    assert!(
+        position_holds(&received, &gtid),
+        "the replica had received {received} when the client saw {gtid} committed"
+    );
+    assert_eq!(s.released("unresolved"), 0);
+    let scrape = admin::metrics(s.proxy.admin_addr());
+    assert_eq!(
+        scrape.get(r#"strongsync_probe_bounds_total{result="ok"}"#),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_probe_a_commit_hidden_before_a_local_infile_request_is_released_unresolved() {
+    let s = cluster().await;
+    s.stop_io(0);
+    s.wait_semisync(0);
+    let (received, gtid) = hidden_commit_then_infile(&s, false);
+    assert!(!position_holds(&received, &gtid), "{received}");
+    assert_eq!(s.released("unresolved"), 1);
+    let status = admin::status(s.proxy.admin_addr());
+    assert!(
+        status["unresolved_releases"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("LOCAL INFILE"),
+        "{status:#}"
+    );
+}

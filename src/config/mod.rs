@@ -27,6 +27,9 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// Strong sync: quorum, ACK timeout and what happens when it passes.
     pub durability: DurabilityConfig,
+    /// strongsync's own account on the primary, for the probe (see [`crate::probe`]); without
+    /// it the probe is off.
+    pub probe: Option<ProbeAccount>,
     /// Address of the admin HTTP port (metrics, health, status).
     pub admin_listen: SocketAddr,
     /// Log filter (`info`, `debug`, `strongsync=debug`, …).
@@ -42,6 +45,18 @@ pub struct TlsFiles {
     pub cert: PathBuf,
     /// Private key (PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
+}
+
+/// strongsync's own account on the primary. It needs no privilege: the probe only reads
+/// `@@global.gtid_binlog_pos`. The password is never logged, printed or shown in `/status`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProbeAccount {
+    /// User name.
+    pub user: String,
+    /// Password (read from `password_file` when that is given).
+    pub password: String,
+    /// The file the password was read from, if it came from one (shown instead of it).
+    pub password_file: Option<PathBuf>,
 }
 
 /// Limits. Each names what happens when it is reached.
@@ -131,6 +146,7 @@ impl Config {
             limits: Limits::default(),
             timeouts: Timeouts::default(),
             durability: DurabilityConfig::default(),
+            probe: None,
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 9104)),
             log_level: "info".into(),
             shutdown_grace: Duration::from_secs(10),
@@ -197,6 +213,16 @@ impl Config {
             return invalid("admin_listen", "must differ from listen");
         }
         Ok(())
+    }
+}
+
+impl std::fmt::Debug for ProbeAccount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProbeAccount")
+            .field("user", &self.user)
+            .field("password", &"(hidden)")
+            .field("password_file", &self.password_file)
+            .finish()
     }
 }
 

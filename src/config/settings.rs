@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Config, ConfigError, TlsFiles};
+use super::{Config, ConfigError, ProbeAccount, TlsFiles};
 
 /// Settings, any of which may be missing (then the default applies). The field names are the
 /// config file's keys.
@@ -42,6 +42,24 @@ pub struct Settings {
     /// Strong sync.
     #[serde(default)]
     pub durability: DurabilitySettings,
+    /// strongsync's own account on the primary.
+    #[serde(default, skip_serializing_if = "ProbeSettings::is_empty")]
+    pub probe: ProbeSettings,
+}
+
+/// `[probe]`.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSettings {
+    /// User name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Password (or `password_file`); never printed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// A file holding the password (a mounted Kubernetes secret, say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<PathBuf>,
 }
 
 /// `[tls]`.
@@ -186,6 +204,7 @@ impl Settings {
                 client_read: pick(b.timeouts.client_read, o.timeouts.client_read),
                 client_write: pick(b.timeouts.client_write, o.timeouts.client_write),
             },
+            probe: b.probe.overridden_by(o.probe),
             durability: DurabilitySettings {
                 quorum: pick(b.durability.quorum, o.durability.quorum),
                 ack_timeout: pick(b.durability.ack_timeout, o.durability.ack_timeout),
@@ -289,6 +308,7 @@ impl Settings {
         if let Some(v) = d.passthrough {
             c.durability.passthrough = v;
         }
+        c.probe = self.probe.resolve()?;
         c.validate()?;
         Ok(c)
     }
@@ -327,6 +347,16 @@ impl Settings {
                 gtid_index_capacity: Some(d.gtid_index_capacity as i64),
                 passthrough: Some(d.passthrough),
             },
+            // A password is shown by the file it came from, never itself.
+            probe: config
+                .probe
+                .as_ref()
+                .map(|p| ProbeSettings {
+                    user: Some(p.user.clone()),
+                    password: None,
+                    password_file: p.password_file.clone(),
+                })
+                .unwrap_or_default(),
         }
     }
 
@@ -339,6 +369,83 @@ impl Settings {
 impl TlsSettings {
     fn is_empty(&self) -> bool {
         self.cert.is_none() && self.key.is_none()
+    }
+}
+
+// === impl ProbeSettings ===
+
+impl ProbeSettings {
+    fn is_empty(&self) -> bool {
+        self.user.is_none() && self.password.is_none() && self.password_file.is_none()
+    }
+
+    /// These settings with `over`'s winning; a password given either way replaces both of
+    /// ours (a password from the command line replaces a file's password file).
+    fn overridden_by(self, over: ProbeSettings) -> ProbeSettings {
+        let password_given = over.password.is_some() || over.password_file.is_some();
+        ProbeSettings {
+            user: over.user.or(self.user),
+            password: if password_given {
+                over.password
+            } else {
+                self.password
+            },
+            password_file: if password_given {
+                over.password_file
+            } else {
+                self.password_file
+            },
+        }
+    }
+
+    /// The account, reading the password file if one is named.
+    fn resolve(&self) -> Result<Option<ProbeAccount>, ConfigError> {
+        let Some(user) = &self.user else {
+            if self.password.is_some() || self.password_file.is_some() {
+                return Err(ConfigError::Missing { key: "probe.user" });
+            }
+            return Ok(None);
+        };
+        let password = match (&self.password, &self.password_file) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::Invalid {
+                    key: "probe.password",
+                    problem: "set probe.password or probe.password_file, not both".into(),
+                })
+            }
+            (None, None) => {
+                return Err(ConfigError::Missing {
+                    key: "probe.password_file",
+                })
+            }
+            (Some(password), None) => password.clone(),
+            (None, Some(file)) => {
+                let text = std::fs::read_to_string(file).map_err(|e| ConfigError::Invalid {
+                    key: "probe.password_file",
+                    problem: format!("cannot read {}: {e}", file.display()),
+                })?;
+                // A file written by `echo` or a secret mount may end in a newline.
+                text.strip_suffix('\n')
+                    .map(|t| t.strip_suffix('\r').unwrap_or(t))
+                    .unwrap_or(&text)
+                    .to_owned()
+            }
+        };
+        Ok(Some(ProbeAccount {
+            user: user.clone(),
+            password,
+            password_file: self.password_file.clone(),
+        }))
+    }
+}
+
+impl std::fmt::Debug for ProbeSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProbeSettings")
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "(hidden)"))
+            .field("password_file", &self.password_file)
+            .finish()
     }
 }
 

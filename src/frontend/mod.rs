@@ -37,4 +37,6 @@ pub(crate) struct Shared {
     pub hard_stop: tokio_util::sync::CancellationToken,
     /// Client sessions in flight, for the shutdown to wait on.
     pub in_flight: Arc<crate::app::InFlight>,
+    /// strongsync's own connection to the primary, if an account is configured.
+    pub probe: Option<Arc<crate::probe::Probe>>,
 }

@@ -147,7 +147,8 @@ impl Session {
             if self.client.pending_write() <= limit {
                 return Ok(());
             }
-            commits.give_up_holding(Unresolved::HeldPastLimit { limit });
+            self.bound_or_give_up(commits, Unresolved::HeldPastLimit { limit })
+                .await?;
         }
         if commits.has_news() {
             let (commit, hold) = commits.take(self.connection_id);
@@ -178,7 +179,7 @@ impl Session {
 
     /// Runs `fut`, failing early if the client disconnects. A parked commit is not cut short
     /// by shutdown: it gets the shutdown's grace period like any other work in flight.
-    async fn while_watching_client<T>(
+    pub(super) async fn while_watching_client<T>(
         &mut self,
         fut: impl std::future::Future<Output = T>,
     ) -> Result<T, Error> {
@@ -214,12 +215,15 @@ impl Session {
     }
 
     /// The primary asks for the client's file. The client must see the request before
-    /// anything more can happen, so what is held goes now (what it may have committed cannot
-    /// be asked before the response is over, so it goes out as unknown; the check after the
-    /// response still bounds the rest). After a failed commit the client is not listening any
-    /// more: the proxy declines the file itself.
+    /// anything more can happen, so what is held goes now (the session cannot be asked before
+    /// the response is over: the probe bounds it, or it goes out as unresolved; the check
+    /// after the response still covers the rest). After a failed commit the client is not
+    /// listening any more: the proxy declines the file itself.
     async fn answer_infile_request(&mut self, commits: &mut ResponseCommits) -> Result<(), Error> {
-        commits.give_up_holding(Unresolved::HiddenBeforeInfile);
+        if commits.holding {
+            self.bound_or_give_up(commits, Unresolved::HiddenBeforeInfile)
+                .await?;
+        }
         self.release(commits).await?;
         if commits.discard {
             self.primary.write_packet(self.primary_seq.advance(), &[]);

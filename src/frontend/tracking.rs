@@ -21,6 +21,7 @@ use tracing::{debug, warn};
 
 use super::session::{Phase, Session};
 use crate::commit::{Commit, Unresolved};
+use crate::durability::GtidPosition;
 use crate::error::Error;
 
 /// MariaDB: what the session committed last and how its tracking stands. Its columns are
@@ -255,12 +256,18 @@ impl ResponseCommits {
         self.holding = true;
     }
 
-    /// What is held has to go before the check (a LOCAL INFILE request, or too much held):
-    /// whatever it may have committed and was not learnt is released as unresolved.
-    pub(super) fn give_up_holding(&mut self, reason: Unresolved) {
-        if std::mem::take(&mut self.holding) {
-            self.unresolved.get_or_insert(reason);
-        }
+    /// What is held goes without a check: whatever it may have committed and was not learnt
+    /// is released as unresolved.
+    fn give_up(&mut self, reason: Unresolved) {
+        self.holding = false;
+        self.unresolved.get_or_insert(reason);
+    }
+
+    /// What is held goes, bounded by the primary's binlog position read after it arrived: every
+    /// GTID of it is waited for.
+    fn bounded(&mut self, bound: &GtidPosition) {
+        self.holding = false;
+        self.gtids.extend(bound.gtids().map(|g| Gtid::Maria(*g)));
     }
 
     /// True if something must be reported before the held packets are released.
@@ -289,10 +296,6 @@ impl ResponseCommits {
             unresolved: self.unresolved.take(),
         };
         (commit, self.hold.take())
-    }
-
-    fn unresolved(&mut self, reason: Unresolved) {
-        self.unresolved.get_or_insert(reason);
     }
 }
 
@@ -391,7 +394,7 @@ impl Session {
         if !self.mariadb {
             // MySQL has no @@last_gtid: whatever a legacy EOF hid stays unknown.
             if reason == CheckReason::LegacyEof {
-                commits.unresolved(Unresolved::NotFollowed);
+                commits.give_up(Unresolved::NotFollowed);
             }
             return Ok(());
         }
@@ -400,21 +403,22 @@ impl Session {
         let answer = self.swallow_response().await?;
         if let Some(error) = answer.error {
             warn!(connection_id = self.connection_id, %error, "could not read what the session committed after a response that may have committed");
-            commits.unresolved(Unresolved::BoundUnreadable { error });
             self.tracking.active = false;
-            return Ok(());
+            return self
+                .bound_or_give_up(commits, Unresolved::BoundUnreadable { error })
+                .await;
         }
         let checked = Checked::from_row(&answer.row);
         match MariaGtid::parse(&checked.last_gtid) {
             Ok(gtid) => self.note_last_gtid(gtid, commits),
             Err(_) if checked.last_gtid.is_empty() => {}
             Err(error) => {
-                commits.unresolved(Unresolved::BoundUnreadable {
-                    error: format!(
-                        "@@last_gtid {:?}: {error}",
-                        String::from_utf8_lossy(&checked.last_gtid)
-                    ),
-                });
+                let error = format!(
+                    "@@last_gtid {:?}: {error}",
+                    String::from_utf8_lossy(&checked.last_gtid)
+                );
+                self.bound_or_give_up(commits, Unresolved::BoundUnreadable { error })
+                    .await?;
             }
         }
         self.tracking.take_in(&checked, commits.state_change_set);
@@ -426,6 +430,41 @@ impl Session {
         debug!(connection_id = self.connection_id, list = %String::from_utf8_lossy(&checked.list), state_change = checked.state_change, "session tracking was changed: putting it back");
         self.shared.metrics.tracking_restored.inc();
         self.restore_tracking().await
+    }
+
+    /// What is held must go before the session can say what it committed (or the session
+    /// cannot say): bounds it by the primary's binlog position, read on strongsync's own
+    /// connection, or — without one, or if it fails — releases it as unresolved for `reason`.
+    pub(super) async fn bound_or_give_up(
+        &mut self,
+        commits: &mut ResponseCommits,
+        reason: Unresolved,
+    ) -> Result<(), Error> {
+        if let Some(probe) = self.shared.probe.clone() {
+            let bound = self.while_watching_client(probe.binlog_position()).await?;
+            match bound {
+                Ok(bound) => {
+                    self.shared
+                        .metrics
+                        .probe_bounds
+                        .with_label_values(&["ok"])
+                        .inc();
+                    debug!(connection_id = self.connection_id, %bound, %reason, "response bounded by the primary's binlog position");
+                    commits.bounded(&bound);
+                    return Ok(());
+                }
+                Err(error) => {
+                    self.shared
+                        .metrics
+                        .probe_bounds
+                        .with_label_values(&["failed"])
+                        .inc();
+                    warn!(connection_id = self.connection_id, %error, "the probe could not read the primary's binlog position");
+                }
+            }
+        }
+        commits.give_up(reason);
+        Ok(())
     }
 
     /// Adds the proxy's tracking back to what the client's session has now.

@@ -165,3 +165,71 @@ fn the_shipped_example_is_valid() {
     let config = Settings::from_file(&path).unwrap().resolve().unwrap();
     assert_eq!(config.durability.quorum, 1);
 }
+
+#[test]
+fn the_probe_account_takes_its_password_from_a_file_or_the_settings_and_never_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("probe-password");
+    std::fs::write(&file, "s3cret\n").unwrap();
+    let toml = format!(
+        "primary = \"db:3306\"\n[probe]\nuser = \"strongsync\"\npassword_file = {:?}",
+        file.display().to_string()
+    );
+    let config = Settings::from_toml(&toml).unwrap().resolve().unwrap();
+    let probe = config.probe.clone().expect("configured");
+    assert_eq!(
+        (probe.user.as_str(), probe.password.as_str()),
+        ("strongsync", "s3cret")
+    );
+    let printed = Settings::from_config(&config).to_toml();
+    assert!(
+        printed.contains("password_file") && !printed.contains("s3cret"),
+        "{printed}"
+    );
+    assert_eq!(
+        Settings::from_toml(&printed).unwrap().resolve().unwrap(),
+        config
+    );
+    assert!(!format!("{config:?}").contains("s3cret"));
+
+    let inline = "primary = \"db:3306\"\n[probe]\nuser = \"strongsync\"\npassword = \"s3cret\"";
+    let settings = Settings::from_toml(inline).unwrap();
+    assert!(!format!("{settings:?}").contains("s3cret"));
+    let config = settings.resolve().unwrap();
+    assert!(!Settings::from_config(&config).to_toml().contains("s3cret"));
+
+    // A password from the command line replaces the file's password file.
+    let over = Settings {
+        probe: ProbeSettings {
+            password: Some("other".into()),
+            ..ProbeSettings::default()
+        },
+        ..Settings::default()
+    };
+    let config = Settings::from_toml(&toml)
+        .unwrap()
+        .overridden_by(over)
+        .resolve()
+        .unwrap();
+    assert_eq!(config.probe.unwrap().password, "other");
+}
+
+#[test]
+fn a_probe_account_that_cannot_work_names_its_key() {
+    let table = [
+        ("[probe]\npassword = \"x\"", "probe.user"),
+        ("[probe]\nuser = \"u\"", "probe.password_file"),
+        (
+            "[probe]\nuser = \"u\"\npassword = \"x\"\npassword_file = \"/p\"",
+            "probe.password",
+        ),
+        (
+            "[probe]\nuser = \"u\"\npassword_file = \"/nonexistent/p\"",
+            "probe.password_file",
+        ),
+    ];
+    for (section, key) in table {
+        let message = error_of(&format!("primary = \"db:3306\"\n{section}"));
+        assert!(message.contains(key), "{section:?}: {message}");
+    }
+}
