@@ -689,3 +689,15 @@ async fn an_unresolved_commit_waits_for_what_was_learnt_and_is_counted_and_liste
         .reason
         .contains("max_held_response_bytes"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn switching_to_passthrough_releases_parked_commits_and_counts_them() {
+    let d = service(1, OnTimeout::Block);
+    let waiting = park(&d, commit(&[1])).await;
+    d.reconfigure(DurabilityConfig {
+        passthrough: true,
+        ..d.config()
+    });
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+    assert_eq!(d.status().released["degraded"], 1);
+}

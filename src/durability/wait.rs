@@ -134,6 +134,10 @@ impl Durability {
             released.record(gtids);
             return Look::Released(Outcome::Degraded, Release::Proceed);
         }
+        if config.passthrough {
+            // Switched to relaying only while this commit was parked: it stops waiting too.
+            return Look::Released(Outcome::Degraded, Release::Proceed);
+        }
         let k = config.quorum;
         let short = inner.registry.semisync_count() < k;
         if short
