@@ -1,8 +1,10 @@
 //! The SQL port: accepts client connections and runs one session per client, each with its
 //! own connection to the primary.
 
+mod commits;
 mod listener;
 mod login;
+mod own_query;
 mod pipe;
 mod relay;
 mod replica;

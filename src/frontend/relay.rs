@@ -8,8 +8,9 @@ use strongsync_proto::ok::{self, EofPacket, OkPacket, SESSION_TRACK_STATE_CHANGE
 use strongsync_proto::packet::Packet;
 use strongsync_proto::response::{PacketKind, ResponseReader};
 
+use super::commits::{Mark, ResponseCommits};
 use super::session::{Phase, Session, CLIENT_READ_AHEAD, FLUSH_AT};
-use super::tracking::{CheckReason, Mark, ResponseCommits};
+use super::tracking::CheckReason;
 use crate::commit::{Release, Unresolved};
 use crate::error::Error;
 

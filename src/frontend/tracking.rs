@@ -10,18 +10,15 @@
 //! for anything committed that it had not been told of. The client keeps seeing exactly the
 //! tracker data it asked for.
 
-use bytes::BufMut;
-use strongsync_proto::command::{COM_QUERY, COM_RESET_CONNECTION};
+use strongsync_proto::command::COM_RESET_CONNECTION;
 use strongsync_proto::gtid::{Gtid, MariaGtid, TrackedGtid};
-use strongsync_proto::ok::{ErrPacket, TrackingFilter, LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR};
-use strongsync_proto::packet::Sequence;
-use strongsync_proto::response::{PacketKind, ResponseReader};
-use strongsync_proto::wire::Reader;
+use strongsync_proto::ok::{TrackingFilter, LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR};
 use tracing::{debug, warn};
 
+use super::commits::ResponseCommits;
+use super::own_query::Swallowed;
 use super::session::{Phase, Session};
-use crate::commit::{Commit, Unresolved};
-use crate::durability::GtidPosition;
+use crate::commit::Unresolved;
 use crate::error::Error;
 
 /// MariaDB: what the session committed last and how its tracking stands. Its columns are
@@ -81,50 +78,6 @@ pub(super) enum CheckReason {
     /// The session's next commit may not be reported (it switched domain or server id, or
     /// forced a sequence number).
     DomainSwitch,
-}
-
-/// What one response reported about commits, and which part of it is held for them.
-#[derive(Debug, Default)]
-pub(super) struct ResponseCommits {
-    gtids: Vec<Gtid>,
-    unresolved: Option<Unresolved>,
-    /// The response is checked once it is over (see the module doc).
-    pub check: Option<CheckReason>,
-    /// Until that check, nothing more is released.
-    pub holding: bool,
-    /// The packet the held part starts with (the first that reported news).
-    hold: Option<Mark>,
-    /// The last packet queued for the client.
-    last: Option<Mark>,
-    /// The client was told the commit failed: the rest of the response is not relayed.
-    pub discard: bool,
-    /// What the response said the client set `session_track_state_change` to, if it said.
-    pub state_change_set: Option<bool>,
-}
-
-/// Where a packet starts in the client's write queue, and its sequence id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Mark {
-    pub offset: usize,
-    pub seq: u8,
-}
-
-/// The answer to a query the proxy sent on its own behalf: the first row, or the error.
-#[derive(Debug, Default)]
-pub(super) struct Swallowed {
-    /// The first row's values (`None` for NULL); empty if there was no row.
-    pub row: Vec<Option<Vec<u8>>>,
-    /// The ERR the query got, if it failed.
-    pub error: Option<String>,
-}
-
-// === impl Swallowed ===
-
-impl Swallowed {
-    /// The first value of the first row (empty for NULL or no row).
-    pub(super) fn first_value(self) -> Vec<u8> {
-        self.row.into_iter().next().flatten().unwrap_or_default()
-    }
 }
 
 /// The session's tracking as [`MARIADB_CHECK`] read it.
@@ -247,58 +200,6 @@ impl CheckReason {
     }
 }
 
-// === impl ResponseCommits ===
-
-impl ResponseCommits {
-    /// The response must be checked once it is over; from now on it is held until then.
-    pub(super) fn need_check(&mut self, reason: CheckReason) {
-        self.check.get_or_insert(reason);
-        self.holding = true;
-    }
-
-    /// What is held goes without a check: whatever it may have committed and was not learnt
-    /// is released as unresolved.
-    fn give_up(&mut self, reason: Unresolved) {
-        self.holding = false;
-        self.unresolved.get_or_insert(reason);
-    }
-
-    /// What is held goes, bounded by the primary's binlog position read after it arrived: every
-    /// GTID of it is waited for.
-    fn bounded(&mut self, bound: &GtidPosition) {
-        self.holding = false;
-        self.gtids.extend(bound.gtids().map(|g| Gtid::Maria(*g)));
-    }
-
-    /// True if something must be reported before the held packets are released.
-    pub(super) fn has_news(&self) -> bool {
-        !self.gtids.is_empty() || self.unresolved.is_some()
-    }
-
-    /// Notes the packet about to be queued.
-    pub(super) fn queued(&mut self, mark: Mark) {
-        self.last = Some(mark);
-    }
-
-    /// If there is news (or the response is held) and nothing is held yet, holds from the
-    /// last packet queued: the one that brought it.
-    pub(super) fn hold_if_news(&mut self) {
-        if self.hold.is_none() && (self.has_news() || self.holding) {
-            self.hold = self.last;
-        }
-    }
-
-    /// Takes what has been reported so far, with the packet the held part starts at.
-    pub(super) fn take(&mut self, connection_id: u32) -> (Commit, Option<Mark>) {
-        let commit = Commit {
-            connection_id,
-            gtids: std::mem::take(&mut self.gtids),
-            unresolved: self.unresolved.take(),
-        };
-        (commit, self.hold.take())
-    }
-}
-
 // === impl Session (tracking) ===
 
 impl Session {
@@ -366,9 +267,7 @@ impl Session {
                 }
             },
             TrackedGtid::OwnGtids(text) => {
-                commits
-                    .gtids
-                    .push(Gtid::MySql(String::from_utf8_lossy(text).into()));
+                commits.reported(Gtid::MySql(String::from_utf8_lossy(text).into()));
             }
         }
     }
@@ -376,7 +275,7 @@ impl Session {
     fn note_last_gtid(&mut self, gtid: MariaGtid, commits: &mut ResponseCommits) {
         if self.tracking.last != Some(gtid) {
             self.tracking.last = Some(gtid);
-            commits.gtids.push(Gtid::Maria(gtid));
+            commits.reported(Gtid::Maria(gtid));
         }
     }
 
@@ -482,183 +381,7 @@ impl Session {
         }
         Ok(())
     }
-
-    /// Queues a `COM_QUERY` of the proxy's own.
-    pub(super) fn send_query(&mut self, sql: &str) {
-        self.primary.write_packet_with(0, |buf| {
-            buf.put_u8(COM_QUERY);
-            buf.put_slice(sql.as_bytes());
-        });
-    }
-
-    /// Reads the whole response to a query the proxy sent, keeping only the first row (or the
-    /// error). Nothing of it reaches the client.
-    pub(super) async fn swallow_response(&mut self) -> Result<Swallowed, Error> {
-        let mut reader = ResponseReader::for_command(&[COM_QUERY], self.deprecate_eof())
-            .expect("COM_QUERY has a response");
-        let mut seq = Sequence::expecting(1);
-        let mut answer = Swallowed::default();
-        let mut first_row = true;
-        loop {
-            let packet = self
-                .primary
-                .read_packet()
-                .await
-                .map_err(Error::from_primary)?;
-            seq.check(packet.seq()).map_err(Error::PrimaryProtocol)?;
-            let step = reader.on_packet(&packet).map_err(Error::PrimaryProtocol)?;
-            match step.kind {
-                PacketKind::Row if first_row => {
-                    first_row = false;
-                    answer.row = text_row(packet.payload());
-                }
-                PacketKind::Err => {
-                    let err = ErrPacket::parse(packet.payload()).map_err(Error::PrimaryProtocol)?;
-                    answer.error = Some(format!(
-                        "{} {}",
-                        err.code,
-                        String::from_utf8_lossy(err.message)
-                    ));
-                }
-                PacketKind::LocalInfileRequest => {
-                    // Cannot happen for the proxy's own queries; refuse the file all the same.
-                    self.primary.write_packet(seq.advance(), &[]);
-                    self.flush_primary().await?;
-                    reader.infile_sent();
-                }
-                _ => {}
-            }
-            if step.done {
-                return Ok(answer);
-            }
-        }
-    }
-}
-
-/// The values of a text-protocol row: length-encoded strings, `0xFB` for NULL.
-fn text_row(payload: &[u8]) -> Vec<Option<Vec<u8>>> {
-    let mut r = Reader::new(payload);
-    let mut values = Vec::new();
-    while !r.is_empty() {
-        if payload.get(r.position()) == Some(&0xFB) {
-            let _ = r.take(1, "NULL");
-            values.push(None);
-        } else if let Ok(value) = r.lenenc_str("row value") {
-            values.push(Some(value.to_vec()));
-        } else {
-            break;
-        }
-    }
-    values
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn g(text: &str) -> MariaGtid {
-        text.parse().unwrap()
-    }
-
-    #[test]
-    fn recognises_tracker_lists_that_include_a_variable() {
-        let table: [(&[u8], &[u8], bool); 7] = [
-            (
-                b"autocommit,character_set_client,time_zone",
-                LAST_GTID,
-                false,
-            ),
-            (b"last_gtid", LAST_GTID, true),
-            (b"autocommit, LAST_GTID", LAST_GTID, true),
-            (b"*", LAST_GTID, true),
-            (b"", LAST_GTID, false),
-            (b"last_gtid_x", LAST_GTID, false),
-            (
-                b"last_gtid,session_track_state_change",
-                SESSION_TRACK_STATE_CHANGE_VAR,
-                true,
-            ),
-        ];
-        for (list, name, want) in table {
-            assert_eq!(
-                tracks(list, name),
-                want,
-                "{}",
-                String::from_utf8_lossy(list)
-            );
-        }
-    }
-
-    #[test]
-    fn a_check_reads_the_row_and_knows_when_tracking_is_intact() {
-        let row = |values: [&str; 6]| -> Vec<Option<Vec<u8>>> {
-            values
-                .iter()
-                .map(|v| (*v != "NULL").then(|| v.as_bytes().to_vec()))
-                .collect()
-        };
-        let intact = Checked::from_row(&row([
-            "0-1-9",
-            "autocommit,last_gtid,session_track_state_change",
-            "1",
-            "0",
-            "1",
-            "0",
-        ]));
-        assert!(intact.intact());
-        assert!(!intact.may_hide_next_commit(Some(g("0-1-9"))));
-        assert!(
-            intact.may_hide_next_commit(Some(g("1-1-9"))),
-            "another domain"
-        );
-        assert!(
-            intact.may_hide_next_commit(Some(g("0-2-9"))),
-            "another server id"
-        );
-        assert!(
-            !intact.may_hide_next_commit(None),
-            "a first commit is always reported"
-        );
-        let off = Checked::from_row(&row(["", "last_gtid", "0", "0", "1", "5"]));
-        assert!(!off.intact());
-        assert!(off.may_hide_next_commit(None), "a forced sequence number");
-        let cleared = Checked::from_row(&row(["NULL", "", "1", "0", "1", "0"]));
-        assert!(!cleared.intact());
-        assert_eq!(cleared.last_gtid, b"");
-    }
-
-    #[test]
-    fn the_clients_view_follows_what_it_set_itself() {
-        let mut t = Tracking {
-            filter: TrackingFilter {
-                client_tracks: true,
-                ..TrackingFilter::default()
-            },
-            set_list: b"last_gtid,session_track_state_change".to_vec(),
-            ..Tracking::default()
-        };
-        let checked = |list: &str, state_change: bool| Checked {
-            list: list.as_bytes().to_vec(),
-            state_change,
-            ..Checked::default()
-        };
-        // Unchanged list, state change still on: the client's view stays.
-        t.take_in(&checked("last_gtid,session_track_state_change", true), None);
-        assert!(!t.filter.keep_last_gtid && !t.filter.keep_state_change);
-        // The client set its own list, with last_gtid in it, and turned state changes on.
-        t.take_in(&checked("last_gtid", true), Some(true));
-        assert!(t.filter.keep_last_gtid && t.filter.keep_state_change);
-        // It turned them off again.
-        t.take_in(&checked("last_gtid", false), None);
-        assert!(!t.filter.keep_state_change);
-    }
-
-    #[test]
-    fn text_rows_read_values_and_nulls() {
-        let payload = [0x05, b'0', b'-', b'1', b'-', b'9', 0xFB, 0x01, b'1'];
-        assert_eq!(
-            text_row(&payload),
-            vec![Some(b"0-1-9".to_vec()), None, Some(b"1".to_vec())]
-        );
-    }
-}
+mod tests;

@@ -1,0 +1,100 @@
+//! The tracking check's pure parts: reading its answer, and the client's own view.
+
+use super::*;
+
+fn g(text: &str) -> MariaGtid {
+    text.parse().unwrap()
+}
+
+#[test]
+fn recognises_tracker_lists_that_include_a_variable() {
+    let table: [(&[u8], &[u8], bool); 7] = [
+        (
+            b"autocommit,character_set_client,time_zone",
+            LAST_GTID,
+            false,
+        ),
+        (b"last_gtid", LAST_GTID, true),
+        (b"autocommit, LAST_GTID", LAST_GTID, true),
+        (b"*", LAST_GTID, true),
+        (b"", LAST_GTID, false),
+        (b"last_gtid_x", LAST_GTID, false),
+        (
+            b"last_gtid,session_track_state_change",
+            SESSION_TRACK_STATE_CHANGE_VAR,
+            true,
+        ),
+    ];
+    for (list, name, want) in table {
+        assert_eq!(
+            tracks(list, name),
+            want,
+            "{}",
+            String::from_utf8_lossy(list)
+        );
+    }
+}
+
+#[test]
+fn a_check_reads_the_row_and_knows_when_tracking_is_intact() {
+    let row = |values: [&str; 6]| -> Vec<Option<Vec<u8>>> {
+        values
+            .iter()
+            .map(|v| (*v != "NULL").then(|| v.as_bytes().to_vec()))
+            .collect()
+    };
+    let intact = Checked::from_row(&row([
+        "0-1-9",
+        "autocommit,last_gtid,session_track_state_change",
+        "1",
+        "0",
+        "1",
+        "0",
+    ]));
+    assert!(intact.intact());
+    assert!(!intact.may_hide_next_commit(Some(g("0-1-9"))));
+    assert!(
+        intact.may_hide_next_commit(Some(g("1-1-9"))),
+        "another domain"
+    );
+    assert!(
+        intact.may_hide_next_commit(Some(g("0-2-9"))),
+        "another server id"
+    );
+    assert!(
+        !intact.may_hide_next_commit(None),
+        "a first commit is always reported"
+    );
+    let off = Checked::from_row(&row(["", "last_gtid", "0", "0", "1", "5"]));
+    assert!(!off.intact());
+    assert!(off.may_hide_next_commit(None), "a forced sequence number");
+    let cleared = Checked::from_row(&row(["NULL", "", "1", "0", "1", "0"]));
+    assert!(!cleared.intact());
+    assert_eq!(cleared.last_gtid, b"");
+}
+
+#[test]
+fn the_clients_view_follows_what_it_set_itself() {
+    let mut t = Tracking {
+        filter: TrackingFilter {
+            client_tracks: true,
+            ..TrackingFilter::default()
+        },
+        set_list: b"last_gtid,session_track_state_change".to_vec(),
+        ..Tracking::default()
+    };
+    let checked = |list: &str, state_change: bool| Checked {
+        list: list.as_bytes().to_vec(),
+        state_change,
+        ..Checked::default()
+    };
+    // Unchanged list, state change still on: the client's view stays.
+    t.take_in(&checked("last_gtid,session_track_state_change", true), None);
+    assert!(!t.filter.keep_last_gtid && !t.filter.keep_state_change);
+    // The client set its own list, with last_gtid in it, and turned state changes on.
+    t.take_in(&checked("last_gtid", true), Some(true));
+    assert!(t.filter.keep_last_gtid && t.filter.keep_state_change);
+    // It turned them off again.
+    t.take_in(&checked("last_gtid", false), None);
+    assert!(!t.filter.keep_state_change);
+}
