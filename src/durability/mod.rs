@@ -197,25 +197,33 @@ impl Durability {
     pub fn log_summary(&self) {
         let config = self.config();
         let overdue = self.overdue.load(Ordering::Relaxed);
-        let mut inner = self.lock();
-        let connected = inner.registry.semisync_count();
-        if let DurableState::Degraded {
-            since,
-            released,
-            summarized,
-        } = &mut inner.state
-        {
-            let total = released.count();
+        let (connected, degraded) = {
+            let mut inner = self.lock();
+            let connected = inner.registry.semisync_count();
+            let degraded = match &mut inner.state {
+                DurableState::Degraded {
+                    since,
+                    released,
+                    summarized,
+                } => {
+                    let new = released.count() - *summarized;
+                    *summarized = released.count();
+                    Some((since.elapsed(), released.clone(), new))
+                }
+                DurableState::Strong => None,
+            };
+            (connected, degraded)
+        };
+        if let Some((spell, released, new)) = degraded {
             warn!(
-                degraded_for = ?since.elapsed(),
-                released_without_quorum = total,
-                since_last_summary = total - *summarized,
+                degraded_for = ?spell,
+                released_without_quorum = released.count(),
+                since_last_summary = new,
                 gtids = %released,
                 semisync_replicas = connected,
                 quorum = config.quorum,
                 "still DEGRADED: commits are acknowledged without their quorum"
             );
-            *summarized = total;
         }
         if overdue > 0 {
             warn!(
