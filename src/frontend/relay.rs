@@ -141,7 +141,8 @@ impl Session {
     /// (waiting as long as the commit hook says), then writes it — or, if the hook says the
     /// commit failed its quorum, replaces it with that error and drops the rest of the
     /// response. While the response is held for a check nothing is released, up to the
-    /// configured bound; past it what it may have committed is reported as unknown.
+    /// configured bound; past it what is held goes, bounded by the probe or else released as
+    /// unresolved.
     async fn release(&mut self, commits: &mut ResponseCommits) -> Result<(), Error> {
         if commits.holding {
             let limit = self.shared.config.limits.max_held_response_bytes;
