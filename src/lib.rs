@@ -27,6 +27,7 @@ pub mod app;
 pub mod commit;
 pub mod config;
 pub mod conn;
+mod deadline;
 pub mod durability;
 pub mod error;
 pub mod health;

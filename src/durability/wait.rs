@@ -17,6 +17,7 @@ use super::{
     Durability, DurabilityConfig, DurableState, NotAcknowledged, OnTimeout, Outcome, WithoutQuorum,
 };
 use crate::commit::{Commit, Release, Unresolved};
+use crate::deadline;
 
 /// What a look at the shared state decided.
 enum Look {
@@ -113,7 +114,7 @@ impl Durability {
             let timer = (!parked.overdue).then_some(deadline);
             tokio::select! {
                 () = woken(registration) => {}
-                () = sleep_until_some(timer) => {}
+                () = deadline::sleep_until(timer) => {}
             }
         }
     }
@@ -240,13 +241,6 @@ async fn woken(registration: Option<Registration>) {
         Some(mut r) => {
             let _ = (&mut r.wake).await;
         }
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

@@ -23,8 +23,6 @@ pub(super) struct ResponseCommits {
     last: Option<Mark>,
     /// The client was told the commit failed: the rest of the response is not relayed.
     pub discard: bool,
-    /// What the response said the client set `session_track_state_change` to, if it said.
-    pub state_change_set: Option<bool>,
 }
 
 /// Where a packet starts in the client's write queue, and its sequence id.

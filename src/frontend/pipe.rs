@@ -26,6 +26,7 @@ use super::replica::AcceptedDump;
 use super::session::Session;
 use super::Shared;
 use crate::conn::Conn;
+use crate::deadline;
 use crate::durability::{ReplicaHandle, StreamCoverage};
 use crate::error::{Error, ReplicaError};
 use crate::primary::PrimaryStream;
@@ -138,9 +139,10 @@ impl ReplicaPipe {
                 self.flush_replica().await?;
                 self.count_relayed_bytes();
             }
-            // Read at every turn: the setting is live.
-            let remind_after = self.shared.durability.config().ack_nudge_after;
-            let remind_at = self.unacked.map(|(_, since)| since + remind_after);
+            // Read while an ACK is owed, at every turn: the setting is live.
+            let remind_at = self
+                .unacked
+                .map(|(_, since)| since + self.shared.durability.config().ack_nudge_after);
             let event = tokio::select! {
                 biased;
                 () = hard_stop.cancelled() => return Err(Error::Shutdown),
@@ -151,7 +153,7 @@ impl ReplicaPipe {
                     Err(e) => return Err(e),
                 },
                 packet = self.replica.read_packet() => DumpEvent::Replica(packet.map_err(Error::from_client)?),
-                () = sleep_until_some(remind_at) => DumpEvent::Remind,
+                () = deadline::sleep_until(remind_at) => DumpEvent::Remind,
             };
             let go_on = match event {
                 DumpEvent::Primary(packet) => self.on_primary_packet(&packet)?,
@@ -361,12 +363,5 @@ impl ReplicaPipe {
         let m = &self.shared.metrics;
         m.relayed_to_primary.inc_by(self.primary.take_written());
         m.relayed_to_client.inc_by(self.replica.take_written());
-    }
-}
-
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }

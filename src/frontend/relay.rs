@@ -112,7 +112,6 @@ impl Session {
                     if let Some(on) = state_change_set(&ok) {
                         // The client switched state-change items on or off itself: from this
                         // packet on it sees them as it asked.
-                        commits.state_change_set = Some(on);
                         self.tracking.filter.keep_state_change = on;
                     }
                 }

@@ -128,8 +128,9 @@ impl Tracking {
     }
 
     /// Takes in what a check read: the client's own view of its trackers where it changed
-    /// them, and whether the next commit may go unreported.
-    fn take_in(&mut self, checked: &Checked, state_change_set: Option<bool>) {
+    /// them (a client that switched state-change items on was already seen doing so, by
+    /// [`Session::relay_ok`]), and whether the next commit may go unreported.
+    fn take_in(&mut self, checked: &Checked) {
         if checked.list != self.set_list {
             self.filter.keep_last_gtid = tracks(&checked.list, LAST_GTID);
             self.filter.keep_state_change_var =
@@ -137,8 +138,6 @@ impl Tracking {
         }
         if !checked.state_change {
             self.filter.keep_state_change = false;
-        } else if let Some(on) = state_change_set {
-            self.filter.keep_state_change = on;
         }
         self.check_each = checked.may_hide_next_commit(self.last);
     }
@@ -320,7 +319,7 @@ impl Session {
                     .await?;
             }
         }
-        self.tracking.take_in(&checked, commits.state_change_set);
+        self.tracking.take_in(&checked);
         if checked.intact() && self.primary_tracks {
             self.tracking.active = true;
             self.tracking.set_list = checked.list;
