@@ -49,7 +49,7 @@ pub use policy::{
 use registry::{Holders, Registry};
 pub use replica::{AckError, ReplicaHandle};
 pub use status::{DurabilityStatus, ReplicaStatus, UnresolvedRelease};
-use waiters::{wake, Waiters, Wake};
+use waiters::{waking, Until, Verdict, Waiters};
 
 /// Releases without quorum of unknown GTIDs remembered for `/status`, the most recent ones.
 const UNRESOLVED_KEPT: usize = 32;
@@ -66,7 +66,10 @@ pub trait WaitObserver: Send + Sync + 'static {
 
 /// The strong-sync service shared by sessions and replica pipes.
 pub struct Durability {
+    /// The settings, for readers outside the hot path (a copy lives in [`Inner`]).
     config: RwLock<DurabilityConfig>,
+    /// `config.passthrough`, read by every commit before anything else.
+    passthrough: AtomicBool,
     inner: Mutex<Inner>,
     parked: AtomicUsize,
     /// Parked commits past their `ack_timeout` that `block` keeps waiting.
@@ -79,6 +82,8 @@ pub struct Durability {
 }
 
 struct Inner {
+    /// The settings in force, read by commits under the lock they look with.
+    config: DurabilityConfig,
     registry: Registry,
     waiters: Waiters,
     index: GtidIndex,
@@ -124,7 +129,9 @@ impl Durability {
         let capacity = config.gtid_index_capacity;
         Arc::new(Durability {
             config: RwLock::new(config),
+            passthrough: AtomicBool::new(config.passthrough),
             inner: Mutex::new(Inner {
+                config,
                 registry: Registry::default(),
                 waiters: Waiters::default(),
                 index: GtidIndex::new(capacity),
@@ -156,7 +163,7 @@ impl Durability {
     /// Applies new settings (the index capacity stays): the quorum position is recomputed for
     /// the new quorum, and parked commits look again under the new settings.
     pub fn reconfigure(&self, config: DurabilityConfig) {
-        {
+        let config = {
             let mut held = self
                 .config
                 .write()
@@ -165,14 +172,16 @@ impl Durability {
                 gtid_index_capacity: held.gtid_index_capacity,
                 ..config
             };
-        }
-        let mut woken = Vec::new();
-        {
+            *held
+        };
+        self.passthrough
+            .store(config.passthrough, Ordering::Relaxed);
+        waking(|woken| {
             let mut inner = self.lock();
-            inner.positions_changed(config.quorum, &mut woken);
-            inner.waiters.all(&mut woken);
-        }
-        wake(woken);
+            inner.config = config;
+            inner.positions_changed(woken);
+            inner.waiters.all(woken);
+        });
     }
 
     /// From now on, commits abandoned while parked count as released by shutdown.
@@ -185,9 +194,7 @@ impl Durability {
     pub fn release_for_shutdown(&self) {
         self.begin_shutdown();
         self.releasing.store(true, Ordering::Relaxed);
-        let mut woken = Vec::new();
-        self.lock().waiters.all(&mut woken);
-        wake(woken);
+        waking(|woken| self.lock().waiters.all(woken));
     }
 
     /// Logs what an operator needs while something is wrong, once per call (the proxy calls
@@ -253,6 +260,7 @@ impl Durability {
 }
 
 impl CommitHook for Arc<Durability> {
+    // One allocation per commit: the boxed future, which holds everything the wait needs.
     fn on_commit(&self, commit: Commit) -> BoxFuture<'static, Release> {
         Box::pin(Arc::clone(self).wait(commit))
     }
@@ -268,20 +276,94 @@ impl fmt::Debug for Durability {
 
 // === impl Inner ===
 
+/// What a commit waits for, as the shared state stands.
+enum Plan {
+    /// The quorum holds every transaction it reported.
+    Held,
+    /// Not yet.
+    Wait(Until),
+}
+
 impl Inner {
     /// Some replica's position changed (or the quorum did): recomputes the quorum position,
-    /// wakes the commits it reaches, drops the index entries it passes, and checks whether
-    /// DEGRADED may end.
-    fn positions_changed(&mut self, k: usize, woken: &mut Vec<Wake>) {
+    /// wakes the commits it reaches, moves those counted by connect states, drops the index
+    /// entries it passes, and checks whether DEGRADED may end.
+    fn positions_changed(&mut self, woken: &mut Vec<std::task::Waker>) {
+        let k = self.config.quorum;
         let quorum = self.registry.update_quorum(k);
         if let Some(slowest) = self.registry.slowest() {
             self.lag.forget_before(slowest);
         }
-        self.waiters.moved(quorum, woken);
+        for slot in self.waiters.take_any_move() {
+            self.replan(slot, woken);
+        }
         if let Some(q) = quorum {
+            let Inner {
+                waiters,
+                acknowledged,
+                ..
+            } = self;
+            waiters.reached(q, woken, |gtids| {
+                for gtid in gtids {
+                    acknowledged.advance(*gtid);
+                }
+            });
             self.index.prune_through(q);
         }
         self.maybe_strong(k);
+    }
+
+    /// `gtid` ends at a position now known: the commits waiting to learn it move to that
+    /// position (or are woken, if the quorum already holds them), without looking again.
+    fn relayed(&mut self, gtid: &MariaGtid, woken: &mut Vec<std::task::Waker>) {
+        for slot in self.waiters.take_relayed(gtid) {
+            self.replan(slot, woken);
+        }
+    }
+
+    /// Puts a commit taken out of its index under what it waits for now, or wakes it if the
+    /// quorum holds it.
+    fn replan(&mut self, slot: usize, woken: &mut Vec<std::task::Waker>) {
+        match self.plan(self.waiters.gtids(slot), self.config.quorum) {
+            Plan::Held => {
+                let Inner {
+                    waiters,
+                    acknowledged,
+                    ..
+                } = self;
+                for gtid in waiters.gtids(slot) {
+                    acknowledged.advance(*gtid);
+                }
+                waiters.wake(slot, Verdict::Acknowledged, woken);
+            }
+            Plan::Wait(until) => self.waiters.wait_for(slot, until),
+        }
+    }
+
+    /// What a commit of `gtids` waits for under quorum `k`: the first transaction whose end is
+    /// not known yet, else the end of the last one the quorum does not hold — or any replica
+    /// moving, if some counted only by what they connected with.
+    fn plan(&self, gtids: &[MariaGtid], k: usize) -> Plan {
+        let mut target = None;
+        let mut by_connect_state = false;
+        for gtid in gtids {
+            let (holders, end) = self.holders(gtid);
+            if holders.count >= k {
+                continue;
+            }
+            let Some(end) = end else {
+                return Plan::Wait(Until::Relayed(*gtid));
+            };
+            target = target.max(Some(end));
+            by_connect_state |= holders.by_connect_state > 0;
+        }
+        match target {
+            None => Plan::Held,
+            // Counted partly by what replicas connected with, the quorum may come from any
+            // replica moving on, not only from the quorum position reaching the target.
+            Some(_) if by_connect_state => Plan::Wait(Until::AnyMove),
+            Some(target) => Plan::Wait(Until::Position(target)),
+        }
     }
 
     /// Who holds `gtid`, and where it ends if that is known.
@@ -322,7 +404,7 @@ impl Inner {
     }
 
     /// Enters DEGRADED (from STRONG) because of `reason`; everyone parked is released.
-    fn degrade(&mut self, reason: &str, woken: &mut Vec<Wake>) {
+    fn degrade(&mut self, reason: &str, woken: &mut Vec<std::task::Waker>) {
         if matches!(self.state, DurableState::Degraded { .. }) {
             return;
         }

@@ -11,7 +11,7 @@ use thiserror::Error;
 use tokio::time::Instant;
 
 use super::held::GtidPosition;
-use super::waiters::wake;
+use super::waiters::waking;
 use super::{Durability, WithoutQuorum};
 
 /// A replica's accepted dump, registered with strong sync for as long as it lives.
@@ -48,9 +48,7 @@ impl Durability {
         semisync: bool,
         connect_state: GtidPosition,
     ) -> ReplicaHandle {
-        let k = self.config().quorum;
-        let mut woken = Vec::new();
-        let pipe = {
+        let pipe = waking(|woken| {
             let mut inner = self.lock();
             let pipe = inner.registry.admit(
                 server_id,
@@ -58,11 +56,10 @@ impl Durability {
                 semisync,
                 connect_state.clone(),
             );
-            inner.positions_changed(k, &mut woken);
-            inner.waiters.all(&mut woken);
+            inner.positions_changed(woken);
+            inner.waiters.all(woken);
             pipe
-        };
-        wake(woken);
+        });
         tracing::info!(server_id, %address, semisync, %connect_state, "replica connected");
         ReplicaHandle {
             durability: Arc::clone(self),
@@ -82,24 +79,43 @@ impl ReplicaHandle {
 
     /// A transaction end was relayed: where it ends, and its GTID if it had one.
     pub fn transaction_relayed(&self, gtid: Option<MariaGtid>, end: Position) {
+        self.relayed(&[(gtid, end)], None);
+    }
+
+    /// Transaction ends were relayed (in binlog order: where each ends, and its GTID if it had
+    /// one), and the replica's stream shows it holds everything through `covered` if that is
+    /// given: all reported under one lock. Commits waiting to learn where their transaction
+    /// ends are moved to that position, not woken.
+    pub fn relayed(&self, ends: &[(Option<MariaGtid>, Position)], covered: Option<Position>) {
         let d = &self.durability;
-        let k = d.config().quorum;
-        let mut woken = Vec::new();
-        {
+        waking(|woken| {
             let mut inner = d.lock();
-            inner.head = Some(inner.head.map_or(end, |h| h.max(end)));
-            inner.lag.transaction(end);
-            if let Some(gtid) = gtid {
-                let capacity = inner.index.capacity();
-                if let Some(replica) = inner.registry.get_mut(self.server_id, self.pipe) {
-                    replica.relayed(end, gtid, capacity);
+            let capacity = inner.index.capacity();
+            for &(gtid, end) in ends {
+                inner.head = Some(inner.head.map_or(end, |h| h.max(end)));
+                inner.lag.transaction(end);
+                if let Some(gtid) = gtid {
+                    if let Some(replica) = inner.registry.get_mut(self.server_id, self.pipe) {
+                        replica.relayed(end, gtid, capacity);
+                    }
+                    inner.index.insert(gtid, end);
+                    inner.relayed(&gtid, woken);
                 }
-                inner.index.insert(gtid, end);
-                inner.waiters.relayed(&gtid, &mut woken);
             }
-            inner.maybe_strong(k);
-        }
-        wake(woken);
+            let moved = match (covered, inner.registry.get_mut(self.server_id, self.pipe)) {
+                (Some(covered), Some(replica)) => {
+                    replica.covered(covered);
+                    true
+                }
+                _ => false,
+            };
+            if moved {
+                inner.positions_changed(woken);
+            } else {
+                let k = inner.config.quorum;
+                inner.maybe_strong(k);
+            }
+        });
     }
 
     /// A binlog file ended at `end` (its ROTATE was relayed).
@@ -143,41 +159,36 @@ impl ReplicaHandle {
 
     fn update(&self, f: impl FnOnce(&mut super::registry::Replica)) {
         let d = &self.durability;
-        let k = d.config().quorum;
-        let mut woken = Vec::new();
-        {
+        waking(|woken| {
             let mut inner = d.lock();
             let Some(replica) = inner.registry.get_mut(self.server_id, self.pipe) else {
                 return;
             };
             f(replica);
-            inner.positions_changed(k, &mut woken);
-        }
-        wake(woken);
+            inner.positions_changed(woken);
+        });
     }
 }
 
 impl Drop for ReplicaHandle {
     fn drop(&mut self) {
         let d = &self.durability;
-        let config = d.config();
-        let mut woken = Vec::new();
-        let left = {
+        let left = waking(|woken| {
             let mut inner = d.lock();
             let left = inner
                 .registry
                 .leave(self.server_id, self.pipe, Instant::now());
             if left {
-                inner.positions_changed(config.quorum, &mut woken);
+                inner.positions_changed(woken);
+                let config = inner.config;
                 let short = inner.registry.semisync_count() < config.quorum;
                 if short && config.without_quorum == WithoutQuorum::Immediate {
                     // Waiters must apply the timeout policy now rather than at their deadline.
-                    inner.waiters.all(&mut woken);
+                    inner.waiters.all(woken);
                 }
             }
             left
-        };
-        wake(woken);
+        });
         if left {
             tracing::info!(server_id = self.server_id, "replica disconnected");
         }

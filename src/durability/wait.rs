@@ -1,46 +1,60 @@
 //! A commit waiting for its quorum: until every transaction it reported is held by `quorum`
 //! replicas — by position once its end is known, or by the GTIDs replicas connected with —
-//! under the timeout policy, with the settings read afresh at every look.
+//! under the timeout policy. A commit registers once and is woken once: while it waits, the
+//! replica side moves it (its transaction relayed: to the position where it ends) and, when the
+//! quorum holds it, wakes it with the verdict. It reads the settings when it looks, under the
+//! lock it looks with, and looks again only when they (or the state) change.
 
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use strongsync_proto::gtid::{Gtid, MariaGtid};
-use tokio::sync::oneshot;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 use tracing::{debug, warn};
 
 use super::status::UnresolvedRelease;
-use super::waiters::{wake, Key};
+use super::waiters::{waking, Gtids, Verdict};
 use super::{
-    Durability, DurabilityConfig, DurableState, NotAcknowledged, OnTimeout, Outcome, WithoutQuorum,
+    Durability, DurabilityConfig, DurableState, Inner, NotAcknowledged, OnTimeout, Outcome, Plan,
+    WithoutQuorum,
 };
 use crate::commit::{Commit, Release, Unresolved};
-use crate::deadline;
 
 /// What a look at the shared state decided.
 enum Look {
     /// Done.
     Released(Outcome, Release),
-    /// Wait for this wake-up (or the deadline).
-    Wait(Registration),
+    /// Parked in this slot.
+    Parked(usize),
     /// The quorum cannot come (no replicas, `without_quorum = immediate`): apply the policy.
     NoQuorum,
 }
 
-/// A parked commit's entry in the wait queue; dropping it takes the entry out (the commit was
-/// released, the client went away, or the proxy stopped).
-struct Registration {
-    durability: Arc<Durability>,
-    key: Key,
-    wake: oneshot::Receiver<()>,
+/// Where a parked commit's wait stands.
+enum Step {
+    Released(Outcome, Release),
+    /// The policy applies: the quorum cannot come, or the commit's time is up.
+    TimedOut,
+}
+
+/// A commit's place in the wait queue; dropping it takes the commit out (it was released, the
+/// client went away, or the proxy stopped).
+struct Park<'a> {
+    durability: &'a Durability,
+    gtids: &'a [MariaGtid],
+    slot: Option<usize>,
+    /// The settings of the last look.
+    config: DurabilityConfig,
 }
 
 /// Counts the commit as parked for as long as it waits (and as overdue once `block` keeps it
 /// past its timeout), and as abandoned if its future is dropped before it was released.
-struct Parked {
-    durability: Arc<Durability>,
+struct Parked<'a> {
+    durability: &'a Durability,
     since: Instant,
     overdue: bool,
     done: bool,
@@ -51,10 +65,10 @@ struct Parked {
 impl Durability {
     /// Waits until `commit` may be acknowledged to the client, as the policy says.
     pub(super) async fn wait(self: Arc<Self>, commit: Commit) -> Release {
-        if self.config().passthrough {
+        if self.passthrough.load(Ordering::Relaxed) {
             return Release::Proceed;
         }
-        let gtids: Vec<MariaGtid> = commit
+        let gtids: Gtids = commit
             .gtids
             .iter()
             .filter_map(|g| match g {
@@ -76,8 +90,8 @@ impl Durability {
         parked.done = true;
         let waited = parked.since.elapsed();
         self.count(outcome, waited);
-        let listed = list(&gtids);
         if let Some(reason) = unresolved {
+            let listed = list(&gtids);
             warn!(connection_id = commit.connection_id, %reason, gtids = %listed, ?waited, "commit released without knowing everything it committed");
             self.lock().unresolved(UnresolvedRelease {
                 connection_id: commit.connection_id,
@@ -86,42 +100,42 @@ impl Durability {
                 at: Instant::now(),
             });
         } else if outcome != Outcome::Quorum {
-            debug!(connection_id = commit.connection_id, gtids = %listed, ?waited, outcome = outcome.label(), "commit released without quorum");
+            debug!(connection_id = commit.connection_id, gtids = %list(&gtids), ?waited, outcome = outcome.label(), "commit released without quorum");
         }
         release
     }
 
-    async fn decide(
-        self: &Arc<Self>,
-        gtids: &[MariaGtid],
-        parked: &mut Parked,
-    ) -> (Outcome, Release) {
+    async fn decide(&self, gtids: &[MariaGtid], parked: &mut Parked<'_>) -> (Outcome, Release) {
+        let mut park = Park {
+            durability: self,
+            gtids,
+            slot: None,
+            config: DurabilityConfig::default(),
+        };
+        // One timer for the whole wait, set by the first look and moved only by a reload.
+        let timer = tokio::time::sleep_until(parked.since);
+        tokio::pin!(timer);
         loop {
-            let config = self.config();
-            let registration = match self.look(gtids, &config) {
-                Look::Released(outcome, release) => return (outcome, release),
-                Look::NoQuorum => None,
-                Look::Wait(registration) => Some(registration),
-            };
-            // The timeout follows the settings in force, not those the commit parked under.
-            let deadline = parked.since + config.ack_timeout;
-            if registration.is_none() || Instant::now() >= deadline {
-                if let Some(done) = self.timed_out(gtids, parked, &config) {
-                    return done;
+            let step = poll_fn(|cx| park.poll(cx, timer.as_mut(), parked)).await;
+            match step {
+                Step::Released(outcome, release) => return (outcome, release),
+                Step::TimedOut => {
+                    if let Some(done) = self.timed_out(gtids, parked, &park.config) {
+                        return done;
+                    }
                 }
-            }
-            // Past its deadline under `block`, only a wake-up (or a reload) moves it.
-            let timer = (!parked.overdue).then_some(deadline);
-            tokio::select! {
-                () = woken(registration) => {}
-                () = deadline::sleep_until(timer) => {}
             }
         }
     }
 
-    /// Looks at the shared state: released, or registered to be woken.
-    fn look(self: &Arc<Self>, gtids: &[MariaGtid], config: &DurabilityConfig) -> Look {
-        let mut inner = self.lock();
+    /// Looks at the shared state (under its lock): released, or parked to be woken.
+    fn look(
+        &self,
+        inner: &mut Inner,
+        gtids: &[MariaGtid],
+        waker: &std::task::Waker,
+    ) -> (Look, DurabilityConfig) {
+        let config = inner.config;
         if self.releasing.load(Ordering::Relaxed) {
             let error = NotAcknowledged {
                 gtids: list(gtids),
@@ -129,15 +143,18 @@ impl Durability {
                 waited: Duration::ZERO,
                 shutdown: true,
             };
-            return Look::Released(Outcome::Shutdown, Release::Fail(error));
+            return (
+                Look::Released(Outcome::Shutdown, Release::Fail(error)),
+                config,
+            );
         }
         if let DurableState::Degraded { released, .. } = &mut inner.state {
             released.record(gtids);
-            return Look::Released(Outcome::Degraded, Release::Proceed);
+            return (Look::Released(Outcome::Degraded, Release::Proceed), config);
         }
         if config.passthrough {
             // Switched to relaying only while this commit was parked: it stops waiting too.
-            return Look::Released(Outcome::Degraded, Release::Proceed);
+            return (Look::Released(Outcome::Degraded, Release::Proceed), config);
         }
         let k = config.quorum;
         let short = inner.registry.semisync_count() < k;
@@ -145,37 +162,18 @@ impl Durability {
             && config.without_quorum == WithoutQuorum::Immediate
             && config.on_timeout != OnTimeout::Block
         {
-            return Look::NoQuorum;
+            return (Look::NoQuorum, config);
         }
-        let mut target = None;
-        let mut by_connect_state = false;
-        for gtid in gtids {
-            let (holders, end) = inner.holders(gtid);
-            if holders.count >= k {
-                continue;
+        let look = match inner.plan(gtids, k) {
+            Plan::Held => {
+                for gtid in gtids {
+                    inner.acknowledged.advance(*gtid);
+                }
+                Look::Released(Outcome::Quorum, Release::Proceed)
             }
-            let Some(end) = end else {
-                // Not relayed yet: wait to learn where it ends.
-                let (key, rx) = inner.waiters.on_gtid(*gtid);
-                return Look::Wait(self.registration(key, rx));
-            };
-            target = target.max(Some(end));
-            by_connect_state |= holders.by_connect_state > 0;
-        }
-        let Some(target) = target else {
-            for gtid in gtids {
-                inner.acknowledged.advance(*gtid);
-            }
-            return Look::Released(Outcome::Quorum, Release::Proceed);
+            Plan::Wait(until) => Look::Parked(inner.waiters.park(gtids, until, waker)),
         };
-        // Counted partly by what replicas connected with, the quorum may come from any
-        // replica moving on, not only from the quorum position reaching the target.
-        let (key, rx) = if by_connect_state {
-            inner.waiters.on_any_move()
-        } else {
-            inner.waiters.at_position(target)
-        };
-        Look::Wait(self.registration(key, rx))
+        (look, config)
     }
 
     /// The commit's time is up (or there is no quorum to wait for): the policy decides.
@@ -197,8 +195,7 @@ impl Durability {
                 None
             }
             OnTimeout::Degrade => {
-                let mut woken = Vec::new();
-                {
+                waking(|woken| {
                     let mut inner = self.lock();
                     let reason = format!(
                         "commit {} did not reach its quorum of {} within {:?} ({} semisync replica(s) connected)",
@@ -207,12 +204,11 @@ impl Durability {
                         waited,
                         inner.registry.semisync_count()
                     );
-                    inner.degrade(&reason, &mut woken);
+                    inner.degrade(&reason, woken);
                     if let DurableState::Degraded { released, .. } = &mut inner.state {
                         released.record(gtids);
                     }
-                }
-                wake(woken);
+                });
                 Some((Outcome::Timeout, Release::Proceed))
             }
             OnTimeout::Error => {
@@ -226,23 +222,6 @@ impl Durability {
             }
         }
     }
-
-    fn registration(self: &Arc<Self>, key: Key, wake: oneshot::Receiver<()>) -> Registration {
-        Registration {
-            durability: Arc::clone(self),
-            key,
-            wake,
-        }
-    }
-}
-
-async fn woken(registration: Option<Registration>) {
-    match registration {
-        Some(mut r) => {
-            let _ = (&mut r.wake).await;
-        }
-        None => std::future::pending().await,
-    }
 }
 
 fn list(gtids: &[MariaGtid]) -> String {
@@ -253,21 +232,81 @@ fn list(gtids: &[MariaGtid]) -> String {
         .join(",")
 }
 
-// === impl Registration ===
+// === impl Park ===
 
-impl Drop for Registration {
+impl Park<'_> {
+    /// Takes the lock only to look (the first poll, or when told to look again) and to read
+    /// the verdict once woken; the timer is polled outside it.
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut timer: Pin<&mut Sleep>,
+        parked: &Parked,
+    ) -> Poll<Step> {
+        let looked = {
+            let mut inner = self.durability.lock();
+            let look = match self.slot {
+                None => true,
+                Some(slot) => match inner.waiters.verdict(slot, cx.waker()) {
+                    None => false,
+                    Some(verdict) => {
+                        inner.waiters.remove(slot);
+                        self.slot = None;
+                        if verdict == Verdict::Acknowledged {
+                            return Poll::Ready(Step::Released(Outcome::Quorum, Release::Proceed));
+                        }
+                        true
+                    }
+                },
+            };
+            if look {
+                let (look, config) = self.durability.look(&mut inner, self.gtids, cx.waker());
+                self.config = config;
+                match look {
+                    Look::Released(outcome, release) => {
+                        return Poll::Ready(Step::Released(outcome, release))
+                    }
+                    Look::NoQuorum => return Poll::Ready(Step::TimedOut),
+                    Look::Parked(slot) => self.slot = Some(slot),
+                }
+            }
+            look
+        };
+        // The timeout follows the settings in force, not those the commit parked under: a
+        // look (after a reload) may find its time already up, even under `block`.
+        let deadline = parked.since + self.config.ack_timeout;
+        if looked && Instant::now() >= deadline {
+            return Poll::Ready(Step::TimedOut);
+        }
+        // Past its deadline under `block`, only a wake-up (or a reload) moves the commit.
+        if parked.overdue {
+            return Poll::Pending;
+        }
+        if looked && timer.deadline() != deadline {
+            timer.as_mut().reset(deadline);
+        }
+        match timer.poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Step::TimedOut),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Park<'_> {
     fn drop(&mut self) {
-        self.durability.lock().waiters.remove(self.key);
+        if let Some(slot) = self.slot {
+            self.durability.lock().waiters.remove(slot);
+        }
     }
 }
 
 // === impl Parked ===
 
-impl Parked {
-    fn new(durability: &Arc<Durability>) -> Self {
+impl<'a> Parked<'a> {
+    fn new(durability: &'a Durability) -> Self {
         durability.parked.fetch_add(1, Ordering::Relaxed);
         Parked {
-            durability: Arc::clone(durability),
+            durability,
             since: Instant::now(),
             overdue: false,
             done: false,
@@ -275,9 +314,9 @@ impl Parked {
     }
 }
 
-impl Drop for Parked {
+impl Drop for Parked<'_> {
     fn drop(&mut self) {
-        let d = &self.durability;
+        let d = self.durability;
         d.parked.fetch_sub(1, Ordering::Relaxed);
         if self.overdue {
             d.overdue.fetch_sub(1, Ordering::Relaxed);

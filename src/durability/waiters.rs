@@ -1,131 +1,230 @@
-//! The wait queue: parked commits, each with its own wake-up, keyed by what they wait for —
-//! the quorum position reaching a binlog position, a transaction's end becoming known, or (for
-//! the rare commit counted partly by what reconnected replicas said they had) any replica
-//! moving on. Waking is a hint: the woken commit looks at the state again.
+//! The wait queue: parked commits, each in one slot for as long as it waits, indexed by what it
+//! waits for — the quorum position reaching a binlog position, a transaction's end becoming
+//! known, or (for the rare commit counted partly by what reconnected replicas said they had)
+//! any replica moving on. A commit is moved between indexes under the lock as what it waits
+//! for changes (its transaction relayed: to its end position) and woken once, with a verdict:
+//! acknowledged, or look again (the settings or the state changed under it).
 
-use std::collections::{BTreeMap, HashMap};
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::task::Waker;
 
+use slab::Slab;
+use smallvec::SmallVec;
 use strongsync_proto::gtid::MariaGtid;
 use strongsync_proto::position::Position;
-use tokio::sync::oneshot;
 
-/// A parked commit's own wake-up.
-pub(super) type Wake = oneshot::Sender<()>;
+/// The GTIDs of one commit (nearly always one).
+pub(super) type Gtids = SmallVec<[MariaGtid; 2]>;
 
-/// What a parked commit is registered under (to take it out again).
+/// What a parked commit waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Key {
-    /// Until the quorum position reaches the position.
-    Position(Position, u64),
-    /// Until the transaction's end is relayed.
-    Gtid(MariaGtid, u64),
-    /// Until any replica's position moves.
-    AnyMove(u64),
+pub(super) enum Until {
+    /// The quorum position reaching this position (the end of its last transaction).
+    Position(Position),
+    /// This transaction's end being relayed.
+    Relayed(MariaGtid),
+    /// Any replica's position moving.
+    AnyMove,
+}
+
+/// Why a parked commit was woken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// The quorum holds every transaction it reported.
+    Acknowledged,
+    /// The state or the settings changed: it must look again.
+    LookAgain,
+}
+
+/// One parked commit.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub gtids: Gtids,
+    until: Until,
+    waker: Waker,
+    verdict: Option<Verdict>,
 }
 
 /// Every parked commit.
 #[derive(Debug, Default)]
 pub(super) struct Waiters {
-    next_id: u64,
-    by_position: BTreeMap<(Position, u64), Wake>,
-    by_gtid: HashMap<MariaGtid, Vec<(u64, Wake)>>,
-    any_move: Vec<(u64, Wake)>,
+    slots: Slab<Entry>,
+    by_position: BTreeSet<(Position, usize)>,
+    by_gtid: HashMap<MariaGtid, SmallVec<[usize; 1]>>,
+    any_move: Vec<usize>,
 }
 
 // === impl Waiters ===
 
 impl Waiters {
-    /// Parks until the quorum position reaches `position`.
-    pub(super) fn at_position(&mut self, position: Position) -> (Key, oneshot::Receiver<()>) {
-        let (tx, rx) = oneshot::channel();
-        let id = self.next_id();
-        self.by_position.insert((position, id), tx);
-        (Key::Position(position, id), rx)
+    /// Parks a commit until `until`; returns its slot.
+    pub(super) fn park(&mut self, gtids: &[MariaGtid], until: Until, waker: &Waker) -> usize {
+        let slot = self.slots.insert(Entry {
+            gtids: Gtids::from_slice(gtids),
+            until,
+            waker: waker.clone(),
+            verdict: None,
+        });
+        self.index(slot, until);
+        slot
     }
 
-    /// Parks until `gtid`'s end position is learnt.
-    pub(super) fn on_gtid(&mut self, gtid: MariaGtid) -> (Key, oneshot::Receiver<()>) {
-        let (tx, rx) = oneshot::channel();
-        let id = self.next_id();
-        self.by_gtid.entry(gtid).or_default().push((id, tx));
-        (Key::Gtid(gtid, id), rx)
+    /// The verdict on the commit in `slot`, if it was woken; else its waker is updated.
+    pub(super) fn verdict(&mut self, slot: usize, waker: &Waker) -> Option<Verdict> {
+        let entry = self.slots.get_mut(slot)?;
+        if entry.verdict.is_none() && !entry.waker.will_wake(waker) {
+            entry.waker = waker.clone();
+        }
+        entry.verdict
     }
 
-    /// Parks until any replica's position moves.
-    pub(super) fn on_any_move(&mut self) -> (Key, oneshot::Receiver<()>) {
-        let (tx, rx) = oneshot::channel();
-        let id = self.next_id();
-        self.any_move.push((id, tx));
-        (Key::AnyMove(id), rx)
+    /// Takes a parked commit out (released, woken, or its client gone).
+    pub(super) fn remove(&mut self, slot: usize) {
+        if !self.slots.contains(slot) {
+            return;
+        }
+        let entry = self.slots.remove(slot);
+        if entry.verdict.is_none() {
+            self.unindex(slot, entry.until);
+        }
     }
 
-    /// Takes a parked commit out (released, or its client gone).
-    pub(super) fn remove(&mut self, key: Key) {
-        match key {
-            Key::Position(position, id) => {
-                self.by_position.remove(&(position, id));
+    /// The commits waiting for `gtid` to be relayed, taken out of that index (each must be
+    /// [`moved`](Self::wait_for) or [`woken`](Self::wake) by the caller).
+    pub(super) fn take_relayed(&mut self, gtid: &MariaGtid) -> SmallVec<[usize; 1]> {
+        self.by_gtid.remove(gtid).unwrap_or_default()
+    }
+
+    /// The commits waiting for any replica to move, taken out of that index (as for
+    /// [`take_relayed`](Self::take_relayed)).
+    pub(super) fn take_any_move(&mut self) -> Vec<usize> {
+        std::mem::take(&mut self.any_move)
+    }
+
+    /// The GTIDs of the commit in `slot`.
+    pub(super) fn gtids(&self, slot: usize) -> &[MariaGtid] {
+        self.slots.get(slot).map_or(&[], |e| &e.gtids)
+    }
+
+    /// Puts a commit taken out of its index back under what it now waits for, without waking
+    /// it.
+    pub(super) fn wait_for(&mut self, slot: usize, until: Until) {
+        if let Some(entry) = self.slots.get_mut(slot) {
+            entry.until = until;
+            self.index(slot, until);
+        }
+    }
+
+    /// The quorum position is now `quorum`: wakes every commit parked at or before it as
+    /// acknowledged, and hands each woken commit's GTIDs to `acknowledged`.
+    pub(super) fn reached(
+        &mut self,
+        quorum: Position,
+        woken: &mut Vec<Waker>,
+        mut acknowledged: impl FnMut(&[MariaGtid]),
+    ) {
+        while let Some(&(position, slot)) = self.by_position.first() {
+            if position > quorum {
+                break;
             }
-            Key::Gtid(gtid, id) => {
+            self.by_position.pop_first();
+            if let Some(entry) = self.slots.get(slot) {
+                acknowledged(&entry.gtids);
+            }
+            self.wake(slot, Verdict::Acknowledged, woken);
+        }
+    }
+
+    /// Wakes a commit taken out of its index with `verdict`.
+    pub(super) fn wake(&mut self, slot: usize, verdict: Verdict, woken: &mut Vec<Waker>) {
+        if let Some(entry) = self.slots.get_mut(slot) {
+            if entry.verdict.is_none() {
+                entry.verdict = Some(verdict);
+                woken.push(entry.waker.clone());
+            }
+        }
+    }
+
+    /// Wakes every parked commit to look again: the state changed under all of them.
+    pub(super) fn all(&mut self, woken: &mut Vec<Waker>) {
+        self.by_position.clear();
+        self.by_gtid.clear();
+        self.any_move.clear();
+        for (_, entry) in self.slots.iter_mut() {
+            if entry.verdict.is_none() {
+                entry.verdict = Some(Verdict::LookAgain);
+                woken.push(entry.waker.clone());
+            }
+        }
+    }
+
+    /// Parked commits not yet woken.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|(_, e)| e.verdict.is_none())
+            .count()
+    }
+
+    fn index(&mut self, slot: usize, until: Until) {
+        match until {
+            Until::Position(position) => {
+                self.by_position.insert((position, slot));
+            }
+            Until::Relayed(gtid) => self.by_gtid.entry(gtid).or_default().push(slot),
+            Until::AnyMove => self.any_move.push(slot),
+        }
+    }
+
+    fn unindex(&mut self, slot: usize, until: Until) {
+        match until {
+            Until::Position(position) => {
+                self.by_position.remove(&(position, slot));
+            }
+            Until::Relayed(gtid) => {
                 if let Some(list) = self.by_gtid.get_mut(&gtid) {
-                    list.retain(|(i, _)| *i != id);
+                    list.retain(|s| *s != slot);
                     if list.is_empty() {
                         self.by_gtid.remove(&gtid);
                     }
                 }
             }
-            Key::AnyMove(id) => self.any_move.retain(|(i, _)| *i != id),
+            Until::AnyMove => self.any_move.retain(|s| *s != slot),
         }
-    }
-
-    /// The quorum position is now `quorum` (and some replica moved): takes every commit
-    /// parked at or before it, and every one waiting for any move.
-    pub(super) fn moved(&mut self, quorum: Option<Position>, woken: &mut Vec<Wake>) {
-        woken.extend(self.any_move.drain(..).map(|(_, tx)| tx));
-        let Some(quorum) = quorum else { return };
-        let later = self.by_position.split_off(&(quorum, u64::MAX));
-        let reached = std::mem::replace(&mut self.by_position, later);
-        woken.extend(reached.into_values());
-    }
-
-    /// `gtid`'s end was relayed: takes the commits waiting to learn it.
-    pub(super) fn relayed(&mut self, gtid: &MariaGtid, woken: &mut Vec<Wake>) {
-        if let Some(list) = self.by_gtid.remove(gtid) {
-            woken.extend(list.into_iter().map(|(_, tx)| tx));
-        }
-    }
-
-    /// Takes every parked commit: the state changed under all of them.
-    pub(super) fn all(&mut self, woken: &mut Vec<Wake>) {
-        woken.extend(std::mem::take(&mut self.by_position).into_values());
-        for (_, list) in self.by_gtid.drain() {
-            woken.extend(list.into_iter().map(|(_, tx)| tx));
-        }
-        woken.extend(self.any_move.drain(..).map(|(_, tx)| tx));
-    }
-
-    /// Parked commits.
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.by_position.len()
-            + self.by_gtid.values().map(Vec::len).sum::<usize>()
-            + self.any_move.len()
-    }
-
-    fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
     }
 }
 
-/// Wakes parked commits (outside the lock).
-pub(super) fn wake(woken: Vec<Wake>) {
-    for tx in woken {
-        let _ = tx.send(());
+thread_local! {
+    /// Wakers collected under the lock, woken after it: one buffer per thread, so a relayed
+    /// batch or an ACK allocates nothing once the buffer has grown.
+    static WOKEN: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` (which takes the lock and collects the commits to wake), then wakes them, outside
+/// the lock.
+pub(super) fn waking<T>(f: impl FnOnce(&mut Vec<Waker>) -> T) -> T {
+    let mut woken = WOKEN.with(|w| std::mem::take(&mut *w.borrow_mut()));
+    let out = f(&mut woken);
+    for waker in woken.drain(..) {
+        waker.wake();
     }
+    WOKEN.with(|w| {
+        let mut kept = w.borrow_mut();
+        if kept.capacity() < woken.capacity() {
+            *kept = woken;
+        }
+    });
+    out
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::Wake;
+
     use super::*;
     use crate::durability::testing::at as p;
 
@@ -137,52 +236,94 @@ mod tests {
         }
     }
 
-    fn woken_by(f: impl FnOnce(&mut Vec<Wake>)) -> usize {
-        let mut woken = Vec::new();
-        f(&mut woken);
-        woken.len()
+    /// A waker that counts how often it was woken.
+    #[derive(Default)]
+    struct Counter(AtomicUsize);
+
+    impl Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn counter() -> (Arc<Counter>, Waker) {
+        let c = Arc::new(Counter::default());
+        (Arc::clone(&c), Waker::from(c))
     }
 
     #[test]
-    fn a_move_wakes_the_positions_it_reaches_and_everyone_waiting_for_any_move() {
+    fn the_quorum_wakes_the_positions_it_reaches_once_as_acknowledged() {
         let mut w = Waiters::default();
-        let (_, mut early) = w.at_position(p(100));
-        let (_, mut late) = w.at_position(p(300));
-        let (_, mut any) = w.on_any_move();
-        let (_, mut gtid) = w.on_gtid(g(4));
-        assert_eq!(w.len(), 4);
+        let (early_count, early_waker) = counter();
+        let (_, late_waker) = counter();
+        let early = w.park(&[g(1)], Until::Position(p(100)), &early_waker);
+        let late = w.park(&[g(2)], Until::Position(p(300)), &late_waker);
         let mut woken = Vec::new();
-        w.moved(Some(p(100)), &mut woken);
-        assert_eq!(woken.len(), 2);
-        wake(woken);
-        assert!(early.try_recv().is_ok() && any.try_recv().is_ok());
-        assert!(late.try_recv().is_err() && gtid.try_recv().is_err());
-        assert_eq!(
-            woken_by(|v| w.moved(None, v)),
-            0,
-            "no quorum, nobody at a position"
-        );
-        assert_eq!(woken_by(|v| w.relayed(&g(5), v)), 0);
-        assert_eq!(woken_by(|v| w.relayed(&g(4), v)), 1);
-        assert_eq!(woken_by(|v| w.moved(Some(p(299)), v)), 0);
-        assert_eq!(woken_by(|v| w.moved(Some(p(300)), v)), 1);
-        assert_eq!(w.len(), 0);
+        let mut acked = Vec::new();
+        w.reached(p(100), &mut woken, |gtids| acked.extend_from_slice(gtids));
+        assert_eq!((woken.len(), acked.as_slice()), (1, &[g(1)][..]));
+        woken.drain(..).for_each(Waker::wake);
+        assert_eq!(early_count.0.load(Ordering::Relaxed), 1);
+        assert_eq!(w.verdict(early, &early_waker), Some(Verdict::Acknowledged));
+        assert_eq!(w.verdict(late, &late_waker), None);
+        w.reached(p(299), &mut woken, |_| {});
+        assert!(woken.is_empty());
+        w.reached(p(300), &mut woken, |_| {});
+        assert_eq!(woken.len(), 1);
+        w.remove(early);
+        w.remove(late);
+        assert_eq!(w.slots.len(), 0);
     }
 
     #[test]
-    fn removed_commits_are_never_woken_and_all_takes_everyone() {
+    fn a_relayed_commit_moves_to_its_position_without_being_woken() {
         let mut w = Waiters::default();
-        let (a, _) = w.at_position(p(100));
-        let (b, _) = w.on_gtid(g(1));
-        let (_, _keep) = w.on_gtid(g(1));
-        let (c, _) = w.on_any_move();
-        for key in [a, b, c] {
-            w.remove(key);
+        let (count, waker) = counter();
+        let slot = w.park(&[g(4)], Until::Relayed(g(4)), &waker);
+        assert!(w.take_relayed(&g(5)).is_empty());
+        let taken = w.take_relayed(&g(4));
+        assert_eq!(taken.as_slice(), &[slot]);
+        w.wait_for(slot, Until::Position(p(400)));
+        let mut woken = Vec::new();
+        w.reached(p(400), &mut woken, |_| {});
+        assert_eq!(woken.len(), 1, "woken once, by the quorum");
+        woken.drain(..).for_each(Waker::wake);
+        assert_eq!(count.0.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn removed_commits_are_never_woken_and_all_wakes_everyone_to_look_again() {
+        let mut w = Waiters::default();
+        let (_, waker) = counter();
+        let a = w.park(&[g(1)], Until::Position(p(100)), &waker);
+        let b = w.park(&[g(1)], Until::Relayed(g(1)), &waker);
+        let keep = w.park(&[g(1)], Until::Relayed(g(1)), &waker);
+        let c = w.park(&[g(2)], Until::AnyMove, &waker);
+        for slot in [a, b, c] {
+            w.remove(slot);
         }
         assert_eq!(w.len(), 1);
-        w.at_position(p(5));
-        w.on_any_move();
-        assert_eq!(woken_by(|v| w.all(v)), 3);
+        assert_eq!(w.take_relayed(&g(1)).as_slice(), &[keep]);
+        w.wait_for(keep, Until::Relayed(g(1)));
+        let other = w.park(&[g(3)], Until::Position(p(5)), &waker);
+        let mut woken = Vec::new();
+        w.all(&mut woken);
+        assert_eq!(woken.len(), 2);
+        assert_eq!(w.verdict(other, &waker), Some(Verdict::LookAgain));
+        w.reached(p(10), &mut woken, |_| panic!("nobody is indexed any more"));
         assert_eq!(w.len(), 0);
+    }
+
+    #[test]
+    fn waking_wakes_after_the_closure_and_keeps_its_buffer() {
+        let (count, waker) = counter();
+        let seen = waking(|woken| {
+            woken.push(waker.clone());
+            woken.push(waker.clone());
+            count.0.load(Ordering::Relaxed)
+        });
+        assert_eq!(seen, 0, "nothing is woken while the closure runs");
+        assert_eq!(count.0.load(Ordering::Relaxed), 2);
+        assert!(WOKEN.with(|w| w.borrow().capacity()) >= 2);
     }
 }

@@ -16,6 +16,7 @@ use strongsync_proto::binlog::{
     put_heartbeat, EventSeen, StreamTracker, GTID_EVENT, HEARTBEAT_EVENT, ROTATE_EVENT,
 };
 use strongsync_proto::command::COM_QUIT;
+use strongsync_proto::gtid::MariaGtid;
 use strongsync_proto::packet::Packet;
 use strongsync_proto::position::Position;
 use strongsync_proto::semisync::{self, Ack};
@@ -58,6 +59,10 @@ pub(super) struct ReplicaPipe {
     large: Option<(BytesMut, EventSeen)>,
     /// Transaction ends sent with the ACK flag and when, for the ACK latency metric.
     flagged: VecDeque<(Position, Instant)>,
+    /// Transaction ends read since strong sync was last told, and how far the stream has
+    /// shown the replica holds everything: reported under one lock before the events go out.
+    ends: Vec<(Option<MariaGtid>, Position)>,
+    covered: Option<Position>,
     ack_latency: Histogram,
     acks: IntCounter,
 }
@@ -103,6 +108,8 @@ impl ReplicaPipe {
             unacked: None,
             large: None,
             flagged: VecDeque::new(),
+            ends: Vec::new(),
+            covered: None,
             ack_latency,
             acks,
         };
@@ -217,7 +224,7 @@ impl ReplicaPipe {
             Some(end) => {
                 self.relayed = self.relayed.max(Some(end));
                 if seen.ends_transaction {
-                    self.handle.transaction_relayed(seen.gtid, end);
+                    self.ends.push((seen.gtid, end));
                     self.coverage.transaction_ended(end)
                 } else if seen.header.kind == GTID_EVENT {
                     let start = Position {
@@ -227,6 +234,8 @@ impl ReplicaPipe {
                     self.coverage.transaction_started(start)
                 } else {
                     if seen.header.kind == ROTATE_EVENT {
+                        // The book of binlog files follows the transactions in order.
+                        self.report_relayed();
                         self.handle.file_ended(end);
                     }
                     self.coverage.read_through(end)
@@ -245,8 +254,17 @@ impl ReplicaPipe {
             None => None,
         };
         if let Some(covered) = covered.filter(|_| self.semisync) {
-            self.handle.covered(covered);
+            self.covered = self.covered.max(Some(covered));
         }
+    }
+
+    /// Tells strong sync what was relayed since it was last told (one lock for the batch).
+    fn report_relayed(&mut self) {
+        if self.ends.is_empty() && self.covered.is_none() {
+            return;
+        }
+        self.handle.relayed(&self.ends, self.covered.take());
+        self.ends.clear();
     }
 
     /// Sends a whole event to a semisync replica, flagged for ACK if it ends a transaction.
@@ -299,6 +317,7 @@ impl ReplicaPipe {
             .into());
         }
         let ack = Ack::parse(payload).map_err(ReplicaError::MalformedAck)?;
+        self.report_relayed();
         let position =
             Position::in_file(ack.file, ack.position).map_err(ReplicaError::MalformedAck)?;
         let covered = self.coverage.acknowledged(position);
@@ -352,6 +371,8 @@ impl ReplicaPipe {
     /// Writes what is queued for the replica, within `timeouts.client_write` (a replica that
     /// reads nothing is disconnected, as any client would be).
     async fn flush_replica(&mut self) -> Result<(), Error> {
+        // Before the replica can see (and acknowledge) an event, strong sync knows of it.
+        self.report_relayed();
         let limit = self.shared.config.timeouts.client_write;
         self.replica
             .flush_within(limit)
