@@ -207,7 +207,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
             .chain(s.departed)
             .map(|r| Replica {
                 server_id: r.server_id,
-                address: r.address,
+                address: r.address.to_string(),
                 connected: r.gone_for.is_none(),
                 disconnected_seconds: r.gone_for.map(|d| d.as_secs_f64()),
                 semisync: r.semisync,

@@ -94,9 +94,9 @@ struct Inner {
     /// DEGRADED time of the spells that ended.
     degraded_before: Duration,
     /// See [`DurabilityStatus::acknowledged`].
-    acknowledged: GtidPosition,
+    acknowledged: Arc<GtidPosition>,
     /// Recent releases of commits whose GTIDs could not be learnt.
-    unresolved: VecDeque<UnresolvedRelease>,
+    unresolved: VecDeque<Arc<UnresolvedRelease>>,
     observer: Option<Arc<dyn WaitObserver>>,
 }
 
@@ -139,7 +139,7 @@ impl Durability {
                 head: None,
                 state: DurableState::Strong,
                 degraded_before: Duration::ZERO,
-                acknowledged: GtidPosition::default(),
+                acknowledged: Arc::default(),
                 unresolved: VecDeque::new(),
                 observer: observer.clone(),
             }),
@@ -305,7 +305,7 @@ impl Inner {
             } = self;
             waiters.reached(q, woken, |gtids| {
                 for gtid in gtids {
-                    acknowledged.advance(*gtid);
+                    Arc::make_mut(acknowledged).advance(*gtid);
                 }
             });
             self.index.prune_through(q);
@@ -332,7 +332,7 @@ impl Inner {
                     ..
                 } = self;
                 for gtid in waiters.gtids(slot) {
-                    acknowledged.advance(*gtid);
+                    Arc::make_mut(acknowledged).advance(*gtid);
                 }
                 waiters.wake(slot, Verdict::Acknowledged, woken);
             }
@@ -425,7 +425,7 @@ impl Inner {
         if self.unresolved.len() == UNRESOLVED_KEPT {
             self.unresolved.pop_front();
         }
-        self.unresolved.push_back(release);
+        self.unresolved.push_back(Arc::new(release));
     }
 }
 

@@ -1,6 +1,7 @@
 //! Quorum math: the highest binlog position at least `k` replicas have acknowledged. Pure: no
 //! time, no locks, no I/O.
 
+use smallvec::SmallVec;
 use strongsync_proto::position::Position;
 
 /// The k-th highest of the replicas' acknowledged positions: every replica counted has the
@@ -14,7 +15,8 @@ pub fn quorum_position(
     if k == 0 {
         return None;
     }
-    let mut positions: Vec<Position> = acked.into_iter().flatten().collect();
+    // Replicas are few: their positions fit on the stack, so an ACK allocates nothing.
+    let mut positions: SmallVec<[Position; 8]> = acked.into_iter().flatten().collect();
     if positions.len() < k {
         return None;
     }

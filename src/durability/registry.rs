@@ -8,6 +8,7 @@
 //! then each transaction acknowledged).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use strongsync_proto::gtid::MariaGtid;
 use strongsync_proto::position::Position;
@@ -36,7 +37,7 @@ pub(super) struct Registry {
 pub(super) struct Replica {
     /// Which dump this record belongs to (a reconnect replaces it).
     pub pipe: u64,
-    pub address: String,
+    pub address: Arc<str>,
     /// It asked for semisync, so it acknowledges and counts towards the quorum.
     pub semisync: bool,
     /// The highest position it acknowledged.
@@ -45,8 +46,8 @@ pub(super) struct Replica {
     /// its stream shows the primary skipped for it).
     pub covered: Option<Position>,
     pub last_ack: Option<Instant>,
-    /// Per domain, the newest GTID it holds.
-    pub held: GtidPosition,
+    /// Per domain, the newest GTID it holds (shared with status snapshots, copied on write).
+    pub held: Arc<GtidPosition>,
     /// Transactions relayed to it and not yet covered, with their GTIDs, oldest first.
     /// Bounded: past the capacity the oldest go, which only leaves `held` behind what the
     /// replica has (never ahead of it).
@@ -89,12 +90,12 @@ impl Registry {
             server_id,
             Replica {
                 pipe: self.next_pipe,
-                address,
+                address: address.into(),
                 semisync,
                 acked: None,
                 covered: None,
                 last_ack: None,
-                held: connect_state,
+                held: Arc::new(connect_state),
                 unacked: VecDeque::new(),
             },
         );
@@ -233,7 +234,7 @@ impl Replica {
             if end > through {
                 break;
             }
-            self.held.advance(gtid);
+            Arc::make_mut(&mut self.held).advance(gtid);
             self.unacked.pop_front();
         }
     }
@@ -242,14 +243,14 @@ impl Replica {
     pub(super) fn status(&self, server_id: u32, now: Instant) -> ReplicaStatus {
         ReplicaStatus {
             server_id,
-            address: self.address.clone(),
+            address: Arc::clone(&self.address),
             semisync: self.semisync,
             acked: self.acked,
             holds_through: self.holds_through(),
             lag_bytes: None,
             lag_transactions: None,
             last_ack_age: self.last_ack.map(|at| now - at),
-            held: self.held.clone(),
+            held: Arc::clone(&self.held),
             gone_for: None,
         }
     }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use strongsync_proto::position::Position;
@@ -39,14 +40,14 @@ pub struct DurabilityStatus {
     pub departed: Vec<ReplicaStatus>,
     /// The newest GTID per domain whose commit was acknowledged to its client with its
     /// quorum (since the proxy started).
-    pub acknowledged: GtidPosition,
+    pub acknowledged: Arc<GtidPosition>,
     /// Replicas, connected or departed, that hold every one of those: safe to promote.
     pub failover_candidates: Vec<u32>,
     /// Commits acknowledged to their clients without their quorum since strong sync was last
     /// STRONG, per domain: what a failover now may lose.
     pub released_without_quorum: ReleasedWithoutQuorum,
     /// The most recent commits released without their GTIDs being known.
-    pub unresolved: Vec<UnresolvedRelease>,
+    pub unresolved: Vec<Arc<UnresolvedRelease>>,
 }
 
 /// One connected replica (or one that was).
@@ -55,7 +56,7 @@ pub struct ReplicaStatus {
     /// The replica's `server_id`.
     pub server_id: u32,
     /// Where it connected from.
-    pub address: String,
+    pub address: Arc<str>,
     /// It asked for semisync (and so counts towards the quorum).
     pub semisync: bool,
     /// The highest position it acknowledged.
@@ -71,7 +72,7 @@ pub struct ReplicaStatus {
     pub last_ack_age: Option<Duration>,
     /// The GTIDs it holds: what the primary was told it had when it connected, then every
     /// transaction it acknowledged.
-    pub held: GtidPosition,
+    pub held: Arc<GtidPosition>,
     /// Time since it disconnected (`None` while connected).
     pub gone_for: Option<Duration>,
 }
@@ -95,8 +96,10 @@ impl Durability {
     /// A snapshot of the state, the replicas and the parked commits.
     pub fn status(&self) -> DurabilityStatus {
         let config = self.config();
-        let inner = self.lock();
         let now = Instant::now();
+        // Under the lock, only copies: what a replica holds is shared (copied on write), and
+        // sorting and the failover candidates are worked out after it.
+        let inner = self.lock();
         let mut replicas: Vec<ReplicaStatus> = inner
             .registry
             .connected()
@@ -111,7 +114,6 @@ impl Durability {
                 }
             })
             .collect();
-        replicas.sort_by_key(|r| r.server_id);
         let mut departed: Vec<ReplicaStatus> = inner
             .registry
             .departed()
@@ -120,41 +122,51 @@ impl Durability {
                 ..d.replica.status(server_id, now)
             })
             .collect();
-        departed.sort_by_key(|r| r.server_id);
-        let mut failover_candidates: Vec<u32> = replicas
-            .iter()
-            .chain(&departed)
-            .filter(|r| r.held.covers(&inner.acknowledged))
-            .map(|r| r.server_id)
-            .collect();
-        failover_candidates.sort_unstable();
         let (degraded_now, released_without_quorum) = match &inner.state {
             DurableState::Degraded {
                 since, released, ..
             } => (now - *since, released.clone()),
             DurableState::Strong => (Duration::ZERO, ReleasedWithoutQuorum::default()),
         };
+        let state = inner.state.public();
+        let quorum_position = inner.registry.quorum();
+        let head = inner.head;
+        let gtid_index_entries = inner.index.len();
+        let degraded_total = inner.degraded_before + degraded_now;
+        let acknowledged = Arc::clone(&inner.acknowledged);
+        let unresolved = inner.unresolved.iter().cloned().collect();
+        drop(inner);
+
+        replicas.sort_by_key(|r| r.server_id);
+        departed.sort_by_key(|r| r.server_id);
+        let mut failover_candidates: Vec<u32> = replicas
+            .iter()
+            .chain(&departed)
+            .filter(|r| r.held.covers(&acknowledged))
+            .map(|r| r.server_id)
+            .collect();
+        failover_candidates.sort_unstable();
         DurabilityStatus {
-            state: inner.state.public(),
+            state,
             quorum: config.quorum,
             passthrough: config.passthrough,
-            quorum_position: inner.registry.quorum(),
-            head: inner.head,
+            quorum_position,
+            head,
             replicas,
             parked: self.parked.load(Ordering::Relaxed),
             parked_overdue: self.overdue.load(Ordering::Relaxed),
-            gtid_index_entries: inner.index.len(),
-            degraded_total: inner.degraded_before + degraded_now,
+            gtid_index_entries,
+            degraded_total,
             released: OUTCOMES
                 .iter()
                 .zip(&self.released)
                 .map(|(o, n)| (o.label(), n.load(Ordering::Relaxed)))
                 .collect(),
             departed,
-            acknowledged: inner.acknowledged.clone(),
+            acknowledged,
             failover_candidates,
             released_without_quorum,
-            unresolved: inner.unresolved.iter().cloned().collect(),
+            unresolved,
         }
     }
 }

@@ -167,7 +167,7 @@ impl Durability {
         let look = match inner.plan(gtids, k) {
             Plan::Held => {
                 for gtid in gtids {
-                    inner.acknowledged.advance(*gtid);
+                    Arc::make_mut(&mut inner.acknowledged).advance(*gtid);
                 }
                 Look::Released(Outcome::Quorum, Release::Proceed)
             }
