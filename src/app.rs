@@ -245,6 +245,7 @@ impl Proxy {
         differs("limits", old.limits != new.limits);
         differs("timeouts", old.timeouts != new.timeouts);
         differs("shutdown_grace", old.shutdown_grace != new.shutdown_grace);
+        differs("worker_threads", old.worker_threads != new.worker_threads);
         differs("probe", old.probe != new.probe);
         differs(
             "durability.gtid_index_capacity",

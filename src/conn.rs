@@ -2,9 +2,11 @@
 //! and write [`Packet`]s here and never touch bytes or sockets themselves.
 
 use std::io;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use strongsync_proto::packet::{self, Packet, PacketDecoder, MAX_PACKET_PAYLOAD};
 use strongsync_proto::ProtoError;
 use thiserror::Error;
@@ -267,6 +269,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// # Errors
     /// Socket errors, and [`ConnError::WriteStalled`].
     pub async fn flush_within(&mut self, limit: Duration) -> Result<(), ConnError> {
+        // Nearly every flush goes out at once: the timer is armed only for one that must wait.
+        if self.flush_now()? {
+            return Ok(());
+        }
         let stalled = |_| ConnError::WriteStalled(limit);
         while !self.wbuf.is_empty() {
             let n = tokio::time::timeout(limit, self.stream.write_buf(&mut self.wbuf))
@@ -281,6 +287,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             .await
             .map_err(stalled)??;
         Ok(())
+    }
+
+    /// Writes what the socket takes without waiting; true if everything went (and the stream
+    /// flushed).
+    fn flush_now(&mut self) -> io::Result<bool> {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        while !self.wbuf.is_empty() {
+            match Pin::new(&mut self.stream).poll_write(&mut cx, &self.wbuf) {
+                Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+                Poll::Ready(Ok(n)) => {
+                    self.wbuf.advance(n);
+                    self.written += n as u64;
+                }
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => return Ok(false),
+            }
+        }
+        match Pin::new(&mut self.stream).poll_flush(&mut cx) {
+            Poll::Ready(result) => result.map(|()| true),
+            Poll::Pending => Ok(false),
+        }
     }
 
     /// Bytes written to the socket since the last call (for the relayed-bytes metric).

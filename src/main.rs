@@ -146,6 +146,10 @@ struct Flags {
     #[arg(long, env = "STRONGSYNC_SHUTDOWN_GRACE", value_name = "DURATION")]
     shutdown_grace: Option<String>,
 
+    /// Runtime worker threads [default: one per CPU].
+    #[arg(long, env = "STRONGSYNC_WORKER_THREADS", value_name = "N")]
+    worker_threads: Option<usize>,
+
     /// Log level or filter, e.g. "info", "strongsync=debug" [default: RUST_LOG, or info].
     #[arg(long, env = "STRONGSYNC_LOG_LEVEL", value_name = "FILTER")]
     log_level: Option<String>,
@@ -202,10 +206,11 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let filter_handle = init_logging(&config.log_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.worker_threads {
+        builder.worker_threads(n);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             error!(%err, "cannot start the runtime");
@@ -312,6 +317,7 @@ impl Flags {
             admin_listen: self.admin_listen.clone(),
             log_level: self.log_level.clone(),
             shutdown_grace: self.shutdown_grace.clone(),
+            worker_threads: self.worker_threads,
             tls: TlsSettings {
                 cert: self.tls_cert.clone(),
                 key: self.tls_key.clone(),

@@ -36,6 +36,8 @@ pub struct Config {
     pub log_level: String,
     /// On SIGTERM, how long sessions in flight (parked commits included) may take to finish.
     pub shutdown_grace: Duration,
+    /// Runtime worker threads; `None`: one per CPU. Taken at start only.
+    pub worker_threads: Option<usize>,
 }
 
 /// PEM files for the client-facing TLS endpoint.
@@ -150,6 +152,7 @@ impl Config {
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 9104)),
             log_level: "info".into(),
             shutdown_grace: Duration::from_secs(10),
+            worker_threads: None,
         }
     }
 

@@ -30,6 +30,9 @@ pub struct Settings {
     /// Grace period on SIGTERM, e.g. `"10s"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_grace: Option<String>,
+    /// Runtime worker threads (default: one per CPU).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_threads: Option<usize>,
     /// TLS on the client side.
     #[serde(default, skip_serializing_if = "TlsSettings::is_empty")]
     pub tls: TlsSettings,
@@ -182,6 +185,7 @@ impl Settings {
             admin_listen: pick(b.admin_listen, o.admin_listen),
             log_level: pick(b.log_level, o.log_level),
             shutdown_grace: pick(b.shutdown_grace, o.shutdown_grace),
+            worker_threads: pick(b.worker_threads, o.worker_threads),
             tls: TlsSettings {
                 cert: pick(b.tls.cert, o.tls.cert),
                 key: pick(b.tls.key, o.tls.key),
@@ -242,6 +246,15 @@ impl Settings {
         }
         if let Some(v) = &self.shutdown_grace {
             c.shutdown_grace = duration("shutdown_grace", v)?;
+        }
+        if let Some(n) = self.worker_threads {
+            if !(1..=1024).contains(&n) {
+                return Err(ConfigError::Invalid {
+                    key: "worker_threads",
+                    problem: format!("{n} is not between 1 and 1024"),
+                });
+            }
+            c.worker_threads = Some(n);
         }
         c.tls = match (&self.tls.cert, &self.tls.key) {
             (Some(cert), Some(key)) => Some(TlsFiles {
@@ -322,6 +335,7 @@ impl Settings {
             admin_listen: Some(config.admin_listen.to_string()),
             log_level: Some(config.log_level.clone()),
             shutdown_grace: Some(show(config.shutdown_grace)),
+            worker_threads: config.worker_threads,
             tls: TlsSettings {
                 cert: config.tls.as_ref().map(|t| t.cert.clone()),
                 key: config.tls.as_ref().map(|t| t.key.clone()),

@@ -9,6 +9,7 @@ primary = "db1:3306"
 admin_listen = "127.0.0.1:9104"
 log_level = "strongsync=debug"
 shutdown_grace = "15s"
+worker_threads = 1
 
 [tls]
 cert = "/etc/strongsync/tls.crt"
@@ -55,6 +56,7 @@ fn a_full_file_resolves_and_round_trips() {
     assert_eq!(config.durability.on_timeout, OnTimeout::Error);
     assert_eq!(config.durability.without_quorum, WithoutQuorum::Immediate);
     assert_eq!(config.shutdown_grace, Duration::from_secs(15));
+    assert_eq!(config.worker_threads, Some(1));
     assert!(config.tls.is_some());
     let printed = Settings::from_config(&config).to_toml();
     let again = Settings::from_toml(&printed).unwrap().resolve().unwrap();
@@ -104,6 +106,10 @@ fn bad_files_are_refused_naming_the_key() {
         (
             "primary = \"db:3306\"\n[durability]\nquorom = 2",
             vec!["unknown field", "quorom"],
+        ),
+        (
+            "primary = \"db:3306\"\nworker_threads = 0",
+            vec!["worker_threads", "between 1 and 1024"],
         ),
         (
             "primary = \"db:3306\"\n[durability]\nack_timeout = \"-5s\"",
