@@ -13,21 +13,30 @@ import tempfile
 
 from . import matrix, memory, profile, report, sysbench
 from .procs import BenchError, raise_open_files_limit
-from .topology import MARIADBD, MODES, Topology
+from .topology import MARIADBD, MODES, THREAD_HANDLINGS, Topology
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ALL_WORKLOADS = list(sysbench.WORKLOADS)
 ALL_MODES = list(MODES)
+PROXY_MODES = [m for m, spec in MODES.items() if spec["proxy"]]
+OTPC = THREAD_HANDLINGS[0]
 
 # Each profile is a set of defaults; any flag given wins.
 PROFILES = {
     "full": dict(workloads=ALL_WORKLOADS, threads=[1, 16, 64, 256, 500, 1000], delays=[0, 1, 5],
-                 modes=ALL_MODES, rounds=3, time=30, warmup=5, tables=8, table_size=100_000),
-    "quick": dict(workloads=["update_non_index", "point_select"], threads=[16, 64, 500],
-                  delays=[5], modes=["async", "semisync", "strongsync", "passthrough"],
-                  rounds=1, time=10, warmup=2, tables=4, table_size=10_000),
-    "smoke": dict(workloads=["update_non_index", "xa"], threads=[2], delays=[1], modes=ALL_MODES,
-                  rounds=1, time=2, warmup=0, tables=1, table_size=1_000),
+                 modes=ALL_MODES, thread_handling=THREAD_HANDLINGS, rounds=3, time=30, warmup=5,
+                 tables=8, table_size=100_000),
+    # The cells issue 12's targets name on one thread handling: hot and point_select at 64
+    # threads are the key ones, HAProxy the reference for the hop.
+    "quick": dict(workloads=["update_non_index", "hot", "point_select"], threads=[64, 500],
+                  delays=[5], modes=["async", "semisync", "semisync-after-commit", "strongsync",
+                                     "passthrough", "haproxy"],
+                  thread_handling=[OTPC], rounds=1, time=10, warmup=2, tables=4,
+                  table_size=10_000),
+    # Every mode, the new workloads and the primary's restart, as briefly as they can run.
+    "smoke": dict(workloads=["update_non_index", "xa", "hot"], threads=[2], delays=[1],
+                  modes=ALL_MODES, thread_handling=THREAD_HANDLINGS, rounds=1, time=2,
+                  warmup=0, tables=1, table_size=1_000),
 }
 
 
@@ -66,44 +75,60 @@ def parser():
         s.add_argument("--sync-binlog", type=int, default=0,
                        help="servers' sync_binlog (innodb_flush_log_at_trx_commit stays 1) [0]")
         s.add_argument("--primary-via", choices=["socket", "tcp"], default="socket",
-                       help="how strongsync reaches the primary: its Unix socket, as a sidecar "
-                            "would, or TCP loopback [socket]")
+                       help="how strongsync (and HAProxy) reach the primary: its Unix socket, "
+                            "as a sidecar would, or TCP loopback [socket]")
+        s.add_argument("--strongsync-workers", type=int,
+                       help="strongsync's worker_threads [its default: one per CPU]")
         s.add_argument("--catchup-timeout", type=int, default=900,
                        help="seconds the replicas may take to apply a run's writes [900]")
+
+    def hot(s):
+        s.add_argument("--hot-tables", type=int, default=1,
+                       help="tables of the hot workload, in its own database sbhot [1]")
+        s.add_argument("--hot-rows", type=int, default=10,
+                       help="rows per hot table: the fewer, the more commits queue on each "
+                            "row's lock [10]")
 
     m = sub.add_parser("matrix", help="the sysbench matrix (see --profile)")
     common(m)
     m.add_argument("--profile", choices=list(PROFILES), default="full",
-                   help="defaults for the flags below: full (hours), quick (~10 min), smoke [full]")
+                   help="defaults for the flags below: full (many hours), quick (~10 min "
+                        "on 2 cores: 3 workloads at 64 and 500 threads in 6 modes, replicas 5 "
+                        "ms away), smoke (~2 min) [full]")
     m.add_argument("--workloads", type=csv_list(str), help=f"from {ALL_WORKLOADS}")
     m.add_argument("--threads", type=csv_list(int), help="client thread counts, e.g. 1,16,64")
     m.add_argument("--delays", type=csv_list(int),
                    help="one-way replica delays in ms, e.g. 0,1,5 (0: no relay)")
     m.add_argument("--modes", type=csv_list(str), help=f"from {ALL_MODES}")
+    m.add_argument("--thread-handling", type=csv_list(str),
+                   help=f"the primary's thread_handling, from {THREAD_HANDLINGS}; each value "
+                        f"restarts the primary once [quick: {OTPC}; full and smoke: both]")
     m.add_argument("--rounds", type=int, help="repeats of each cell (modes interleaved)")
     m.add_argument("--time", type=int, help="seconds measured per run")
     m.add_argument("--warmup", type=int, help="seconds run before measuring")
     m.add_argument("--tables", type=int, help="sysbench tables")
     m.add_argument("--table-size", type=int, help="rows per table")
+    hot(m)
     m.add_argument("--no-chart", action="store_true", help="skip qps.png (needs matplotlib)")
 
     mem = sub.add_parser("memory", help="strongsync's memory with many commits parked at once")
     common(mem)
     mem.add_argument("--connections", type=int, default=10_000, help="commits parked [10000]")
 
-    prof = sub.add_parser("profile", help="strongsync's CPU per query against the primary's, "
+    prof = sub.add_parser("profile", help="a proxy's CPU per query against the primary's, "
                           "and where it goes (perf)")
     common(prof)
     prof.add_argument("--workload", choices=ALL_WORKLOADS, default="point_select",
                       help="[point_select]")
     prof.add_argument("--threads", type=int, default=64, help="[64]")
-    prof.add_argument("--mode", choices=["passthrough", "strongsync"], default="passthrough",
-                      help="[passthrough]")
+    prof.add_argument("--mode", choices=PROXY_MODES, default="passthrough",
+                      help="the proxy's mode: strongsync's, or haproxy [passthrough]")
     prof.add_argument("--time", type=int, default=10, help="seconds profiled [10]")
     prof.add_argument("--settle", type=int, default=3,
                       help="seconds of load before and after the window [3]")
     prof.add_argument("--tables", type=int, default=4)
     prof.add_argument("--table-size", type=int, default=10_000)
+    hot(prof)
 
     r = sub.add_parser("report", help="rebuild summary.md, summary.csv and qps.png of a run")
     r.add_argument("dir")
@@ -117,13 +142,32 @@ def apply_profile(args):
             setattr(args, key, value)
     choices(ALL_WORKLOADS)(args.workloads)
     choices(list(MODES))(args.modes)
+    choices(THREAD_HANDLINGS)(args.thread_handling)
 
 
-def install_missing():
+def modes_of(args):
+    """The modes a command runs in (the memory probe: strongsync's, not listed)."""
+    if args.command == "matrix":
+        return args.modes
+    return [args.mode] if args.command == "profile" else []
+
+
+def workloads_of(args):
+    """The workloads whose tables a command needs."""
+    if args.command == "matrix":
+        return args.workloads
+    return [args.workload] if args.command == "profile" else []
+
+
+def install_missing(modes):
+    """The Debian packages the run needs; HAProxy only where a mode uses it."""
     missing = []
     if not os.access(MARIADBD, os.X_OK):
         missing.append("mariadb-server")
-    for command, package in (("mariadb", "mariadb-client"), ("sysbench", "sysbench")):
+    needed = [("mariadb", "mariadb-client"), ("sysbench", "sysbench")]
+    if "haproxy" in modes:
+        needed.append(("haproxy", "haproxy"))
+    for command, package in needed:
         if not shutil.which(command):
             missing.append(package)
     if not missing:
@@ -201,16 +245,21 @@ def describe(args, strongsync):
         "strongsync": f"{rev}, {out([strongsync, '--version'])}",
         "sync_binlog": args.sync_binlog,
         "strongsync_to_primary": args.primary_via,
+        "strongsync_workers": args.strongsync_workers or "one per CPU",
     }
+    if "haproxy" in modes_of(args):
+        facts["haproxy"] = out(["haproxy", "-v"]).partition("\n")[0]
     for key in ("profile", "workload", "workloads", "mode", "threads", "delays", "modes",
-                "rounds", "time", "warmup", "tables", "table_size", "connections"):
+                "thread_handling", "rounds", "time", "warmup", "tables", "table_size",
+                "hot_tables", "hot_rows", "connections"):
         if hasattr(args, key):
             facts[key] = getattr(args, key)
     return facts
 
 
 def main(argv=None):
-    args = parser().parse_args(argv)
+    flags = parser()
+    args = flags.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C, so the servers the bench started are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
@@ -220,7 +269,10 @@ def main(argv=None):
                 print(report.chart(args.dir, chart_python()))
             return 0
         if args.command == "matrix":
-            apply_profile(args)
+            try:
+                apply_profile(args)
+            except argparse.ArgumentTypeError as e:
+                flags.error(str(e))
         return run(args)
     except BenchError as e:
         print(f"bench: {e}", file=sys.stderr)
@@ -228,7 +280,7 @@ def main(argv=None):
 
 
 def run(args):
-    install_missing()
+    install_missing(modes_of(args))
     strongsync, relay_bin, park_bin = binaries(args)
     python = chart_python() if args.command == "matrix" and not args.no_chart else None
     name = args.profile if args.command == "matrix" else args.command
@@ -254,12 +306,12 @@ def run(args):
                 f"{(limit - 600) // 2 // 100 * 100} or raise the limit (ulimit -Hn, as root)")
         print(f"bench: open files limited to {limit} (needs {needed})", flush=True)
     topology = Topology(workdir, strongsync, relay_bin, max_connections, args.sync_binlog,
-                        args.primary_via)
+                        args.primary_via, args.strongsync_workers)
     print(f"bench: servers in {workdir}, results in {out_dir}", flush=True)
     try:
         topology.up()
         if args.command in ("matrix", "profile"):
-            sysbench.prepare(topology.primary.port, args.tables, args.table_size,
+            sysbench.prepare(topology.primary, workloads_of(args), args,
                              os.path.join(out_dir, "sysbench.log"))
         if args.command == "matrix":
             matrix.run(topology, args, out_dir)

@@ -1,5 +1,5 @@
-"""The sysbench matrix: every (delay, workload, threads) cell run in every mode, the modes
-interleaved within each cell and repeated, one CSV row per run."""
+"""The sysbench matrix: every (thread handling, delay, workload, threads) cell run in every
+mode, the modes interleaved within each cell and repeated, one CSV row per run."""
 
 import csv
 import os
@@ -9,9 +9,10 @@ from . import sysbench
 from .procs import BenchError
 from .topology import MODES
 
-FIELDS = ["delay_ms", "workload", "threads", "mode", "round", "tps", "qps", "p95_ms", "queries",
-          "errors", "reconnects", "proxy_cpu_s", "primary_cpu_s", "relay_cpu_s",
-          "waited", "released_unwaited", "catchup_s"]
+FIELDS = ["thread_handling", "delay_ms", "workload", "threads", "mode", "round", "tps", "qps",
+          "p95_ms", "queries", "transactions", "queries_with_warmup", "transactions_with_warmup",
+          "errors", "reconnects", "proxy_cpu_s", "primary_cpu_s", "relay_cpu_s", "waited",
+          "released_unwaited", "catchup_s"]
 
 # strongsync's commit outcomes that mean "released without its quorum".
 UNWAITED_OUTCOMES = ("timeout", "degraded", "unresolved")
@@ -24,13 +25,16 @@ def rotated(modes, round_no):
 
 
 def counters(topology, mode):
-    """What a run's deltas are computed from."""
+    """What a run's deltas are computed from. proxy_cpu_s is the CPU of the proxy the mode's
+    clients go through (strongsync or HAProxy), absent where they go to the primary."""
+    proxy = topology.proxy_for(mode)
     snap = {
         "primary_cpu_s": topology.primary.process.cpu_seconds(),
-        "proxy_cpu_s": topology.proxy.process.cpu_seconds(),
         "relay_cpu_s": (topology.relay.process.cpu_seconds()
                         if topology.relay.process else 0.0),
     }
+    if proxy:
+        snap["proxy_cpu_s"] = proxy.process.cpu_seconds()
     if MODES[mode]["semisync"]:
         snap["waited"] = float(topology.primary.status("Rpl_semi_sync_master_yes_tx"))
         snap["released_unwaited"] = float(topology.primary.status("Rpl_semi_sync_master_no_tx"))
@@ -43,15 +47,21 @@ def counters(topology, mode):
 
 
 def run_cell(topology, settings, cell, round_no, mode, log):
-    delay_ms, workload, threads = cell
+    thread_handling, delay_ms, workload, threads = cell
     topology.use(mode, delay_ms)
     before = counters(topology, mode)
     report = sysbench.run(workload, topology.client_port(mode), threads, settings.time,
-                          settings.warmup, settings.tables, settings.table_size, log)
+                          settings.warmup, sysbench.tables_for(workload, settings), log)
     after = counters(topology, mode)
-    row = {"delay_ms": delay_ms, "workload": workload, "threads": threads, "mode": mode,
-           "round": round_no, "tps": report.tps, "qps": report.qps, "p95_ms": report.p95_ms,
-           "queries": report.queries, "errors": report.errors, "reconnects": report.reconnects}
+    # What the primary reported after its last (re)start, not merely what was asked for.
+    row = {"thread_handling": topology.thread_handling, "delay_ms": delay_ms,
+           "workload": workload, "threads": threads, "mode": mode, "round": round_no,
+           "tps": report.tps, "qps": report.qps, "p95_ms": report.p95_ms,
+           "queries": report.queries, "transactions": report.transactions,
+           # The CPU and commit counters below are read around the whole run, warm-up included.
+           "queries_with_warmup": report.queries_with_warmup,
+           "transactions_with_warmup": report.transactions_with_warmup,
+           "errors": report.errors, "reconnects": report.reconnects}
     for key in ("proxy_cpu_s", "primary_cpu_s", "relay_cpu_s", "waited", "released_unwaited"):
         row[key] = round(after[key] - before[key], 2) if key in after else ""
     row["catchup_s"] = round(topology.wait_replicas_caught_up(settings.catchup_timeout), 1)
@@ -59,7 +69,9 @@ def run_cell(topology, settings, cell, round_no, mode, log):
 
 
 def cells(settings):
-    return [(d, w, t) for d in settings.delays for w in settings.workloads for t in settings.threads]
+    """Thread handling outermost: each value restarts the primary once."""
+    return [(h, d, w, t) for h in settings.thread_handling for d in settings.delays
+            for w in settings.workloads for t in settings.threads]
 
 
 def run(topology, settings, out_dir):
@@ -74,6 +86,7 @@ def run(topology, settings, out_dir):
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
         for cell in todo:
+            topology.set_thread_handling(cell[0])
             for round_no in range(settings.rounds):
                 for mode in rotated(settings.modes, round_no):
                     try:
@@ -84,8 +97,8 @@ def run(topology, settings, out_dir):
                     f.flush()
                     done += 1
                     elapsed = time.monotonic() - started
-                    print(f"[{done}/{total} {elapsed / 60:.0f}m] delay {cell[0]}ms {cell[1]} "
-                          f"{cell[2]} threads {mode}: {row['qps']:.0f} qps, p95 {row['p95_ms']} ms",
-                          flush=True)
+                    print(f"[{done}/{total} {elapsed / 60:.0f}m] {cell[0]} delay {cell[1]}ms "
+                          f"{cell[2]} {cell[3]} threads {mode}: {row['qps']:.0f} qps, "
+                          f"p95 {row['p95_ms']} ms", flush=True)
             topology.purge_binlogs()
     return path

@@ -1,6 +1,6 @@
-"""Where strongsync's CPU goes: one sysbench load through the proxy, the proxy's and the
-primary's CPU time per query over a window in its middle, and (where `perf` can sample) a
-profile of the proxy over the same window, split between kernel and user space."""
+"""Where a proxy's CPU goes: one sysbench load through strongsync (or HAProxy, the reference),
+the proxy's and the primary's CPU time per query over a window in its middle, and (where `perf`
+can sample) a profile of the proxy over the same window, split between kernel and user space."""
 
 import json
 import os
@@ -16,12 +16,13 @@ def run(topology, args, out_dir):
     topology.use(args.mode, 0)
     log = os.path.join(out_dir, "sysbench.log")
     argv = ["sysbench", sysbench.WORKLOADS[args.workload],
-            *sysbench.common_args(topology.client_port(args.mode), args.tables, args.table_size),
+            *sysbench.common_args(topology.client_port(args.mode),
+                                  sysbench.tables_for(args.workload, args)),
             f"--threads={args.threads}", f"--time={args.time + 2 * args.settle}",
             "--report-interval=0", "--db-ps-mode=auto", "run"]
     load = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(args.settle)
-    proxy, primary = topology.proxy.process, topology.primary.process
+    proxy, primary = topology.proxy_for(args.mode).process, topology.primary.process
     proxy_before, primary_before = proxy.cpu_seconds(), primary.cpu_seconds()
     started = time.monotonic()
     perf_data = os.path.join(out_dir, "perf.data")
@@ -55,14 +56,15 @@ def run(topology, args, out_dir):
         "proxy_to_primary": round(proxy_cpu / primary_cpu, 2),
     }
     if sampled:
-        result.update(perf_summary(perf_data, out_dir))
+        result.update(perf_summary(perf_data, out_dir, os.path.basename(proxy.popen.args[0])))
     with open(os.path.join(out_dir, "profile.json"), "w") as f:
         json.dump(result, f, indent=2)
     return result
 
 
-def perf_summary(perf_data, out_dir):
-    """Kernel and user shares of the proxy's samples; the top symbols go to perf-report.txt."""
+def perf_summary(perf_data, out_dir, binary):
+    """Kernel and the proxy's own code's shares of its samples (`binary`: strongsync or
+    haproxy, as perf names its dso); the top symbols go to perf-report.txt."""
     def report(*sort):
         return subprocess.run(["perf", "report", "-i", perf_data, "--no-children", "--stdio",
                                "--sort", *sort], capture_output=True, text=True).stdout
@@ -77,4 +79,4 @@ def perf_summary(perf_data, out_dir):
         f.write(by_dso)
         f.write(report("symbol", "-g", "none"))
     return {"kernel_share_pct": round(kernel, 1),
-            "strongsync_share_pct": round(shares.get("strongsync", 0.0), 1)}
+            f"{binary}_share_pct": round(shares.get(binary, 0.0), 1)}

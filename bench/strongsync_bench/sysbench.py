@@ -17,7 +17,31 @@ WORKLOADS = {
     "read_write": "oltp_read_write",
     "point_select": "oltp_point_select",
     "xa": os.path.join(BENCH_DIR, "xa_update_non_index.lua"),
+    # Non-index updates on a few hot rows: commits queue on the same row locks, so how long a
+    # commit holds its locks while it waits for an ACK (semisync AFTER_SYNC: until the ACK;
+    # AFTER_COMMIT and strongsync: not at all) decides the throughput.
+    "hot": "oltp_update_non_index",
 }
+
+# Workloads with tables of their own (name -> database), so that their few rows neither
+# disturb the sbtest tables the others share nor depend on them.
+OWN_DATABASE = {"hot": "sbhot"}
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The sysbench tables a workload runs on."""
+    db: str
+    count: int
+    size: int
+
+
+def tables_for(workload, settings):
+    """`hot`'s few rows (--hot-tables, --hot-rows) in its own database, the shared sbtest
+    tables (--tables, --table-size) for the others."""
+    if workload in OWN_DATABASE:
+        return Tables(OWN_DATABASE[workload], settings.hot_tables, settings.hot_rows)
+    return Tables("sbtest", settings.tables, settings.table_size)
 
 
 @dataclass
@@ -26,28 +50,34 @@ class Report:
     qps: float
     p95_ms: float
     queries: int
+    transactions: int
+    # Over the whole run, warm-up included: what CPU time read around the run covers.
+    queries_with_warmup: int
+    transactions_with_warmup: int
     errors: int
     reconnects: int
 
 
-def common_args(port, tables, table_size):
-    return [f"--db-driver=mysql", "--mysql-host=127.0.0.1", f"--mysql-port={port}",
-            f"--mysql-user={APP_USER}", f"--mysql-password={APP_PASSWORD}", "--mysql-db=sbtest",
-            f"--tables={tables}", f"--table-size={table_size}"]
+def common_args(port, tables):
+    return ["--db-driver=mysql", "--mysql-host=127.0.0.1", f"--mysql-port={port}",
+            f"--mysql-user={APP_USER}", f"--mysql-password={APP_PASSWORD}",
+            f"--mysql-db={tables.db}", f"--tables={tables.count}", f"--table-size={tables.size}"]
 
 
-def prepare(port, tables, table_size, log):
-    """Creates and fills the tables every workload uses."""
-    argv = ["sysbench", "oltp_update_non_index", *common_args(port, tables, table_size),
-            f"--threads={min(tables, 4)}", "prepare"]
-    with open(log, "a") as f:
-        if subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT).returncode != 0:
-            raise BenchError(f"sysbench prepare failed: see {log}")
+def prepare(primary, workloads, settings, log):
+    """Creates and fills the tables `workloads` use (each database once), on `primary`."""
+    for tables in sorted({tables_for(w, settings) for w in workloads}, key=lambda t: t.db):
+        primary.query(f"CREATE DATABASE IF NOT EXISTS {tables.db}")
+        argv = ["sysbench", "oltp_update_non_index", *common_args(primary.port, tables),
+                f"--threads={min(tables.count, 4)}", "prepare"]
+        with open(log, "a") as f:
+            if subprocess.run(argv, stdout=f, stderr=subprocess.STDOUT).returncode != 0:
+                raise BenchError(f"sysbench prepare of {tables.db} failed: see {log}")
 
 
-def run(workload, port, threads, seconds, warmup, tables, table_size, log):
-    """One timed run; its report, parsed."""
-    argv = ["sysbench", WORKLOADS[workload], *common_args(port, tables, table_size),
+def run(workload, port, threads, seconds, warmup, tables, log):
+    """One timed run on `tables` (see `tables_for`); its report, parsed."""
+    argv = ["sysbench", WORKLOADS[workload], *common_args(port, tables),
             f"--threads={threads}", f"--time={warmup + seconds}", "--report-interval=0",
             "--percentile=95", "--db-ps-mode=auto", "run"]
     if warmup > 0:
@@ -63,18 +93,29 @@ def run(workload, port, threads, seconds, warmup, tables, table_size, log):
 
 
 def parse(text):
-    """The figures of a sysbench 1.0 report (the last one, after any checkpoint reports)."""
-    def number(pattern):
+    """The figures of a sysbench 1.0 report (the last one, after any checkpoint reports), and
+    the counts of all of them together."""
+    def numbers(pattern):
         found = re.findall(pattern, text, re.MULTILINE)
         if not found:
             raise BenchError(f"sysbench's report has no {pattern!r}:\n{text[-2000:]}")
-        return float(found[-1])
+        return [float(x) for x in found]
+
+    def number(pattern):
+        return numbers(pattern)[-1]
+
+    # Each report counts from the previous one (a checkpoint resets the counters).
+    def total(pattern):
+        return int(sum(numbers(pattern)))
 
     return Report(
         tps=number(r"^\s+transactions:\s+\d+\s+\(([\d.]+) per sec"),
         qps=number(r"^\s+queries:\s+\d+\s+\(([\d.]+) per sec"),
         p95_ms=number(r"^\s+95th percentile:\s+([\d.]+)"),
         queries=int(number(r"^\s+queries:\s+(\d+)")),
+        transactions=int(number(r"^\s+transactions:\s+(\d+)")),
+        queries_with_warmup=total(r"^\s+queries:\s+(\d+)"),
+        transactions_with_warmup=total(r"^\s+transactions:\s+(\d+)"),
         errors=int(number(r"^\s+ignored errors:\s+(\d+)")),
         reconnects=int(number(r"^\s+reconnects:\s+(\d+)")),
     )

@@ -1,5 +1,5 @@
-"""The benchmark's servers: a MariaDB primary, two replicas, strongsync and the delay relay, and
-how they are wired for each mode."""
+"""The benchmark's servers: a MariaDB primary, two replicas, strongsync, HAProxy (where a mode
+needs it) and the delay relay, and how they are wired for each mode."""
 
 import os
 import signal
@@ -15,17 +15,36 @@ APP_USER, APP_PASSWORD = "app", "app-secret"
 REPL_USER, REPL_PASSWORD = "repl", "repl-secret"
 PATIENCE = 120
 
-# What each mode is. `proxy`: clients go through strongsync; `replicas_via_proxy`: replicas
-# replicate from strongsync; `semisync`: MariaDB's own semisync on the primary; `quorum`: commits
-# wait for this many replicas in strongsync (None: passthrough, never wait). Reports list the
-# modes in this order.
+# What each mode is. `proxy`: what clients connect to (None: the primary itself);
+# `replicas_via_proxy`: replicas replicate from strongsync; `semisync`: MariaDB's own semisync on
+# the primary, waiting at `wait_point`; `quorum`: commits wait for this many replicas in
+# strongsync (None: never wait). Reports list the modes in this order.
 MODES = {
-    "async": dict(proxy=False, replicas_via_proxy=False, semisync=False, quorum=None),
-    "semisync": dict(proxy=False, replicas_via_proxy=False, semisync=True, quorum=None),
-    "strongsync": dict(proxy=True, replicas_via_proxy=True, semisync=False, quorum=1),
-    "passthrough": dict(proxy=True, replicas_via_proxy=True, semisync=False, quorum=None),
-    "strongsync-q2": dict(proxy=True, replicas_via_proxy=True, semisync=False, quorum=2),
+    "async": dict(proxy=None, replicas_via_proxy=False, semisync=False, wait_point=None,
+                  quorum=None),
+    "semisync": dict(proxy=None, replicas_via_proxy=False, semisync=True,
+                     wait_point="AFTER_SYNC", quorum=None),
+    "semisync-after-commit": dict(proxy=None, replicas_via_proxy=False, semisync=True,
+                                  wait_point="AFTER_COMMIT", quorum=None),
+    "strongsync": dict(proxy="strongsync", replicas_via_proxy=True, semisync=False,
+                       wait_point=None, quorum=1),
+    "passthrough": dict(proxy="strongsync", replicas_via_proxy=True, semisync=False,
+                        wait_point=None, quorum=None),
+    "strongsync-q2": dict(proxy="strongsync", replicas_via_proxy=True, semisync=False,
+                          wait_point=None, quorum=2),
+    # A plain TCP proxy on the same leg to the primary: what the hop costs without strongsync's
+    # protocol work. Replicas replicate from the primary, asynchronously, as in `async`.
+    "haproxy": dict(proxy="haproxy", replicas_via_proxy=False, semisync=False, wait_point=None,
+                    quorum=None),
 }
+
+# The primary's thread handling: a matrix dimension, applied by restarting the primary (the
+# variable is not dynamic).
+THREAD_HANDLINGS = ["one-thread-per-connection", "pool-of-threads"]
+
+
+def _user():
+    return os.environ.get("USER") or subprocess.check_output(["id", "-un"], text=True).strip()
 
 
 class Mariadb:
@@ -39,25 +58,31 @@ class Mariadb:
         self.socket = os.path.join(self.dir, "mariadb.sock")
         self.max_connections = max_connections
         self.sync_binlog = sync_binlog
+        self.thread_handling = THREAD_HANDLINGS[0]
         self.process = None
 
     def start(self):
         # Each server its own tmpdir: servers bootstrapping and starting side by side in a
         # shared /tmp have been seen to trip over each other's temporary tables.
         os.makedirs(os.path.join(self.dir, "tmp"))
-        user = os.environ.get("USER") or subprocess.check_output(["id", "-un"], text=True).strip()
         # Bootstrap without a binlog, so that nothing from it reaches the replicas.
         install = subprocess.run(
-            ["mariadb-install-db", "--no-defaults", f"--datadir={self.dir}/data", f"--user={user}",
-             f"--tmpdir={self.dir}/tmp", "--auth-root-authentication-method=normal",
-             "--skip-test-db"],
+            ["mariadb-install-db", "--no-defaults", f"--datadir={self.dir}/data",
+             f"--user={_user()}", f"--tmpdir={self.dir}/tmp",
+             "--auth-root-authentication-method=normal", "--skip-test-db"],
             capture_output=True, text=True)
         if install.returncode != 0:
             raise BenchError(f"mariadb-install-db failed for {self.name}: {install.stderr[-2000:]}")
+        self.launch()
+
+    def write_config(self):
+        """my.cnf, with this server's current thread handling. Under pool-of-threads MariaDB's
+        defaults stand: thread_pool_max_threads is 65536 in 10.11, far above the bench's
+        clients (`restart` checks it)."""
         cnf = os.path.join(self.dir, "my.cnf")
         with open(cnf, "w") as f:
             f.write(f"""[mariadbd]
-user={user}
+user={_user()}
 port={self.port}
 bind-address=127.0.0.1
 socket={self.socket}
@@ -85,9 +110,32 @@ rpl_semi_sync_slave_enabled=ON
 rpl_semi_sync_master_wait_point=AFTER_SYNC
 rpl_semi_sync_master_wait_no_slave=ON
 rpl_semi_sync_master_timeout=60000
+thread_handling={self.thread_handling}
 """)
+        return cnf
+
+    def launch(self):
+        cnf = self.write_config()
         self.process = Process(self.name, [MARIADBD, f"--defaults-file={cnf}"],
                                os.path.join(self.dir, "stderr.log"))
+
+    def restart(self, thread_handling):
+        """Stops the server (SIGTERM, by pid) and starts it again with `thread_handling`, which
+        cannot be changed while it runs. Returns the thread handling the server reports."""
+        self.stop()
+        self.thread_handling = thread_handling
+        self.launch()
+        self.wait_ready()
+        reported, max_threads = self.query(
+            "SELECT @@thread_handling, @@thread_pool_max_threads").split("\t")
+        if reported != thread_handling:
+            raise BenchError(f"{self.name} restarted with thread_handling={thread_handling} "
+                             f"but reports {reported}: {self.error_log_tail()}")
+        if reported == "pool-of-threads" and int(max_threads) < self.max_connections:
+            # Every client blocked in a wait (a lock, semisync's ACK) holds a pool thread.
+            raise BenchError(f"{self.name}: thread_pool_max_threads {max_threads} is below "
+                             f"max_connections {self.max_connections}; set it in my.cnf")
+        return reported
 
     def wait_ready(self):
         def answers():
@@ -136,8 +184,9 @@ rpl_semi_sync_master_timeout=60000
 class Strongsync:
     """The proxy under test, configured by a file it re-reads on SIGHUP."""
 
-    def __init__(self, root, binary, primary_address, max_connections):
+    def __init__(self, root, binary, primary_address, max_connections, workers=None):
         self.binary = binary
+        self.workers = workers
         self.port = free_port()
         self.admin_port = free_port()
         self.primary_address = primary_address
@@ -154,6 +203,7 @@ class Strongsync:
 primary = "{self.primary_address}"
 admin_listen = "127.0.0.1:{self.admin_port}"
 log_level = "warn"
+{f"worker_threads = {self.workers}" if self.workers else ""}
 shutdown_grace = "5s"
 
 [durability]
@@ -219,6 +269,57 @@ max_connections = {self.max_connections}
             self.process.stop()
 
 
+class Haproxy:
+    """HAProxy in TCP mode: the reference for what a proxy hop costs when it only moves bytes.
+    Same leg to the primary as strongsync, two threads (strongsync's runtime has one worker per
+    core here), no logging, timeouts no run reaches."""
+
+    def __init__(self, root, primary_address, maxconn):
+        self.port = free_port()
+        self.primary_address = primary_address
+        self.maxconn = maxconn
+        self.config_path = os.path.join(root, "haproxy.cfg")
+        self.log_path = os.path.join(root, "haproxy.log")
+        self.process = None
+
+    def write_config(self):
+        # An absolute path in a server line is a Unix socket.
+        with open(self.config_path, "w") as f:
+            f.write(f"""global
+    nbthread 2
+    maxconn {self.maxconn}
+
+defaults
+    mode tcp
+    maxconn {self.maxconn}
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+
+listen mariadb
+    bind 127.0.0.1:{self.port}
+    server primary {self.primary_address}
+""")
+
+    def start(self):
+        self.write_config()
+        self.process = Process("haproxy", ["haproxy", "-db", "-f", self.config_path],
+                               self.log_path)
+
+        def listening():
+            if not self.process.running():
+                raise ProcessExited(f"haproxy exited: {self.process.log_tail()}")
+            return _listening(self.port)
+        wait_for("haproxy listening", listening, PATIENCE)
+
+    def running(self):
+        return self.process is not None and self.process.running()
+
+    def stop(self):
+        if self.process:
+            self.process.stop()
+
+
 class Relay:
     """The delay relay (bench/src/relay.rs): one process, a route per upstream."""
 
@@ -256,11 +357,11 @@ def _listening(port):
 
 
 class Topology:
-    """Primary, two replicas, strongsync and (with a delay) the relay between the replicas and
-    whatever they replicate from."""
+    """Primary, two replicas, strongsync, HAProxy (started on first use) and (with a delay) the
+    relay between the replicas and whatever they replicate from."""
 
     def __init__(self, root, strongsync_bin, relay_bin, max_connections=2000, sync_binlog=0,
-                 primary_via="socket"):
+                 primary_via="socket", strongsync_workers=None):
         self.root = root
         self.primary = Mariadb(root, "primary", 1, max_connections, sync_binlog)
         self.replicas = [Mariadb(root, f"replica{i}", 1 + i, max_connections, sync_binlog)
@@ -268,10 +369,15 @@ class Topology:
         # strongsync is a sidecar: beside the primary it reaches it over its Unix socket.
         primary_address = (self.primary.socket if primary_via == "socket"
                            else f"127.0.0.1:{self.primary.port}")
-        self.proxy = Strongsync(root, strongsync_bin, primary_address, max_connections + 100)
+        self.proxy = Strongsync(root, strongsync_bin, primary_address, max_connections + 100,
+                                strongsync_workers)
+        self.haproxy = Haproxy(root, primary_address, max_connections + 100)
         self.relay = Relay(root, relay_bin)
         self.mode = None
         self.delay_ms = None
+        self.wait_point = None
+        # What the primary reports, read after every (re)start.
+        self.thread_handling = None
 
     @property
     def servers(self):
@@ -288,17 +394,36 @@ class Topology:
             CREATE USER '{REPL_USER}'@'%' IDENTIFIED BY '{REPL_PASSWORD}';
             GRANT REPLICATION SLAVE, REPLICATION CLIENT, SLAVE MONITOR ON *.* TO '{REPL_USER}'@'%';
             CREATE DATABASE sbtest;""")
+        self.thread_handling = self.primary.query("SELECT @@thread_handling")
         self.proxy.start(quorum=1)
 
     def down(self):
-        for part in (self.proxy, self.relay, *self.servers):
+        for part in (self.proxy, self.haproxy, self.relay, *self.servers):
             try:
                 part.stop()
             except Exception as e:  # keep stopping the others
                 print(f"bench: stopping {part}: {e}")
 
+    def proxy_for(self, mode):
+        """The proxy clients go through in `mode` (strongsync or HAProxy), or None."""
+        return {"strongsync": self.proxy, "haproxy": self.haproxy, None: None}[
+            MODES[mode]["proxy"]]
+
     def client_port(self, mode):
-        return self.proxy.port if MODES[mode]["proxy"] else self.primary.port
+        proxy = self.proxy_for(mode)
+        return proxy.port if proxy else self.primary.port
+
+    def set_thread_handling(self, thread_handling):
+        """Restarts the primary if it runs with another thread handling. Replicas (connect retry
+        1 s) and strongsync reconnect by themselves; the semisync settings made with SET GLOBAL
+        are gone, so the next `use` wires everything again."""
+        if thread_handling == self.thread_handling:
+            return
+        print(f"bench: restarting the primary with thread_handling={thread_handling}",
+              flush=True)
+        self.thread_handling = self.primary.restart(thread_handling)
+        self.mode = None
+        self.wait_point = None
 
     def use(self, mode, delay_ms):
         """Wires everything for `mode` with replicas `delay_ms` away, and waits until the
@@ -311,8 +436,10 @@ class Topology:
                 self.relay.stop()
             self.delay_ms = delay_ms
             self.mode = None  # the replicas' upstream ports changed
-        if spec["proxy"]:
+        if spec["proxy"] == "strongsync":
             self.proxy.configure(spec["quorum"])
+        elif spec["proxy"] == "haproxy" and not self.haproxy.running():
+            self.haproxy.start()
         previous = MODES[self.mode] if self.mode else None
         rewire = (previous is None or previous["replicas_via_proxy"] != spec["replicas_via_proxy"]
                   or previous["semisync"] != spec["semisync"])
@@ -330,6 +457,11 @@ class Topology:
                 replica.query(f"""CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {port},
                     MASTER_USER = '{REPL_USER}', MASTER_PASSWORD = '{REPL_PASSWORD}',
                     MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1; START SLAVE""")
+        if spec["wait_point"] and spec["wait_point"] != self.wait_point:
+            # Dynamic: applies from the next commit on.
+            self.primary.query(
+                f"SET GLOBAL rpl_semi_sync_master_wait_point = {spec['wait_point']}")
+            self.wait_point = spec["wait_point"]
         self.mode = mode
         self.wait_replicas_connected(spec)
 
