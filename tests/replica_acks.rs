@@ -259,3 +259,54 @@ async fn a_garbled_ack_or_one_beyond_the_stream_disconnects_only_that_replica() 
         .unwrap()
         .expect("committed");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn of_the_transactions_relayed_in_one_batch_only_the_last_asks_for_an_ack() {
+    let (primary, proxy) = setup(Duration::from_secs(3600));
+    // Written before the replica connects, so that its dump reads them in a few large batches.
+    let inserts: String = (0..200)
+        .map(|v| format!("INSERT INTO sbtest.t (v) VALUES ({v});"))
+        .collect();
+    primary.sql(&inserts);
+    let mut replica = FakeReplica::start(proxy.addr(), 7, true, "");
+
+    let (mut xids, mut flagged_xids) = (0, 0);
+    let mut last_xid = 0;
+    let mut previous: Option<(u8, bool)> = None;
+    let covering = loop {
+        let event = replica.next_event().expect("the dump goes on");
+        // Sequence ids restart at 1 after a flagged event only (protocol.md §4.5): an event
+        // left unflagged must not reset them.
+        if let Some((seq, flagged)) = previous {
+            let expected = if flagged { 1 } else { seq.wrapping_add(1) };
+            assert_eq!(event.seq, expected, "{event:?}");
+        }
+        previous = Some((event.seq, event.ack_requested));
+        if event.kind == XID_EVENT {
+            xids += 1;
+            flagged_xids += usize::from(event.ack_requested);
+            last_xid = event.log_pos;
+        }
+        if xids == 200 && event.ack_requested && event.log_pos >= last_xid {
+            break event;
+        }
+    };
+    assert!(
+        (1..200).contains(&flagged_xids),
+        "one ACK asked per batch, not per transaction: {flagged_xids} of 200 flagged"
+    );
+    // One ACK acknowledges the whole batch.
+    replica.ack_event(&covering);
+    wait_for("the replica to hold every transaction", PATIENCE, || {
+        proxy.durability().status().replicas[0]
+            .holds_through
+            .is_some_and(|p| p.offset >= u64::from(last_xid))
+    });
+    let insert = parked_insert(&proxy).await;
+    let flagged = replica.until(|e| e.ack_requested && e.kind == XID_EVENT);
+    replica.ack_event(&flagged);
+    tokio::time::timeout(PATIENCE, insert)
+        .await
+        .expect("a commit alone in its batch asks for its own ACK")
+        .unwrap();
+}

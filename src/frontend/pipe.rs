@@ -5,6 +5,11 @@
 //! ACKs are read here and reported to strong sync, never forwarded. What the stream shows the
 //! replica holds (see [`StreamCoverage`]) is reported too. An ACK that is slow to come is
 //! asked for again with a flagged heartbeat.
+//!
+//! One ACK per batch, not per transaction: ACKs are cumulative (a replica acknowledges a
+//! position, and with it everything before), so of the transaction ends relayed in one batch
+//! (what the primary had sent when its buffer ran dry) only the last asks for one. A batch that
+//! ends after its last transaction end (a rotate, a heartbeat) asks with a flagged heartbeat.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -54,6 +59,11 @@ pub(super) struct ReplicaPipe {
     /// The last transaction end sent with the ACK flag and not acknowledged yet, and when it
     /// (or the last reminder) went out.
     unacked: Option<(Position, Instant)>,
+    /// A transaction end sent without the ACK flag because more of the stream had already
+    /// come: a later flagged event of the batch asks for the ACK that covers it.
+    owed: Option<Position>,
+    /// Between a transaction's GTID event and its end.
+    in_transaction: bool,
     /// An event larger than one packet, being put back together to be re-chunked with the
     /// semisync header (which moves every packet boundary by two bytes).
     large: Option<(BytesMut, EventSeen)>,
@@ -106,6 +116,8 @@ impl ReplicaPipe {
             seq: client_seq.advance(),
             relayed: None,
             unacked: None,
+            owed: None,
+            in_transaction: false,
             large: None,
             flagged: VecDeque::new(),
             ends: Vec::new(),
@@ -143,6 +155,7 @@ impl ReplicaPipe {
         let hard_stop = self.shared.hard_stop.clone();
         loop {
             if !self.primary.has_buffered_packet() {
+                self.ask_for_owed_ack();
                 self.flush_replica().await?;
                 self.count_relayed_bytes();
             }
@@ -267,21 +280,54 @@ impl ReplicaPipe {
         self.ends.clear();
     }
 
-    /// Sends a whole event to a semisync replica, flagged for ACK if it ends a transaction.
+    /// Sends a whole event to a semisync replica, flagged for ACK if it ends a transaction and
+    /// nothing more of the stream has come yet.
     fn send_event(&mut self, event: &[u8], seen: EventSeen) {
+        if seen.header.kind == GTID_EVENT {
+            self.in_transaction = true;
+        }
         let flag = match seen.end {
             Some(end) if seen.ends_transaction => {
-                let now = Instant::now();
-                self.unacked = Some((end, now));
-                if self.flagged.len() == FLAGGED_KEPT {
-                    self.flagged.pop_front();
+                self.in_transaction = false;
+                if self.primary.has_buffered_packet() {
+                    self.owed = Some(end);
+                    semisync::NO_ACK
+                } else {
+                    self.owed = None;
+                    self.flagged_for(end);
+                    semisync::ACK_REQUESTED
                 }
-                self.flagged.push_back((end, now));
-                semisync::ACK_REQUESTED
             }
             _ => semisync::NO_ACK,
         };
         self.write_event(flag, event);
+    }
+
+    /// An event asking for the ACK of everything through `end` is going out.
+    fn flagged_for(&mut self, end: Position) {
+        let now = Instant::now();
+        self.unacked = Some((end, now));
+        if self.flagged.len() == FLAGGED_KEPT {
+            self.flagged.pop_front();
+        }
+        self.flagged.push_back((end, now));
+    }
+
+    /// The batch is over and its last transaction end went out unflagged (events that end no
+    /// transaction followed it): a flagged heartbeat asks for the ACK. In the middle of a
+    /// transaction the next end asks instead, and the reminder covers a stream that stalls.
+    fn ask_for_owed_ack(&mut self) {
+        let Some(owed) = self.owed else { return };
+        if self.in_transaction || self.large.is_some() {
+            if self.unacked.is_none() {
+                self.unacked = Some((owed, Instant::now()));
+            }
+            return;
+        }
+        if self.heartbeat_for_ack() {
+            self.owed = None;
+            self.flagged_for(owed);
+        }
     }
 
     fn write_event(&mut self, flag: u8, event: &[u8]) {
@@ -327,6 +373,9 @@ impl ReplicaPipe {
         if self.unacked.is_some_and(|(flagged, _)| position >= flagged) {
             self.unacked = None;
         }
+        if self.owed.is_some_and(|owed| position >= owed) {
+            self.owed = None;
+        }
         self.acks.inc();
         while let Some(&(flagged, sent)) = self.flagged.front() {
             if flagged > position {
@@ -342,30 +391,41 @@ impl ReplicaPipe {
     /// Asks the replica again: a heartbeat at the position it has reached, flagged for ACK
     /// (it answers with everything it has). Only between events.
     fn remind(&mut self) {
-        let (Some(file), Some(position), Some(checksum), Some(server_id)) = (
-            self.tracker.file(),
-            self.tracker.position(),
-            self.tracker.checksum(),
-            self.tracker.server_id(),
-        ) else {
-            self.unacked = None;
-            return;
-        };
         let Some((flagged, _)) = self.unacked else {
             return;
         };
         if self.large.is_some() {
             return;
         }
-        let Ok(log_pos) = u32::try_from(position.offset) else {
+        if self.heartbeat_for_ack() {
+            debug!(server_id = self.handle.server_id(), %flagged, "no ACK yet: asking the replica again");
+            self.unacked = Some((flagged, Instant::now()));
+        } else {
             self.unacked = None;
-            return;
+        }
+    }
+
+    /// Queues a heartbeat at the position the stream has reached, flagged for ACK; false if
+    /// the stream has not said enough yet to write one (or is in the middle of an event).
+    fn heartbeat_for_ack(&mut self) -> bool {
+        let (Some(file), Some(position), Some(checksum), Some(server_id)) = (
+            self.tracker.file(),
+            self.tracker.position(),
+            self.tracker.checksum(),
+            self.tracker.server_id(),
+        ) else {
+            return false;
         };
-        debug!(server_id = self.handle.server_id(), %flagged, "no ACK yet: asking the replica again");
+        let Ok(log_pos) = u32::try_from(position.offset) else {
+            return false;
+        };
+        if self.large.is_some() {
+            return false;
+        }
         let mut heartbeat = Vec::with_capacity(64);
         put_heartbeat(&mut heartbeat, server_id, file, log_pos, checksum);
         self.write_event(semisync::ACK_REQUESTED, &heartbeat);
-        self.unacked = Some((flagged, Instant::now()));
+        true
     }
 
     /// Writes what is queued for the replica, within `timeouts.client_write` (a replica that
