@@ -146,7 +146,8 @@ struct Flags {
     #[arg(long, env = "STRONGSYNC_SHUTDOWN_GRACE", value_name = "DURATION")]
     shutdown_grace: Option<String>,
 
-    /// Runtime worker threads [default: one per CPU].
+    /// Threads that run sessions and replica pipes [default: one per four CPUs, at least
+    /// one].
     #[arg(long, env = "STRONGSYNC_WORKER_THREADS", value_name = "N")]
     worker_threads: Option<usize>,
 
@@ -206,11 +207,11 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let filter_handle = init_logging(&config.log_level);
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = config.worker_threads {
-        builder.worker_threads(n);
-    }
-    let runtime = match builder.enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.worker_threads())
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             error!(%err, "cannot start the runtime");

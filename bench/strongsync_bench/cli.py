@@ -78,7 +78,7 @@ def parser():
                        help="how strongsync (and HAProxy) reach the primary: its Unix socket, "
                             "as a sidecar would, or TCP loopback [socket]")
         s.add_argument("--strongsync-workers", type=int,
-                       help="strongsync's worker_threads [its default: one per CPU]")
+                       help="strongsync's worker_threads [its default: one per four CPUs, at least one]")
         s.add_argument("--catchup-timeout", type=int, default=900,
                        help="seconds the replicas may take to apply a run's writes [900]")
 
@@ -245,7 +245,7 @@ def describe(args, strongsync):
         "strongsync": f"{rev}, {out([strongsync, '--version'])}",
         "sync_binlog": args.sync_binlog,
         "strongsync_to_primary": args.primary_via,
-        "strongsync_workers": args.strongsync_workers or "one per CPU",
+        "strongsync_workers": args.strongsync_workers or "default (one per four CPUs, at least one)",
     }
     if "haproxy" in modes_of(args):
         facts["haproxy"] = out(["haproxy", "-v"]).partition("\n")[0]

@@ -271,8 +271,8 @@ max_connections = {self.max_connections}
 
 class Haproxy:
     """HAProxy in TCP mode: the reference for what a proxy hop costs when it only moves bytes.
-    Same leg to the primary as strongsync, two threads (strongsync's runtime has one worker per
-    core here), no logging, timeouts no run reaches."""
+    Same leg to the primary as strongsync, two threads (HAProxy's own default here: one per
+    CPU), no logging, timeouts no run reaches."""
 
     def __init__(self, root, primary_address, maxconn):
         self.port = free_port()

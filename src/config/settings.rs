@@ -30,7 +30,7 @@ pub struct Settings {
     /// Grace period on SIGTERM, e.g. `"10s"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_grace: Option<String>,
-    /// Runtime worker threads (default: one per CPU).
+    /// Runtime worker threads (default: one per four CPUs, at least one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_threads: Option<usize>,
     /// TLS on the client side.
