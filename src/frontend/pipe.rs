@@ -9,7 +9,10 @@
 //! One ACK per batch, not per transaction: ACKs are cumulative (a replica acknowledges a
 //! position, and with it everything before), so of the transaction ends relayed in one batch
 //! (what the primary had sent when its buffer ran dry) only the last asks for one. A batch that
-//! ends after its last transaction end (a rotate, a heartbeat) asks with a flagged heartbeat.
+//! ends after its last transaction end (a rotate, a heartbeat) asks with a flagged heartbeat. A
+//! batch that ends inside the next transaction leaves the ACK to that transaction's end, or to
+//! the reminder after `ack_nudge_after` if it is slow to come (a very large transaction):
+//! heartbeats are sent between transactions only, as a primary sends them.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
