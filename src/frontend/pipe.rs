@@ -11,8 +11,8 @@
 //! (what the primary had sent when its buffer ran dry) only the last asks for one. A batch that
 //! ends after its last transaction end (a rotate, a heartbeat) asks with a flagged heartbeat. A
 //! batch that ends inside the next transaction leaves the ACK to that transaction's end, or to
-//! the reminder after `ack_nudge_after` if it is slow to come (a very large transaction):
-//! heartbeats are sent between transactions only, as a primary sends them.
+//! the reminder after `ack_nudge_after` if it is slow to come (a very large transaction): the
+//! heartbeat at a batch's end goes out between transactions only, where a primary sends its own.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
