@@ -78,5 +78,7 @@ def perf_summary(perf_data, out_dir, binary):
     with open(os.path.join(out_dir, "perf-report.txt"), "w") as f:
         f.write(by_dso)
         f.write(report("symbol", "-g", "none"))
-    return {"kernel_share_pct": round(kernel, 1),
-            f"{binary}_share_pct": round(shares.get(binary, 0.0), 1)}
+    # perf names the proxy's own code after its binary (strongsync, haproxy, or whatever
+    # --strongsync-bin is called).
+    return {"kernel_share_pct": round(kernel, 1), "proxy_binary": binary,
+            "proxy_code_share_pct": round(shares.get(binary, 0.0), 1)}

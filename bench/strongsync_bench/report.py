@@ -1,4 +1,4 @@
-"""Turns runs.csv into summary.csv, summary.md (tables, ratios, issue 12's targets) and a
+"""Turns runs.csv into summary.csv, summary.md (tables, ratios, the targets README.md names) and a
 chart: medians over the rounds of each (thread handling, delay, workload, threads, mode)."""
 
 import csv
@@ -156,7 +156,7 @@ def met(ok):
 
 
 def targets(summary, memory):
-    """Issue 12's targets, each with what this run measured (a row only where its cells ran)."""
+    """The README's targets, each with what this run measured (a row only where its cells ran)."""
     rows = []
 
     def at_least(cell, a, b, goal):
