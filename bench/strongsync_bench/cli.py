@@ -242,7 +242,11 @@ def describe(args, strongsync):
         "machine": f"{os.cpu_count()} CPUs ({cpu}), {mem_gib:.0f} GiB, Linux {platform.release()}",
         "mariadb": out([MARIADBD, "--version"]),
         "sysbench": out(["sysbench", "--version"]),
-        "strongsync": f"{rev}, {out([strongsync, '--version'])}",
+        # A binary given with --strongsync-bin may come from any commit: say so rather than
+        # claim the checkout's.
+        "strongsync": (f"{rev}, {out([strongsync, '--version'])}" if not args.strongsync_bin
+                       else f"{strongsync} (given; bench scripts at {rev}), "
+                            f"{out([strongsync, '--version'])}"),
         "sync_binlog": args.sync_binlog,
         "strongsync_to_primary": args.primary_via,
         "strongsync_workers": args.strongsync_workers or "default (one per four CPUs, at least one)",
