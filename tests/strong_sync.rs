@@ -431,3 +431,50 @@ async fn a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_bot
         assert_eq!(replica.slave_status()["Slave_IO_Running"], "Yes");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_that_ends_inside_a_large_transaction_asks_for_the_ack_with_a_heartbeat() {
+    let s = Strong::start(
+        1,
+        durability(1, OnTimeout::Block, Duration::from_secs(3600)),
+    );
+    let replica = &s.topology.replicas[0];
+    s.stop_all();
+    // A small transaction, then one of about 8 MiB of row events, already in the binlog when
+    // the replica comes back: its dump reads the small one's end together with the start of
+    // the large one, and the batch ends inside the large one.
+    let primary = &s.topology.primary;
+    primary.sql(
+        "SET SESSION max_recursive_iterations = 100000;
+         CREATE TABLE sbtest.big (id INT PRIMARY KEY, pad VARCHAR(255));
+         INSERT INTO sbtest.t (v) VALUES (1);
+         INSERT INTO sbtest.big
+             WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30000)
+             SELECT i, REPEAT('x', 250) FROM n;",
+    );
+    let heartbeats = |r: &support::mariadb::MariaDb| -> u64 {
+        r.status_var("Slave_received_heartbeats").parse().unwrap()
+    };
+    let before = heartbeats(replica);
+    s.start_io(0);
+    s.wait_semisync(1);
+    let target = primary.gtid_binlog_pos();
+    wait_for("the replica to receive everything", PATIENCE, || {
+        position_holds(&replica.slave_status()["Gtid_IO_Pos"], &target)
+    });
+    let status = replica.slave_status();
+    assert_eq!(status["Slave_IO_Running"], "Yes", "{status:?}");
+    assert_eq!(status["Last_IO_Errno"], "0", "{status:?}");
+    assert!(
+        heartbeats(replica) > before,
+        "the ACK of the small transaction was asked for by a heartbeat inside the large one"
+    );
+    // The replica's ACKs count: a commit through the proxy gets its OK.
+    let mut conn = s.client().await;
+    conn.query_drop("INSERT INTO sbtest.t (v) VALUES (2)")
+        .await
+        .unwrap();
+    wait_for("the replica to apply everything", PATIENCE, || {
+        replica.sql("SELECT COUNT(*) FROM sbtest.big") == "30000"
+    });
+}

@@ -8,11 +8,12 @@
 //!
 //! One ACK per batch, not per transaction: ACKs are cumulative (a replica acknowledges a
 //! position, and with it everything before), so of the transaction ends relayed in one batch
-//! (what the primary had sent when its buffer ran dry) only the last asks for one. A batch that
-//! ends after its last transaction end (a rotate, a heartbeat) asks with a flagged heartbeat. A
-//! batch that ends inside the next transaction leaves the ACK to that transaction's end, or to
-//! the reminder after `ack_nudge_after` if it is slow to come (a very large transaction): the
-//! heartbeat at a batch's end goes out between transactions only, where a primary sends its own.
+//! (what the primary had sent when its buffer ran dry) only the last asks for one. A batch whose
+//! last transaction end is followed by other events (a rotate, the start of the next
+//! transaction) asks with a flagged heartbeat at the position the stream reached: a MariaDB
+//! replica takes a heartbeat between any two events (it checks only that the position is not
+//! behind its own, and does not count it in an event group), so a large transaction still
+//! streaming does not hold back the ACK of the one before it.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -65,8 +66,6 @@ pub(super) struct ReplicaPipe {
     /// A transaction end sent without the ACK flag because more of the stream had already
     /// come: a later flagged event of the batch asks for the ACK that covers it.
     owed: Option<Position>,
-    /// Between a transaction's GTID event and its end.
-    in_transaction: bool,
     /// An event larger than one packet, being put back together to be re-chunked with the
     /// semisync header (which moves every packet boundary by two bytes).
     large: Option<(BytesMut, EventSeen)>,
@@ -120,7 +119,6 @@ impl ReplicaPipe {
             relayed: None,
             unacked: None,
             owed: None,
-            in_transaction: false,
             large: None,
             flagged: VecDeque::new(),
             ends: Vec::new(),
@@ -286,12 +284,8 @@ impl ReplicaPipe {
     /// Sends a whole event to a semisync replica, flagged for ACK if it ends a transaction and
     /// nothing more of the stream has come yet.
     fn send_event(&mut self, event: &[u8], seen: EventSeen) {
-        if seen.header.kind == GTID_EVENT {
-            self.in_transaction = true;
-        }
         let flag = match seen.end {
             Some(end) if seen.ends_transaction => {
-                self.in_transaction = false;
                 if self.primary.has_buffered_packet() {
                     self.owed = Some(end);
                     semisync::NO_ACK
@@ -317,19 +311,15 @@ impl ReplicaPipe {
     }
 
     /// The batch is over and its last transaction end went out unflagged (events that end no
-    /// transaction followed it): a flagged heartbeat asks for the ACK. In the middle of a
-    /// transaction the next end asks instead, and the reminder covers a stream that stalls.
+    /// transaction followed it): a flagged heartbeat asks for the ACK. In the middle of an event
+    /// larger than a packet none can go out: the reminder asks once it can.
     fn ask_for_owed_ack(&mut self) {
         let Some(owed) = self.owed else { return };
-        if self.in_transaction || self.large.is_some() {
-            if self.unacked.is_none() {
-                self.unacked = Some((owed, Instant::now()));
-            }
-            return;
-        }
         if self.heartbeat_for_ack() {
             self.owed = None;
             self.flagged_for(owed);
+        } else if self.unacked.is_none() {
+            self.unacked = Some((owed, Instant::now()));
         }
     }
 
