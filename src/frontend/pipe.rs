@@ -1,8 +1,8 @@
 //! A replica pipe: what a client session becomes once the primary has accepted its binlog dump.
 //! It owns the replica's connection and the dump's connection to the primary, and nothing of
 //! a client session. The primary's events are relayed as they come; a semisync replica gets
-//! the `EF <flag>` header on every event with the ACK flag on each transaction's end, and its
-//! ACKs are read here and reported to strong sync, never forwarded. What the stream shows the
+//! the `EF <flag>` header on every event with the ACK flag where an ACK is wanted (below), and
+//! its ACKs are read here and reported to strong sync, never forwarded. What the stream shows the
 //! replica holds (see [`StreamCoverage`]) is reported too. An ACK that is slow to come is
 //! asked for again with a flagged heartbeat.
 //!
