@@ -689,3 +689,32 @@ impl ExpectWithLog for Output {
         self
     }
 }
+
+/// The runtime worker threads of a running proxy (tokio names them).
+fn runtime_workers(proxy: &ProxyProcess) -> usize {
+    std::fs::read_dir(format!("/proc/{}/task", proxy.pid()))
+        .unwrap()
+        .filter(|task| {
+            let comm = task.as_ref().unwrap().path().join("comm");
+            std::fs::read_to_string(comm).is_ok_and(|name| name.trim() == "tokio-rt-worker")
+        })
+        .count()
+}
+
+#[test]
+fn worker_threads_sizes_the_runtime_and_defaults_to_one_per_four_cpus() {
+    let primary = start_primary();
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    for (extra, expected) in [
+        (&["--worker-threads", "3"][..], 3),
+        (&[][..], (cpus / 4).max(1)),
+    ] {
+        let (proxy, listen) = start_binary(&primary.addr(), extra);
+        let out = mariadb(listen.port(), APP_USER, APP_PASSWORD)
+            .args(["--batch", "--skip-column-names"])
+            .execute("SELECT 1")
+            .unwrap_or_log(&proxy);
+        assert_eq!(out.stdout, "1\n", "{out}");
+        assert_eq!(runtime_workers(&proxy), expected, "{extra:?}");
+    }
+}

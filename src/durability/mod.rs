@@ -310,7 +310,7 @@ impl Inner {
             });
             self.index.prune_through(q);
         }
-        self.maybe_strong(k);
+        self.maybe_strong();
     }
 
     /// `gtid` ends at a position now known: the commits waiting to learn it move to that
@@ -377,7 +377,8 @@ impl Inner {
 
     /// DEGRADED ends once enough semisync replicas are connected and the quorum holds every
     /// commit released without it.
-    fn maybe_strong(&mut self, k: usize) {
+    fn maybe_strong(&mut self) {
+        let k = self.config.quorum;
         let DurableState::Degraded {
             since, released, ..
         } = &self.state

@@ -112,8 +112,7 @@ impl ReplicaHandle {
             if moved {
                 inner.positions_changed(woken);
             } else {
-                let k = inner.config.quorum;
-                inner.maybe_strong(k);
+                inner.maybe_strong();
             }
         });
     }
