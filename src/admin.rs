@@ -53,6 +53,14 @@ struct Status {
     /// The most recent commits released although what they committed could not be learnt.
     unresolved_releases: Vec<UnresolvedRelease>,
     released: std::collections::BTreeMap<&'static str, u64>,
+    /// `commit` or `quorum` (the read barrier).
+    visibility: String,
+    /// Responses the read barrier holds right now, until the quorum holds what they may reveal.
+    reads_held: usize,
+    /// Responses the read barrier held and released, by how.
+    reads_released: std::collections::BTreeMap<&'static str, u64>,
+    /// Of those, the ones that had to wait for the quorum (the rest went at once).
+    reads_waited: u64,
     primary: PrimaryStatus,
     replicas: Vec<Replica>,
 }
@@ -196,6 +204,10 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
             })
             .collect(),
         released: s.released,
+        visibility: s.visibility.to_string(),
+        reads_held: s.reads_parked,
+        reads_released: s.reads_released,
+        reads_waited: s.reads_queued,
         primary: PrimaryStatus {
             address: admin.primary.addr().to_owned(),
             reachable: reachable.is_ok(),

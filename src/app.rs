@@ -251,9 +251,15 @@ impl Proxy {
             "durability.gtid_index_capacity",
             old.durability.gtid_index_capacity != new.durability.gtid_index_capacity,
         );
-        if old.durability != new.durability {
-            info!(?new.durability, "strong sync settings reloaded");
-            self.durability.reconfigure(new.durability);
+        let mut durability = new.durability;
+        if durability.visibility != old.durability.visibility && old.probe.is_none() {
+            // The read barrier needs the probe, which only a restart starts.
+            durability.visibility = old.durability.visibility;
+            needs_restart.push("durability.visibility");
+        }
+        if old.durability != durability {
+            info!(?durability, "strong sync settings reloaded");
+            self.durability.reconfigure(durability);
         }
         // Only what changes live is taken, so a later reload compares against what runs.
         let mut applied = old.clone();

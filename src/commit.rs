@@ -18,6 +18,18 @@ pub struct Commit {
     /// Set if the response may have committed something that neither its GTIDs nor a bound
     /// read after it cover; `gtids` then holds only what was learnt.
     pub unresolved: Option<Unresolved>,
+    /// What waits: a commit's OK, or (`visibility = "quorum"`) a response that only reads.
+    pub kind: WaitKind,
+}
+
+/// What a wait holds back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitKind {
+    /// A response that reported (or may have reported) a commit of its session.
+    Commit,
+    /// A response that reported none, held until the quorum holds every transaction it could
+    /// reveal (`gtids` is the primary's binlog position read after it arrived).
+    Read,
 }
 
 /// Why what a response committed could not be learnt before it had to be released.
@@ -40,6 +52,12 @@ pub enum Unresolved {
     },
     /// The GTIDs are of a kind strong sync does not follow (a MySQL primary).
     NotFollowed,
+    /// `visibility = "quorum"`: the probe could not read the primary's binlog position within
+    /// `ack_timeout`, so what the response may reveal is not known.
+    ReadUnbounded {
+        /// The probe's last error.
+        error: String,
+    },
 }
 
 /// What to do with the held part of a response once the hook is done.
@@ -74,6 +92,10 @@ impl fmt::Display for Unresolved {
                 write!(f, "the primary would not say what the session committed: {error}")
             }
             Unresolved::NotFollowed => f.write_str("GTIDs of a MySQL primary are not followed"),
+            Unresolved::ReadUnbounded { error } => write!(
+                f,
+                "the probe could not read the primary's binlog position to bound the response: {error}"
+            ),
         }
     }
 }

@@ -40,5 +40,5 @@ pub mod tls;
 mod frontend;
 
 pub use app::{Proxy, ProxyBuilder, ShutdownReport, StartError};
-pub use commit::{Commit, CommitHook, Release};
+pub use commit::{Commit, CommitHook, Release, WaitKind};
 pub use config::{Config, ConfigError, Limits, Timeouts, TlsFiles};

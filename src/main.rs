@@ -102,6 +102,12 @@ struct Flags {
     #[arg(long, env = "STRONGSYNC_ACK_NUDGE_AFTER", value_name = "DURATION")]
     ack_nudge_after: Option<String>,
 
+    /// What responses may reveal of transactions their quorum does not hold yet: "commit"
+    /// (anything committed, like semisync AFTER_COMMIT) or "quorum" (nothing: every response
+    /// waits, like AFTER_SYNC; needs a probe account) [default: commit].
+    #[arg(long, env = "STRONGSYNC_VISIBILITY", value_name = "MODE")]
+    visibility: Option<String>,
+
     /// Relay only: commits never wait for replicas (measuring the proxy's own cost).
     #[arg(long, env = "STRONGSYNC_PASSTHROUGH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     passthrough: Option<bool>,
@@ -341,6 +347,7 @@ impl Flags {
                 without_quorum: self.without_quorum.clone(),
                 ack_nudge_after: self.ack_nudge_after.clone(),
                 passthrough: self.passthrough,
+                visibility: self.visibility.clone(),
                 ..DurabilitySettings::default()
             },
             probe: ProbeSettings {

@@ -10,7 +10,7 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::durability::{DurabilityStatus, Outcome, State, WaitObserver, OUTCOMES};
+use crate::durability::{DurabilityStatus, Outcome, State, Visibility, WaitObserver, OUTCOMES};
 use crate::error::MALFORMED_KINDS;
 
 /// Buckets for waits from a fraction of a millisecond to past the default 10 s ACK timeout.
@@ -35,6 +35,16 @@ pub struct Metrics {
     by_outcome: Vec<(Histogram, IntCounter)>,
     /// Gauge: commits parked now.
     pub parked: IntGauge,
+    /// Histogram: seconds the read barrier held a response, by outcome.
+    pub read_wait: HistogramVec,
+    /// Counter: responses the read barrier released, by outcome.
+    pub reads_released: IntCounterVec,
+    /// `read_wait` and `reads_released` of each outcome, in [`OUTCOMES`] order.
+    reads_by_outcome: Vec<(Histogram, IntCounter)>,
+    /// Gauge: responses the read barrier holds now.
+    pub reads_held: IntGauge,
+    /// Gauge: 1 under `visibility = "quorum"` (the read barrier), else 0.
+    pub visibility_quorum: IntGauge,
     /// Histogram: seconds from a flagged event sent to the ACK that covers it, by replica.
     pub ack_latency: HistogramVec,
     /// Counter: ACKs received, by replica.
@@ -115,19 +125,34 @@ impl Metrics {
             "Commits released to their client, by outcome (quorum, timeout, degraded, unresolved, client_gone, shutdown).",
             &["outcome"],
         );
-        let by_outcome = OUTCOMES
-            .iter()
-            .map(|o| {
-                (
-                    commit_wait.with_label_values(&[o.label()]),
-                    commits_released.with_label_values(&[o.label()]),
-                )
-            })
-            .collect();
+        let read_wait = histogram_vec(
+            "strongsync_read_wait_seconds",
+            "Time the read barrier (visibility = quorum) held a response until the quorum held the primary's binlog position read after it, by outcome.",
+            &["outcome"],
+            WAIT_BUCKETS,
+        );
+        let reads_released = counter_vec(
+            "strongsync_reads_released_total",
+            "Responses the read barrier (visibility = quorum) released, by outcome (quorum, timeout, degraded, unresolved, client_gone, shutdown).",
+            &["outcome"],
+        );
+        let by_outcome = per_outcome(&commit_wait, &commits_released);
+        let reads_by_outcome = per_outcome(&read_wait, &reads_released);
         let m = Metrics {
             commit_wait,
             commits_released,
             by_outcome,
+            read_wait,
+            reads_released,
+            reads_by_outcome,
+            reads_held: gauge(
+                "strongsync_reads_held",
+                "Responses the read barrier (visibility = quorum) holds right now.",
+            ),
+            visibility_quorum: gauge(
+                "strongsync_visibility_quorum",
+                "1 when responses wait until the quorum holds what they may reveal (visibility = quorum).",
+            ),
             relayed_to_primary: relayed_bytes.with_label_values(&["client_to_primary"]),
             relayed_to_client: relayed_bytes.with_label_values(&["primary_to_client"]),
             relayed_bytes,
@@ -230,6 +255,10 @@ impl Metrics {
             Box::new(self.commit_wait.clone()),
             Box::new(self.commits_released.clone()),
             Box::new(self.parked.clone()),
+            Box::new(self.read_wait.clone()),
+            Box::new(self.reads_released.clone()),
+            Box::new(self.reads_held.clone()),
+            Box::new(self.visibility_quorum.clone()),
             Box::new(self.ack_latency.clone()),
             Box::new(self.acks.clone()),
             Box::new(self.quorum.clone()),
@@ -278,6 +307,9 @@ impl Metrics {
     /// Brings the state gauges up to date with strong sync's status.
     pub fn refresh(&self, status: &DurabilityStatus) {
         self.parked.set(status.parked as i64);
+        self.reads_held.set(status.reads_parked as i64);
+        self.visibility_quorum
+            .set(i64::from(status.visibility == Visibility::Quorum));
         self.quorum.set(status.quorum as i64);
         self.passthrough.set(i64::from(status.passthrough));
         let degraded = status.state == State::Degraded;
@@ -373,14 +405,11 @@ impl Default for Metrics {
 
 impl WaitObserver for Metrics {
     fn released(&self, outcome: Outcome, waited: Duration) {
-        if let Some((wait, released)) = OUTCOMES
-            .iter()
-            .position(|o| *o == outcome)
-            .and_then(|i| self.by_outcome.get(i))
-        {
-            wait.observe(waited.as_secs_f64());
-            released.inc();
-        }
+        observe(&self.by_outcome, outcome, waited);
+    }
+
+    fn read_released(&self, outcome: Outcome, waited: Duration) {
+        observe(&self.reads_by_outcome, outcome, waited);
     }
 
     fn state_changed(&self, to: State) {
@@ -391,6 +420,26 @@ impl WaitObserver for Metrics {
         self.durability_transitions
             .with_label_values(&[label])
             .inc();
+    }
+}
+
+/// The series of `wait` and `released` for each outcome, in [`OUTCOMES`] order.
+fn per_outcome(wait: &HistogramVec, released: &IntCounterVec) -> Vec<(Histogram, IntCounter)> {
+    OUTCOMES
+        .iter()
+        .map(|o| {
+            (
+                wait.with_label_values(&[o.label()]),
+                released.with_label_values(&[o.label()]),
+            )
+        })
+        .collect()
+}
+
+fn observe(series: &[(Histogram, IntCounter)], outcome: Outcome, waited: Duration) {
+    if let Some((wait, released)) = series.get(outcome.index()) {
+        wait.observe(waited.as_secs_f64());
+        released.inc();
     }
 }
 

@@ -1,35 +1,69 @@
 //! The probe: strongsync's own connection to the primary, for one question — how far the
 //! primary's binlog reaches (`@@global.gtid_binlog_pos`). MariaDB writes a transaction to its
 //! binlog before the statement's response leaves, so that position, read after a response
-//! arrived, bounds everything the response may have committed. Sessions ask it for the rare
-//! response that must go to the client before the session's own connection can be asked what
-//! it committed (a `LOAD DATA LOCAL INFILE` request, more than `max_held_response_bytes` held),
-//! or when that connection cannot answer. The account needs no privilege; its password is
-//! never logged.
+//! arrived, bounds everything the response may have committed or revealed. Sessions ask it for
+//! every response under `visibility = "quorum"`, and otherwise for the rare response that must
+//! go to the client before the session's own connection can be asked what it committed (a
+//! `LOAD DATA LOCAL INFILE` request, more than `max_held_response_bytes` held), or when that
+//! connection cannot answer. The account needs no privilege; its password is never logged.
+//!
+//! Questions are batched in rounds, as Raft's ReadIndex batches reads: one reading serves
+//! every caller that asked before it was sent, and callers who ask while a reading is on its
+//! way are served by the next one, sent as soon as that one is back. One reading is in flight
+//! at a time, so the primary sees at most one probe query per round trip, however many
+//! sessions ask.
 
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder};
 use strongsync_proto::ProtoError;
 use thiserror::Error;
-use tokio::sync::Mutex;
+use tokio::sync::{watch, Notify};
+use tracing::debug;
 
 use crate::config::ProbeAccount;
 use crate::durability::GtidPosition;
 
-/// The probe.
+/// What one reading found: the binlog position, or why there is none.
+pub type Reading = Result<Arc<GtidPosition>, Arc<ProbeError>>;
+
+/// The probe. Dropping it ends its task.
 pub struct Probe {
+    rounds: Arc<Rounds>,
+    /// Wakes the task: a caller is waiting for the next round (or the probe is gone).
+    wake: Arc<Notify>,
+    user: String,
+}
+
+/// The rounds of readings, shared by callers and the task that sends them.
+struct Rounds {
     opts: Opts,
     timeout: Duration,
-    /// The connection, opened on first use and again after a failure. Callers take turns: each
-    /// needs a position read after its own response arrived.
-    conn: Mutex<Option<Conn>>,
+    next: Mutex<NextRound>,
+    /// The last round done, with what it found.
+    done: watch::Sender<Done>,
+}
+
+/// The round the next reading will be, and whether anyone waits for it.
+struct NextRound {
+    number: u64,
+    wanted: bool,
+}
+
+#[derive(Clone)]
+struct Done {
+    round: u64,
+    reading: Reading,
 }
 
 /// Why the probe could not say.
 #[derive(Debug, Error)]
 pub enum ProbeError {
+    /// No probe account is configured.
+    #[error("no [probe] account is configured")]
+    NotConfigured,
     /// Connecting or asking took longer than allowed.
     #[error("no answer within {0:?}")]
     TimedOut(Duration),
@@ -49,8 +83,8 @@ pub enum ProbeError {
 // === impl Probe ===
 
 impl Probe {
-    /// A probe of `primary` (`host:port` or a Unix socket's path) as `account`; each question
-    /// (connecting included) may take `timeout`.
+    /// A probe of `primary` (`host:port` or a Unix socket's path) as `account`; each reading
+    /// (connecting included) may take `timeout`. Starts its task on the current runtime.
     pub fn new(primary: &str, account: &ProbeAccount, timeout: Duration) -> Probe {
         let builder = OptsBuilder::default()
             .user(Some(account.user.clone()))
@@ -65,49 +99,130 @@ impl Probe {
                 .ip_or_hostname(host.trim_start_matches('[').trim_end_matches(']'))
                 .tcp_port(port.parse().unwrap_or(3306))
         };
-        Probe {
+        let (done, _) = watch::channel(Done {
+            round: 0,
+            reading: Err(Arc::new(ProbeError::TimedOut(Duration::ZERO))),
+        });
+        let rounds = Arc::new(Rounds {
             opts: builder.into(),
             timeout,
-            conn: Mutex::new(None),
+            next: Mutex::new(NextRound {
+                number: 1,
+                wanted: false,
+            }),
+            done,
+        });
+        let wake = Arc::new(Notify::new());
+        tokio::spawn(send_rounds(Arc::downgrade(&rounds), Arc::clone(&wake)));
+        Probe {
+            rounds,
+            wake,
+            user: account.user.clone(),
         }
     }
 
-    /// The primary's binlog position now: per replication domain, the newest GTID written.
+    /// The primary's binlog position, read after this call began: per replication domain, the
+    /// newest GTID written.
     ///
     /// # Errors
     /// [`ProbeError`] if the primary could not be asked in time or answered nonsense; the
-    /// connection is opened again next time.
-    pub async fn binlog_position(&self) -> Result<GtidPosition, ProbeError> {
-        let mut slot = self.conn.lock().await;
-        let asked = tokio::time::timeout(self.timeout, async {
-            if slot.is_none() {
-                *slot = Some(Conn::new(self.opts.clone()).await?);
-            }
-            let conn = slot.as_mut().expect("just opened");
-            let value: Option<String> = conn.query_first("SELECT @@global.gtid_binlog_pos").await?;
-            Ok::<_, mysql_async::Error>(value.unwrap_or_default())
-        })
-        .await;
-        let value = match asked {
-            Ok(Ok(value)) => value,
-            Ok(Err(error)) => {
-                *slot = None;
-                return Err(error.into());
-            }
-            Err(_) => {
-                *slot = None;
-                return Err(ProbeError::TimedOut(self.timeout));
-            }
+    /// connection is opened again for the next round.
+    pub async fn binlog_position(&self) -> Reading {
+        let round = {
+            let mut next = self.rounds.lock();
+            next.wanted = true;
+            next.number
         };
-        GtidPosition::parse(value.as_bytes())
-            .map_err(|source| ProbeError::Unreadable { value, source })
+        self.wake.notify_one();
+        let mut done = self.rounds.done.subscribe();
+        let reading = match done.wait_for(|d| d.round >= round).await {
+            Ok(done) => done.reading.clone(),
+            // The sender lives in `rounds`, which this probe holds.
+            Err(_) => unreachable!("the probe's rounds outlive its callers"),
+        };
+        reading
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        // The task holds only a weak reference: woken, it finds the rounds gone and ends.
+        self.wake.notify_one();
     }
 }
 
 impl std::fmt::Debug for Probe {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Probe")
-            .field("user", &self.opts.user())
+            .field("user", &self.user)
             .finish_non_exhaustive()
+    }
+}
+
+// === impl Rounds ===
+
+impl Rounds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, NextRound> {
+        self.next.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Claims the next round if anyone waits for it.
+    fn claim(&self) -> Option<u64> {
+        let mut next = self.lock();
+        if !next.wanted {
+            return None;
+        }
+        next.wanted = false;
+        next.number += 1;
+        Some(next.number - 1)
+    }
+
+    /// One reading on `conn` (opened if there is none; dropped after a failure).
+    async fn read(&self, conn: &mut Option<Conn>) -> Reading {
+        let asked = tokio::time::timeout(self.timeout, async {
+            if conn.is_none() {
+                *conn = Some(Conn::new(self.opts.clone()).await?);
+            }
+            let open = conn.as_mut().expect("just opened");
+            let value: Option<String> = open.query_first("SELECT @@global.gtid_binlog_pos").await?;
+            Ok::<_, mysql_async::Error>(value.unwrap_or_default())
+        })
+        .await;
+        let value = match asked {
+            Ok(Ok(value)) => value,
+            Ok(Err(error)) => {
+                *conn = None;
+                return Err(Arc::new(error.into()));
+            }
+            Err(_) => {
+                *conn = None;
+                return Err(Arc::new(ProbeError::TimedOut(self.timeout)));
+            }
+        };
+        GtidPosition::parse(value.as_bytes())
+            .map(Arc::new)
+            .map_err(|source| Arc::new(ProbeError::Unreadable { value, source }))
+    }
+}
+
+/// The probe's task: while anyone waits, sends the next round's reading (after the callers of
+/// that round asked) and publishes it.
+async fn send_rounds(rounds: Weak<Rounds>, wake: Arc<Notify>) {
+    let mut conn = None;
+    loop {
+        wake.notified().await;
+        let Some(rounds) = rounds.upgrade() else {
+            break;
+        };
+        while let Some(round) = rounds.claim() {
+            let reading = rounds.read(&mut conn).await;
+            if let Err(error) = &reading {
+                debug!(%error, round, "probe reading failed");
+            }
+            rounds.done.send_replace(Done { round, reading });
+        }
+    }
+    if let Some(conn) = conn {
+        let _ = conn.disconnect().await;
     }
 }

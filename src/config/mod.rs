@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::durability::DurabilityConfig;
+use crate::durability::{DurabilityConfig, Visibility};
 
 /// Everything the proxy needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,6 +205,12 @@ impl Config {
             return invalid(
                 "durability.quorum",
                 "must be between 1 and 64 (to relay without waiting, set durability.passthrough)",
+            );
+        }
+        if d.visibility == Visibility::Quorum && self.probe.is_none() {
+            return invalid(
+                "durability.visibility",
+                "\"quorum\" bounds responses by the primary's binlog position, read on strongsync's own connection: configure a [probe] account",
             );
         }
         if d.gtid_index_capacity == 0 {

@@ -138,6 +138,9 @@ pub struct DurabilitySettings {
     /// Relay only, never wait.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passthrough: Option<bool>,
+    /// `commit` or `quorum`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visibility: Option<String>,
 }
 
 // === impl Settings ===
@@ -220,6 +223,7 @@ impl Settings {
                     o.durability.gtid_index_capacity,
                 ),
                 passthrough: pick(b.durability.passthrough, o.durability.passthrough),
+                visibility: pick(b.durability.visibility, o.durability.visibility),
             },
         }
     }
@@ -321,6 +325,9 @@ impl Settings {
         if let Some(v) = d.passthrough {
             c.durability.passthrough = v;
         }
+        if let Some(v) = &d.visibility {
+            c.durability.visibility = parse("durability.visibility", v)?;
+        }
         c.probe = self.probe.resolve()?;
         c.validate()?;
         Ok(c)
@@ -360,6 +367,7 @@ impl Settings {
                 ack_nudge_after: Some(show(d.ack_nudge_after)),
                 gtid_index_capacity: Some(d.gtid_index_capacity as i64),
                 passthrough: Some(d.passthrough),
+                visibility: Some(d.visibility.to_string()),
             },
             // A password is shown by the file it came from, never itself.
             probe: config

@@ -38,13 +38,14 @@ use strongsync_proto::position::Position;
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::commit::{Commit, CommitHook, Release};
+use crate::commit::{Commit, CommitHook, Release, WaitKind};
 pub use coverage::StreamCoverage;
 pub use degraded::{DomainRange, ReleasedWithoutQuorum};
 pub use held::GtidPosition;
 use index::{GtidIndex, Lookup};
 pub use policy::{
-    DurabilityConfig, NotAcknowledged, OnTimeout, Outcome, State, WithoutQuorum, OUTCOMES,
+    DurabilityConfig, NotAcknowledged, OnTimeout, Outcome, State, Visibility, WithoutQuorum,
+    OUTCOMES,
 };
 use registry::{Holders, Registry};
 pub use replica::{AckError, ReplicaHandle};
@@ -60,6 +61,10 @@ pub trait WaitObserver: Send + Sync + 'static {
     /// A parked commit was released (or abandoned) after waiting `waited`.
     fn released(&self, outcome: Outcome, waited: Duration);
 
+    /// A response held by the read barrier was released (or abandoned) after waiting
+    /// `waited`.
+    fn read_released(&self, _outcome: Outcome, _waited: Duration) {}
+
     /// The durability state changed to `to`.
     fn state_changed(&self, _to: State) {}
 }
@@ -70,8 +75,17 @@ pub struct Durability {
     config: RwLock<DurabilityConfig>,
     /// `config.passthrough`, read by every commit before anything else.
     passthrough: AtomicBool,
+    /// Responses wait for the quorum to hold what they may reveal (`visibility = "quorum"`,
+    /// not passthrough), read by every response.
+    reads_wait: AtomicBool,
     inner: Mutex<Inner>,
     parked: AtomicUsize,
+    /// Responses held by the read barrier now.
+    reads_parked: AtomicUsize,
+    /// Responses the read barrier had to queue (the quorum did not hold their bound at once).
+    reads_queued: AtomicU64,
+    /// Responses the read barrier released, by how.
+    reads_released: [AtomicU64; OUTCOMES.len()],
     /// Parked commits past their `ack_timeout` that `block` keeps waiting.
     overdue: AtomicUsize,
     released: [AtomicU64; OUTCOMES.len()],
@@ -130,6 +144,7 @@ impl Durability {
         Arc::new(Durability {
             config: RwLock::new(config),
             passthrough: AtomicBool::new(config.passthrough),
+            reads_wait: AtomicBool::new(config.reads_wait()),
             inner: Mutex::new(Inner {
                 config,
                 registry: Registry::default(),
@@ -144,6 +159,9 @@ impl Durability {
                 observer: observer.clone(),
             }),
             parked: AtomicUsize::new(0),
+            reads_parked: AtomicUsize::new(0),
+            reads_queued: AtomicU64::new(0),
+            reads_released: Default::default(),
             overdue: AtomicUsize::new(0),
             released: Default::default(),
             shutting_down: AtomicBool::new(false),
@@ -176,12 +194,19 @@ impl Durability {
         };
         self.passthrough
             .store(config.passthrough, Ordering::Relaxed);
+        self.reads_wait
+            .store(config.reads_wait(), Ordering::Relaxed);
         waking(|woken| {
             let mut inner = self.lock();
             inner.config = config;
             inner.positions_changed(woken);
             inner.waiters.all(woken);
         });
+    }
+
+    /// Whether every response waits for the quorum to hold what it may reveal.
+    pub fn reads_wait(&self) -> bool {
+        self.reads_wait.load(Ordering::Relaxed)
     }
 
     /// From now on, commits abandoned while parked count as released by shutdown.
@@ -251,10 +276,20 @@ impl Durability {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn count(&self, outcome: Outcome, waited: Duration) {
-        self.released[outcome.index()].fetch_add(1, Ordering::Relaxed);
-        if let Some(observer) = &self.observer {
-            observer.released(outcome, waited);
+    fn count(&self, kind: WaitKind, outcome: Outcome, waited: Duration) {
+        match kind {
+            WaitKind::Commit => {
+                self.released[outcome.index()].fetch_add(1, Ordering::Relaxed);
+                if let Some(observer) = &self.observer {
+                    observer.released(outcome, waited);
+                }
+            }
+            WaitKind::Read => {
+                self.reads_released[outcome.index()].fetch_add(1, Ordering::Relaxed);
+                if let Some(observer) = &self.observer {
+                    observer.read_released(outcome, waited);
+                }
+            }
         }
     }
 }

@@ -30,6 +30,20 @@ pub struct DurabilityConfig {
     /// Most transactions whose end position is remembered exactly (older ones are remembered
     /// as a bound per replication domain). Default 100,000.
     pub gtid_index_capacity: usize,
+    /// What other sessions may see of a transaction before its quorum holds it. Default
+    /// `commit`.
+    pub visibility: Visibility,
+}
+
+/// What a response may reveal of transactions the quorum does not hold yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visibility {
+    /// Anything the primary committed (like semisync `AFTER_COMMIT`): only the committing
+    /// client waits.
+    Commit,
+    /// Nothing: every response is held until the quorum holds every transaction it could
+    /// reveal (like semisync `AFTER_SYNC`, without holding locks or server threads).
+    Quorum,
 }
 
 /// What happens to a commit that waited `ack_timeout` without its quorum.
@@ -93,7 +107,6 @@ pub const OUTCOMES: [Outcome; 6] = [
 /// A commit released without its quorum, with an error for its client: `on_timeout = error`,
 /// or the proxy shutting down with the commit still parked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}transaction {gtids} committed on the primary but was not acknowledged by {quorum} replica(s) within {waited:?}; it may be lost if the primary fails", if *.shutdown { "proxy shutting down: " } else { "" })]
 pub struct NotAcknowledged {
     /// The GTIDs, comma-separated.
     pub gtids: String,
@@ -103,6 +116,37 @@ pub struct NotAcknowledged {
     pub waited: Duration,
     /// Released because the proxy is shutting down (not by the timeout policy).
     pub shutdown: bool,
+    /// A response held by the read barrier, not a commit of the client's.
+    pub read: bool,
+}
+
+impl fmt::Display for NotAcknowledged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let NotAcknowledged {
+            gtids,
+            quorum,
+            waited,
+            shutdown,
+            read,
+        } = self;
+        if *shutdown {
+            f.write_str("proxy shutting down: ")?;
+        }
+        if *read {
+            write!(f, "response withheld: it may reveal transaction(s) {gtids}, which {quorum} replica(s) did not acknowledge within {waited:?}; the statement itself ran on the primary (roll back a transaction it is part of)")
+        } else {
+            write!(f, "transaction {gtids} committed on the primary but was not acknowledged by {quorum} replica(s) within {waited:?}; it may be lost if the primary fails")
+        }
+    }
+}
+
+// === impl DurabilityConfig ===
+
+impl DurabilityConfig {
+    /// Whether responses wait for the quorum to hold what they may reveal.
+    pub fn reads_wait(&self) -> bool {
+        self.visibility == Visibility::Quorum && !self.passthrough
+    }
 }
 
 // === impl Outcome ===
@@ -121,7 +165,7 @@ impl Outcome {
     }
 
     /// Its place in [`OUTCOMES`].
-    pub(super) fn index(self) -> usize {
+    pub fn index(self) -> usize {
         OUTCOMES.iter().position(|o| *o == self).unwrap_or(0)
     }
 }
@@ -156,6 +200,27 @@ impl fmt::Display for WithoutQuorum {
             WithoutQuorum::Wait => "wait",
             WithoutQuorum::Immediate => "immediate",
         })
+    }
+}
+
+impl fmt::Display for Visibility {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Visibility::Commit => "commit",
+            Visibility::Quorum => "quorum",
+        })
+    }
+}
+
+impl FromStr for Visibility {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "commit" => Ok(Visibility::Commit),
+            "quorum" => Ok(Visibility::Quorum),
+            other => Err(format!("expected commit or quorum, got {other:?}")),
+        }
     }
 }
 
@@ -194,6 +259,7 @@ impl Default for DurabilityConfig {
             ack_nudge_after: Duration::from_secs(1),
             gtid_index_capacity: 100_000,
             passthrough: false,
+            visibility: Visibility::Commit,
         }
     }
 }

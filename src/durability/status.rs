@@ -9,7 +9,9 @@ use std::time::Duration;
 use strongsync_proto::position::Position;
 use tokio::time::Instant;
 
-use super::{Durability, DurableState, GtidPosition, ReleasedWithoutQuorum, State, OUTCOMES};
+use super::{
+    Durability, DurableState, GtidPosition, ReleasedWithoutQuorum, State, Visibility, OUTCOMES,
+};
 
 /// The snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +38,14 @@ pub struct DurabilityStatus {
     pub degraded_total: Duration,
     /// Commits released so far, by how.
     pub released: BTreeMap<&'static str, u64>,
+    /// What responses may reveal (`visibility`).
+    pub visibility: Visibility,
+    /// Responses the read barrier holds right now.
+    pub reads_parked: usize,
+    /// Responses the read barrier released so far, by how.
+    pub reads_released: BTreeMap<&'static str, u64>,
+    /// Of those, the ones that had to wait: the quorum did not hold their bound yet.
+    pub reads_queued: u64,
     /// Replicas that disconnected, as last known (the most recent ones), by `server_id`.
     pub departed: Vec<ReplicaStatus>,
     /// The newest GTID per domain whose commit was acknowledged to its client with its
@@ -160,6 +170,14 @@ impl Durability {
             released: OUTCOMES
                 .iter()
                 .zip(&self.released)
+                .map(|(o, n)| (o.label(), n.load(Ordering::Relaxed)))
+                .collect(),
+            visibility: config.visibility,
+            reads_parked: self.reads_parked.load(Ordering::Relaxed),
+            reads_queued: self.reads_queued.load(Ordering::Relaxed),
+            reads_released: OUTCOMES
+                .iter()
+                .zip(&self.reads_released)
                 .map(|(o, n)| (o.label(), n.load(Ordering::Relaxed)))
                 .collect(),
             departed,

@@ -21,6 +21,7 @@ fn commit(seqs: &[u64]) -> Commit {
         connection_id: 1,
         gtids: seqs.iter().map(|&s| Gtid::Maria(gtid(s))).collect(),
         unresolved: None,
+        kind: crate::commit::WaitKind::Commit,
     }
 }
 
@@ -238,6 +239,7 @@ async fn passthrough_never_waits_and_unknown_gtids_are_not_waited_for() {
         connection_id: 1,
         gtids: vec![],
         unresolved: Some(crate::commit::Unresolved::HiddenBeforeInfile),
+        kind: crate::commit::WaitKind::Commit,
     };
     assert_eq!(Arc::clone(&d).wait(unresolved).await, Release::Proceed);
     assert_eq!(d.status().released["unresolved"], 1);
@@ -527,6 +529,7 @@ fn commit_of(gtids: &[MariaGtid]) -> Commit {
         connection_id: 1,
         gtids: gtids.iter().map(|g| Gtid::Maria(*g)).collect(),
         unresolved: None,
+        kind: crate::commit::WaitKind::Commit,
     }
 }
 
@@ -671,6 +674,7 @@ async fn an_unresolved_commit_waits_for_what_was_learnt_and_is_counted_and_liste
         connection_id: 42,
         gtids: vec![Gtid::Maria(gtid(3))],
         unresolved: Some(crate::commit::Unresolved::HeldPastLimit { limit: 10 }),
+        kind: crate::commit::WaitKind::Commit,
     };
     let waiting = park(&d, partly_known).await;
     settle().await;

@@ -22,7 +22,7 @@ use super::{
     Durability, DurabilityConfig, DurableState, Inner, NotAcknowledged, OnTimeout, Outcome, Plan,
     WithoutQuorum,
 };
-use crate::commit::{Commit, Release, Unresolved};
+use crate::commit::{Commit, Release, Unresolved, WaitKind};
 
 /// What a look at the shared state decided.
 enum Look {
@@ -46,6 +46,7 @@ enum Step {
 struct Park<'a> {
     durability: &'a Durability,
     gtids: &'a [MariaGtid],
+    kind: WaitKind,
     slot: Option<usize>,
     /// The settings of the last look.
     config: DurabilityConfig,
@@ -55,7 +56,10 @@ struct Park<'a> {
 /// past its timeout), and as abandoned if its future is dropped before it was released.
 struct Parked<'a> {
     durability: &'a Durability,
+    kind: WaitKind,
     since: Instant,
+    /// It had to wait in the queue (the quorum did not hold it at the first look).
+    queued: std::sync::atomic::AtomicBool,
     overdue: bool,
     done: bool,
 }
@@ -80,7 +84,7 @@ impl Durability {
             .unresolved
             .clone()
             .or_else(|| (gtids.len() < commit.gtids.len()).then_some(Unresolved::NotFollowed));
-        let mut parked = Parked::new(&self);
+        let mut parked = Parked::new(&self, commit.kind);
         let (outcome, release) = self.decide(&gtids, &mut parked).await;
         // What was learnt was waited for; the rest could not be.
         let outcome = match (&unresolved, outcome) {
@@ -89,7 +93,7 @@ impl Durability {
         };
         parked.done = true;
         let waited = parked.since.elapsed();
-        self.count(outcome, waited);
+        self.count(commit.kind, outcome, waited);
         if let Some(reason) = unresolved {
             let listed = list(&gtids);
             warn!(connection_id = commit.connection_id, %reason, gtids = %listed, ?waited, "commit released without knowing everything it committed");
@@ -100,7 +104,7 @@ impl Durability {
                 at: Instant::now(),
             });
         } else if outcome != Outcome::Quorum {
-            debug!(connection_id = commit.connection_id, gtids = %list(&gtids), ?waited, outcome = outcome.label(), "commit released without quorum");
+            debug!(connection_id = commit.connection_id, kind = ?commit.kind, gtids = %list(&gtids), ?waited, outcome = outcome.label(), "released without quorum");
         }
         release
     }
@@ -109,6 +113,7 @@ impl Durability {
         let mut park = Park {
             durability: self,
             gtids,
+            kind: parked.kind,
             slot: None,
             config: DurabilityConfig::default(),
         };
@@ -133,6 +138,7 @@ impl Durability {
         &self,
         inner: &mut Inner,
         gtids: &[MariaGtid],
+        kind: WaitKind,
         waker: &std::task::Waker,
     ) -> (Look, DurabilityConfig) {
         let config = inner.config;
@@ -142,6 +148,7 @@ impl Durability {
                 quorum: config.quorum,
                 waited: Duration::ZERO,
                 shutdown: true,
+                read: kind == WaitKind::Read,
             };
             return (
                 Look::Released(Outcome::Shutdown, Release::Fail(error)),
@@ -149,11 +156,15 @@ impl Durability {
             );
         }
         if let DurableState::Degraded { released, .. } = &mut inner.state {
-            released.record(gtids);
+            // A read acknowledges nothing: it only goes with what DEGRADED released.
+            if kind == WaitKind::Commit {
+                released.record(gtids);
+            }
             return (Look::Released(Outcome::Degraded, Release::Proceed), config);
         }
-        if config.passthrough {
-            // Switched to relaying only while this commit was parked: it stops waiting too.
+        if config.passthrough || (kind == WaitKind::Read && !config.reads_wait()) {
+            // Switched to relaying only (or, for a read, to `visibility = "commit"`) while
+            // this wait was parked: it stops waiting too.
             return (Look::Released(Outcome::Degraded, Release::Proceed), config);
         }
         let k = config.quorum;
@@ -197,8 +208,12 @@ impl Durability {
             OnTimeout::Degrade => {
                 waking(|woken| {
                     let mut inner = self.lock();
+                    let what = match parked.kind {
+                        WaitKind::Commit => "commit",
+                        WaitKind::Read => "a response bounded by",
+                    };
                     let reason = format!(
-                        "commit {} did not reach its quorum of {} within {:?} ({} semisync replica(s) connected)",
+                        "{what} {} did not reach its quorum of {} within {:?} ({} semisync replica(s) connected)",
                         list(gtids),
                         config.quorum,
                         waited,
@@ -206,7 +221,9 @@ impl Durability {
                     );
                     inner.degrade(&reason, woken);
                     if let DurableState::Degraded { released, .. } = &mut inner.state {
-                        released.record(gtids);
+                        if parked.kind == WaitKind::Commit {
+                            released.record(gtids);
+                        }
                     }
                 });
                 Some((Outcome::Timeout, Release::Proceed))
@@ -217,6 +234,7 @@ impl Durability {
                     quorum: config.quorum,
                     waited,
                     shutdown: false,
+                    read: parked.kind == WaitKind::Read,
                 };
                 Some((Outcome::Timeout, Release::Fail(error)))
             }
@@ -230,6 +248,16 @@ fn list(gtids: &[MariaGtid]) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(",")
+}
+
+impl Durability {
+    /// The count of waits of `kind` parked now.
+    fn parked_of(&self, kind: WaitKind) -> &std::sync::atomic::AtomicUsize {
+        match kind {
+            WaitKind::Commit => &self.parked,
+            WaitKind::Read => &self.reads_parked,
+        }
+    }
 }
 
 // === impl Park ===
@@ -260,14 +288,19 @@ impl Park<'_> {
                 },
             };
             if look {
-                let (look, config) = self.durability.look(&mut inner, self.gtids, cx.waker());
+                let (look, config) =
+                    self.durability
+                        .look(&mut inner, self.gtids, self.kind, cx.waker());
                 self.config = config;
                 match look {
                     Look::Released(outcome, release) => {
                         return Poll::Ready(Step::Released(outcome, release))
                     }
                     Look::NoQuorum => return Poll::Ready(Step::TimedOut),
-                    Look::Parked(slot) => self.slot = Some(slot),
+                    Look::Parked(slot) => {
+                        self.slot = Some(slot);
+                        parked.queued.store(true, Ordering::Relaxed);
+                    }
                 }
             }
             look
@@ -303,11 +336,13 @@ impl Drop for Park<'_> {
 // === impl Parked ===
 
 impl<'a> Parked<'a> {
-    fn new(durability: &'a Durability) -> Self {
-        durability.parked.fetch_add(1, Ordering::Relaxed);
+    fn new(durability: &'a Durability, kind: WaitKind) -> Self {
+        durability.parked_of(kind).fetch_add(1, Ordering::Relaxed);
         Parked {
             durability,
+            kind,
             since: Instant::now(),
+            queued: std::sync::atomic::AtomicBool::new(false),
             overdue: false,
             done: false,
         }
@@ -317,7 +352,10 @@ impl<'a> Parked<'a> {
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
         let d = self.durability;
-        d.parked.fetch_sub(1, Ordering::Relaxed);
+        d.parked_of(self.kind).fetch_sub(1, Ordering::Relaxed);
+        if self.kind == WaitKind::Read && self.queued.load(Ordering::Relaxed) {
+            d.reads_queued.fetch_add(1, Ordering::Relaxed);
+        }
         if self.overdue {
             d.overdue.fetch_sub(1, Ordering::Relaxed);
         }
@@ -327,7 +365,7 @@ impl Drop for Parked<'_> {
             } else {
                 Outcome::ClientGone
             };
-            d.count(outcome, self.since.elapsed());
+            d.count(self.kind, outcome, self.since.elapsed());
         }
     }
 }

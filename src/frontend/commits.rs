@@ -1,11 +1,12 @@
 //! What one response reported about commits, and which part of it the session holds back
-//! until strong sync lets it go: from the packet that brought news, or from the packet after
-//! which the session must be checked (see [`super::tracking`]).
+//! until strong sync lets it go: from the packet that brought news, from the packet after
+//! which the session must be checked (see [`super::tracking`]), or — under the read barrier
+//! (`visibility = "quorum"`) — from the first packet not yet released.
 
 use strongsync_proto::gtid::Gtid;
 
 use super::tracking::CheckReason;
-use crate::commit::{Commit, Unresolved};
+use crate::commit::{Commit, Unresolved, WaitKind};
 use crate::durability::GtidPosition;
 
 /// What one response reported about commits, and which part of it is held for them.
@@ -17,6 +18,10 @@ pub(super) struct ResponseCommits {
     pub check: Option<CheckReason>,
     /// Until that check, nothing more is released.
     pub holding: bool,
+    /// The read barrier: every release waits for a bound read after what it releases.
+    pub barrier: bool,
+    /// Something of the session's own commits is among the news (else the news is a bound).
+    own: bool,
     /// The packet the held part starts with (the first that reported news).
     hold: Option<Mark>,
     /// The last packet queued for the client.
@@ -35,6 +40,14 @@ pub(super) struct Mark {
 // === impl ResponseCommits ===
 
 impl ResponseCommits {
+    /// Nothing reported yet; `barrier`: every release waits for a bound read after it.
+    pub(super) fn new(barrier: bool) -> Self {
+        ResponseCommits {
+            barrier,
+            ..ResponseCommits::default()
+        }
+    }
+
     /// The response must be checked once it is over; from now on it is held until then.
     pub(super) fn need_check(&mut self, reason: CheckReason) {
         self.check.get_or_insert(reason);
@@ -45,6 +58,12 @@ impl ResponseCommits {
     /// is released as unresolved.
     pub(super) fn give_up(&mut self, reason: Unresolved) {
         self.holding = false;
+        self.own = true;
+        self.unresolved.get_or_insert(reason);
+    }
+
+    /// The read barrier could not bound what is held: it goes as unresolved.
+    pub(super) fn unbounded(&mut self, reason: Unresolved) {
         self.unresolved.get_or_insert(reason);
     }
 
@@ -52,11 +71,18 @@ impl ResponseCommits {
     /// GTID of it is waited for.
     pub(super) fn bounded(&mut self, bound: &GtidPosition) {
         self.holding = false;
+        self.own = true;
+        self.gtids.extend(bound.gtids().map(|g| Gtid::Maria(*g)));
+    }
+
+    /// Under the read barrier, what is queued may reveal every transaction `bound` holds.
+    pub(super) fn bounded_read(&mut self, bound: &GtidPosition) {
         self.gtids.extend(bound.gtids().map(|g| Gtid::Maria(*g)));
     }
 
     /// The response reported a commit of `gtid`.
     pub(super) fn reported(&mut self, gtid: Gtid) {
+        self.own = true;
         self.gtids.push(gtid);
     }
 
@@ -73,17 +99,30 @@ impl ResponseCommits {
     /// If there is news (or the response is held) and nothing is held yet, holds from the
     /// last packet queued: the one that brought it.
     pub(super) fn hold_if_news(&mut self) {
-        if self.hold.is_none() && (self.has_news() || self.holding) {
+        if self.hold.is_none() && (self.has_news() || self.holding || self.barrier) {
             self.hold = self.last;
+        }
+    }
+
+    /// What was queued has been written: nothing is held any more.
+    pub(super) fn flushed(&mut self) {
+        if !self.holding {
+            self.hold = None;
         }
     }
 
     /// Takes what has been reported so far, with the packet the held part starts at.
     pub(super) fn take(&mut self, connection_id: u32) -> (Commit, Option<Mark>) {
+        let kind = if std::mem::take(&mut self.own) {
+            WaitKind::Commit
+        } else {
+            WaitKind::Read
+        };
         let commit = Commit {
             connection_id,
             gtids: std::mem::take(&mut self.gtids),
             unresolved: self.unresolved.take(),
+            kind,
         };
         (commit, self.hold.take())
     }

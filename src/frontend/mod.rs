@@ -1,6 +1,7 @@
 //! The SQL port: accepts client connections and runs one session per client, each with its
 //! own connection to the primary.
 
+mod barrier;
 mod commits;
 mod listener;
 mod login;

@@ -9,7 +9,7 @@ use strongsync_proto::packet::Packet;
 use strongsync_proto::response::{PacketKind, ResponseReader};
 
 use super::commits::{Mark, ResponseCommits};
-use super::session::{Phase, Session, CLIENT_READ_AHEAD, FLUSH_AT};
+use super::session::{Phase, Session, CLIENT_READ_AHEAD, FLUSH_AT, READ_HOLD_CHUNK};
 use super::tracking::CheckReason;
 use crate::commit::{Release, Unresolved};
 use crate::error::Error;
@@ -25,7 +25,8 @@ impl Session {
         &mut self,
         mut reader: ResponseReader,
     ) -> Result<Phase, Error> {
-        let mut commits = ResponseCommits::default();
+        let barrier = self.shared.durability.reads_wait() && !self.reveals_nothing;
+        let mut commits = ResponseCommits::new(barrier);
         let check_every = self.tracking.checks_every_response();
         loop {
             if reader.awaits_client() {
@@ -34,7 +35,7 @@ impl Session {
                 continue;
             }
             if !self.primary.has_buffered_packet() || self.client.pending_write() >= FLUSH_AT {
-                self.release(&mut commits).await?;
+                self.release(&mut commits, false).await?;
             }
             let packet = self.next_primary_packet().await?;
             self.primary_seq
@@ -79,7 +80,7 @@ impl Session {
             commits.hold_if_news();
         }
         debug_assert!(!commits.holding, "a finished response is never held back");
-        self.release(&mut commits).await?;
+        self.release(&mut commits, true).await?;
         Ok(if self.tracking.reset {
             Phase::TrackingSetup
         } else {
@@ -141,8 +142,10 @@ impl Session {
     /// commit failed its quorum, replaces it with that error and drops the rest of the
     /// response. While the response is held for a check nothing is released, up to the
     /// configured bound; past it what is held goes, bounded by the probe or else released as
-    /// unresolved.
-    async fn release(&mut self, commits: &mut ResponseCommits) -> Result<(), Error> {
+    /// unresolved. Under the read barrier, what is queued goes once the response is `done`
+    /// (or [`READ_HOLD_CHUNK`] has gathered), after the quorum holds the binlog position read
+    /// after it arrived.
+    async fn release(&mut self, commits: &mut ResponseCommits, done: bool) -> Result<(), Error> {
         if commits.holding {
             let limit = self.shared.config.limits.max_held_response_bytes;
             if self.client.pending_write() <= limit {
@@ -150,6 +153,13 @@ impl Session {
             }
             self.bound_or_give_up(commits, Unresolved::HeldPastLimit { limit })
                 .await?;
+        }
+        if commits.barrier && !commits.discard && self.client.pending_write() > 0 {
+            let chunk = READ_HOLD_CHUNK.min(self.shared.config.limits.max_held_response_bytes);
+            if !done && self.client.pending_write() < chunk {
+                return Ok(());
+            }
+            self.bound_read(commits).await?;
         }
         if commits.has_news() {
             let (commit, hold) = commits.take(self.connection_id);
@@ -163,7 +173,9 @@ impl Session {
                 }
             }
         }
-        self.flush_client().await
+        self.flush_client().await?;
+        commits.flushed();
+        Ok(())
     }
 
     /// Replaces the held part of the response with the ERR packet for `error`.
@@ -225,7 +237,7 @@ impl Session {
             self.bound_or_give_up(commits, Unresolved::HiddenBeforeInfile)
                 .await?;
         }
-        self.release(commits).await?;
+        self.release(commits, true).await?;
         if commits.discard {
             self.primary.write_packet(self.primary_seq.advance(), &[]);
             return self.flush_primary().await;

@@ -9,6 +9,7 @@ use strongsync_proto::capabilities::{CapabilityFlags, MariadbCapabilities, Statu
 use strongsync_proto::command::{self, *};
 use strongsync_proto::ok;
 use strongsync_proto::packet::{Packet, Sequence};
+use strongsync_proto::replica_setup;
 use strongsync_proto::response::ResponseReader;
 use strongsync_proto::ProtoError;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +32,11 @@ pub(super) const CLIENT_READ_AHEAD: usize = 256 * 1024;
 /// Queued response bytes that trigger a write to the client even if more packets are
 /// already buffered from the primary.
 pub(super) const FLUSH_AT: usize = 64 * 1024;
+
+/// Under the read barrier, response bytes gathered before a part of an unfinished response is
+/// bounded and released (at most `limits.max_held_response_bytes`): a large result set streams
+/// in parts of this size, one probe reading each.
+pub(super) const READ_HOLD_CHUNK: usize = 1024 * 1024;
 
 /// One client and its connection to the primary.
 pub(crate) struct Session {
@@ -58,6 +64,11 @@ pub(crate) struct Session {
     pub(super) last_status: StatusFlags,
     /// What a replica said before asking for the binlog.
     pub(super) replica: ReplicaSetup,
+    /// Every statement so far was one a replica sends before its dump, which reveals no data
+    /// (see [`strongsync_proto::replica_setup`]).
+    pub(super) setup_only: bool,
+    /// The response in flight is to such a statement: the read barrier lets it through.
+    pub(super) reveals_nothing: bool,
     /// Counts this session as a client session in flight until it ends or becomes a dump.
     pub(super) in_flight: Option<InFlightGuard>,
 }
@@ -107,6 +118,8 @@ impl Session {
             tracking: Tracking::default(),
             last_status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
             replica: ReplicaSetup::default(),
+            setup_only: true,
+            reveals_nothing: false,
             in_flight: Some(in_flight),
         }
     }
@@ -226,6 +239,13 @@ impl Session {
             return self.request_dump(&packet).await;
         }
         self.tracking.note_command(packet.payload());
+        self.reveals_nothing = self.setup_only
+            && match cmd {
+                COM_QUERY => replica_setup::reveals_nothing(&packet.payload()[1..]),
+                COM_REGISTER_SLAVE => true,
+                _ => false,
+            };
+        self.setup_only = self.reveals_nothing;
         self.forward_command(&packet).await?;
         Ok(match cmd {
             COM_QUIT => Phase::Closed,

@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 use strongsync::durability::Durability;
-use strongsync::{Commit, CommitHook, Config, Proxy, Release};
+use strongsync::{Commit, CommitHook, Config, Proxy, Release, WaitKind};
 use tempfile::TempDir;
 
 use super::cli::{run_command, Output};
@@ -31,7 +31,9 @@ struct Recording {
 
 impl CommitHook for Recording {
     fn on_commit(&self, commit: Commit) -> BoxFuture<'static, Release> {
-        self.recorder.0.lock().unwrap().push(commit.clone());
+        if commit.kind == WaitKind::Commit {
+            self.recorder.0.lock().unwrap().push(commit.clone());
+        }
         self.inner.on_commit(commit)
     }
 }

@@ -1,7 +1,7 @@
 //! Settings from TOML and overrides, resolved and validated; every error names its key.
 
 use super::*;
-use crate::durability::{OnTimeout, WithoutQuorum};
+use crate::durability::{OnTimeout, Visibility, WithoutQuorum};
 
 const FULL: &str = r#"
 listen = "0.0.0.0:3307"
@@ -238,4 +238,25 @@ fn a_probe_account_that_cannot_work_names_its_key() {
         let message = error_of(&format!("primary = \"db:3306\"\n{section}"));
         assert!(message.contains(key), "{section:?}: {message}");
     }
+}
+
+#[test]
+fn visibility_quorum_needs_the_probe_account_and_other_values_are_refused() {
+    let base = "primary = \"db:3306\"\n[durability]\n";
+    let config = Settings::from_toml(base).unwrap().resolve().unwrap();
+    assert_eq!(config.durability.visibility, Visibility::Commit);
+    let error = error_of(&format!("{base}visibility = \"quorum\""));
+    assert!(
+        error.contains("durability.visibility") && error.contains("[probe]"),
+        "{error}"
+    );
+    let error = error_of(&format!("{base}visibility = \"sync\""));
+    assert!(error.contains("durability.visibility"), "{error}");
+    let with_probe = format!(
+        "{base}visibility = \"quorum\"\n[probe]\nuser = \"strongsync\"\npassword = \"x\""
+    );
+    let config = Settings::from_toml(&with_probe).unwrap().resolve().unwrap();
+    assert_eq!(config.durability.visibility, Visibility::Quorum);
+    let shown = Settings::from_config(&config).to_toml();
+    assert!(shown.contains("visibility = \"quorum\""), "{shown}");
 }

@@ -1,0 +1,123 @@
+//! The statements a MariaDB replica sends before its binlog dump (`sql/slave.cc`: the clock,
+//! the server id, heartbeat period, checksum, capability, GTID connect state) that read only
+//! constants, system variables and the user variables such statements set — and the `KILL` a
+//! semisync replica's `STOP SLAVE` sends on a connection of its own to end its dump. Their
+//! answers reveal no transaction, so the read barrier lets them through while a connection has
+//! sent nothing else: a replica must be able to connect (and stop) while the quorum waits for
+//! it.
+
+/// Longest statement recognised, before blanks are dropped (a connect state lists one GTID per
+/// replication domain).
+const LONGEST: usize = 4096;
+
+/// What a placeholder in [`STATEMENTS`] accepts.
+const DIGITS: u8 = b'#';
+const GTIDS: u8 = b'%';
+
+/// The statements, lower case and without blanks; `#` stands for digits, `%` for a GTID list.
+const STATEMENTS: &[&[u8]] = &[
+    b"selectunix_timestamp()",
+    b"showvariableslike'server_id'",
+    b"showvariableslike'server_uuid'",
+    b"select@@global.server_id",
+    b"set@master_heartbeat_period=#",
+    b"set@master_binlog_checksum=@@global.binlog_checksum",
+    b"select@master_binlog_checksum",
+    b"setskip_replication=#",
+    b"set@mariadb_slave_capability=#",
+    b"select@@global.gtid_domain_id",
+    b"set@slave_connect_state='%'",
+    b"set@slave_gtid_strict_mode=#",
+    b"set@slave_gtid_ignore_duplicates=#",
+    b"set@slave_until_gtid='%'",
+    b"kill#",
+    b"killconnection#",
+    b"killquery#",
+];
+
+/// Whether `sql` (a `COM_QUERY`'s text) is one of the replica's setup statements. Only blanks
+/// and letter case may differ; a comment or anything else makes it an ordinary statement.
+pub fn reveals_nothing(sql: &[u8]) -> bool {
+    if sql.len() > LONGEST {
+        return false;
+    }
+    let mut norm = [0u8; LONGEST];
+    let mut n = 0;
+    for &b in sql.iter().filter(|b| !b.is_ascii_whitespace()) {
+        norm[n] = b.to_ascii_lowercase();
+        n += 1;
+    }
+    let norm = norm[..n].strip_suffix(b";").unwrap_or(&norm[..n]);
+    STATEMENTS.iter().any(|template| matches(template, norm))
+}
+
+/// Whether `text` fits `template`: a placeholder takes the longest run of what it accepts
+/// (at least one digit; any number of GTID characters).
+fn matches(template: &[u8], mut text: &[u8]) -> bool {
+    for &t in template {
+        let accepts: fn(&u8) -> bool = match t {
+            DIGITS => |b| b.is_ascii_digit(),
+            GTIDS => |b| b.is_ascii_digit() || *b == b'-' || *b == b',',
+            literal => {
+                match text.split_first() {
+                    Some((&b, rest)) if b == literal => text = rest,
+                    _ => return false,
+                }
+                continue;
+            }
+        };
+        let run = text.iter().take_while(|b| accepts(b)).count();
+        if t == DIGITS && run == 0 {
+            return false;
+        }
+        text = &text[run..];
+    }
+    text.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reveals_nothing;
+
+    #[test]
+    fn the_statements_a_mariadb_replica_sends_before_its_dump_are_recognised() {
+        for sql in [
+            "SELECT UNIX_TIMESTAMP()",
+            "SHOW VARIABLES LIKE 'SERVER_ID'",
+            "SET @master_heartbeat_period= 30000001024",
+            "SET @master_binlog_checksum= @@global.binlog_checksum",
+            "SELECT @master_binlog_checksum",
+            "SET @mariadb_slave_capability=4",
+            "SELECT @@GLOBAL.gtid_domain_id",
+            "SET @slave_connect_state='0-1-2,1-1-7'",
+            "SET @slave_connect_state=''",
+            "SET @slave_gtid_strict_mode=0",
+            "SET @slave_gtid_ignore_duplicates=1",
+            "set @slave_connect_state = '0-1-2, 1-1-7' ;",
+            "KILL 9",
+        ] {
+            assert!(reveals_nothing(sql.as_bytes()), "{sql}");
+        }
+    }
+
+    #[test]
+    fn anything_that_could_read_data_is_not() {
+        for sql in [
+            "SELECT * FROM t",
+            "SELECT UNIX_TIMESTAMP(), (SELECT v FROM t)",
+            "SET @master_heartbeat_period= (SELECT v FROM t)",
+            "SET @master_heartbeat_period= ",
+            "SET @slave_connect_state=(SELECT GROUP_CONCAT(v) FROM t)",
+            "SET @slave_connect_state='0-1-2' AND @x := (SELECT 1)",
+            "SELECT @master_binlog_checksum, v FROM t",
+            "SELECT UNIX_TIMESTAMP(); SELECT * FROM t",
+            "/* x */ SELECT UNIX_TIMESTAMP()",
+            "SELECT binlog_gtid_pos('mysql-bin.000001', 4)",
+            "KILL (SELECT 1)",
+            "",
+        ] {
+            assert!(!reveals_nothing(sql.as_bytes()), "{sql}");
+        }
+        assert!(!reveals_nothing(&vec![b' '; 5000]));
+    }
+}

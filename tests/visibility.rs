@@ -1,0 +1,387 @@
+//! The read barrier (`visibility = "quorum"`): no response a client gets reveals a transaction
+//! the quorum does not hold. Proved from the replica's own record of what it had received
+//! (`Gtid_IO_Pos`) at the moment a reader got its answer; the control, `visibility = "commit"`,
+//! shows the same reader seeing what the replica does not have.
+
+mod support;
+
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use strongsync::config::ProbeAccount;
+use strongsync::durability::{DurabilityConfig, OnTimeout, Visibility};
+use support::admin;
+use support::mariadb::{wait_for, MariaDb};
+use support::strong::{durability, newest_gtid, position_holds, Strong, Witness, PATIENCE};
+use tokio::task::JoinHandle;
+
+const PROBE_USER: &str = "probe";
+const PROBE_PASSWORD: &str = "probe-secret";
+
+/// One replica through a proxy with the read barrier on and the given policy.
+fn barrier(on_timeout: OnTimeout, ack_timeout: Duration) -> Strong {
+    Strong::start_with(1, |config, topology| {
+        topology.primary.sql(&format!(
+            "CREATE USER '{PROBE_USER}'@'%' IDENTIFIED BY '{PROBE_PASSWORD}'"
+        ));
+        config.durability = DurabilityConfig {
+            visibility: Visibility::Quorum,
+            ..durability(1, on_timeout, ack_timeout)
+        };
+        config.probe = Some(ProbeAccount {
+            user: PROBE_USER.into(),
+            password: PROBE_PASSWORD.into(),
+            password_file: None,
+        });
+    })
+}
+
+/// What a reader got, with what the witness had received the moment it got it.
+struct Read {
+    conn: mysql_async::Conn,
+    result: mysql_async::Result<Vec<i64>>,
+    received: String,
+}
+
+/// Runs `sql` (returning one integer column) on `conn` in the background; the moment its answer
+/// arrives, reads what `witness` has received.
+fn spawn_read(mut conn: mysql_async::Conn, sql: &str, witness: Witness) -> JoinHandle<Read> {
+    let sql = sql.to_owned();
+    tokio::spawn(async move {
+        let result = conn.query::<i64, _>(sql).await;
+        let received = tokio::task::spawn_blocking(move || witness.received())
+            .await
+            .expect("witness read");
+        Read {
+            conn,
+            result,
+            received,
+        }
+    })
+}
+
+async fn answer(read: JoinHandle<Read>) -> Read {
+    tokio::time::timeout(PATIENCE, read)
+        .await
+        .expect("the reader was answered")
+        .expect("the reader's task")
+}
+
+/// Commits on the primary itself (no proxy, so nothing waits for it) and returns its GTID.
+fn commit_directly(primary: &MariaDb, v: i64) -> String {
+    primary.sql(&format!("INSERT INTO sbtest.t (v) VALUES ({v})"));
+    newest_gtid(primary, 0)
+}
+
+fn reads_held(s: &Strong) -> usize {
+    s.proxy.durability().status().reads_parked
+}
+
+fn reads_released(s: &Strong, outcome: &str) -> u64 {
+    s.proxy.durability().status().reads_released[outcome]
+}
+
+/// Waits until the proxy's read barrier holds `n` responses.
+fn wait_reads_held(s: &Strong, n: usize) {
+    wait_for(&format!("{n} held read(s)"), PATIENCE, || {
+        reads_held(s) == n
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it() {
+    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+    // Connecting reads too: without its quorum, under `block`, it would wait as well.
+    let conn = s.client().await;
+    s.stop_io(0);
+    s.wait_semisync(0);
+    let gtid = commit_directly(&s.topology.primary, 42);
+
+    let reader = spawn_read(conn, "SELECT v FROM sbtest.t WHERE v = 42", s.witness(0));
+    wait_reads_held(&s, 1);
+    assert!(!reader.is_finished(), "the reader got its answer early");
+    s.start_io(0);
+    let read = answer(reader).await;
+    assert_eq!(read.result.expect("the read"), vec![42]);
+    assert!(
+        position_holds(&read.received, &gtid),
+        "the reader saw {gtid} when the replica had received only {}",
+        read.received
+    );
+    let status = s.proxy.durability().status();
+    assert!(status.reads_queued >= 1, "the read never waited");
+    assert_eq!(status.reads_released["unresolved"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in_a_transaction() {
+    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+    s.topology
+        .primary
+        .sql("CREATE TABLE sbtest.u (id INT PRIMARY KEY, v INT)");
+    s.topology.wait_replicas_caught_up();
+    let mut conn = s.client().await;
+    s.stop_io(0);
+    s.wait_semisync(0);
+    s.topology.primary.sql("INSERT INTO sbtest.u VALUES (7, 7)");
+    let gtid = newest_gtid(&s.topology.primary, 0);
+
+    // A duplicate key reveals the row; the client's own statement commits nothing.
+    let witness = s.witness(0);
+    let duplicate = tokio::spawn(async move {
+        let result = conn.query_drop("INSERT INTO sbtest.u VALUES (7, 8)").await;
+        (result, witness.received())
+    });
+    wait_reads_held(&s, 1);
+    s.start_io(0);
+    let (result, received) = tokio::time::timeout(PATIENCE, duplicate)
+        .await
+        .expect("answered")
+        .expect("task");
+    let error = result.expect_err("a duplicate key");
+    assert!(error.to_string().contains("Duplicate entry"), "{error}");
+    assert!(
+        position_holds(&received, &gtid),
+        "the duplicate key revealed {gtid} when the replica had only {received}"
+    );
+
+    // Inside a transaction, an UPDATE's affected rows reveal the row it found.
+    let mut conn = s.client().await;
+    conn.query_drop("BEGIN").await.unwrap();
+    s.stop_io(0);
+    s.wait_semisync(0);
+    s.topology.primary.sql("INSERT INTO sbtest.u VALUES (8, 8)");
+    let gtid = newest_gtid(&s.topology.primary, 0);
+    let witness = s.witness(0);
+    let update = tokio::spawn(async move {
+        conn.query_drop("UPDATE sbtest.u SET v = 0 WHERE id = 8")
+            .await
+            .unwrap();
+        let found = conn.affected_rows();
+        let received = witness.received();
+        conn.query_drop("ROLLBACK").await.unwrap();
+        (found, received)
+    });
+    wait_reads_held(&s, 1);
+    s.start_io(0);
+    let (found, received) = tokio::time::timeout(PATIENCE, update)
+        .await
+        .expect("answered")
+        .expect("task");
+    assert_eq!(found, 1);
+    assert!(
+        position_holds(&received, &gtid),
+        "the UPDATE revealed {gtid} when the replica had only {received}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_and_a_reload_closes_it(
+) {
+    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+    let commit_visibility = DurabilityConfig {
+        visibility: Visibility::Commit,
+        ..s.proxy.durability().config()
+    };
+    s.proxy.durability().reconfigure(commit_visibility);
+    let conn = s.client().await;
+    s.stop_io(0);
+    s.wait_semisync(0);
+
+    let gtid = commit_directly(&s.topology.primary, 5);
+    let read = answer(spawn_read(
+        conn,
+        "SELECT v FROM sbtest.t WHERE v = 5",
+        s.witness(0),
+    ))
+    .await;
+    assert_eq!(read.result.expect("the read"), vec![5]);
+    assert!(
+        !position_holds(&read.received, &gtid),
+        "the control is void: the replica already had {gtid} ({})",
+        read.received
+    );
+
+    // The same session, after a reload to `quorum`, cannot see the next one early.
+    s.proxy.durability().reconfigure(DurabilityConfig {
+        visibility: Visibility::Quorum,
+        ..commit_visibility
+    });
+    let gtid = commit_directly(&s.topology.primary, 6);
+    let reader = spawn_read(
+        read.conn,
+        "SELECT v FROM sbtest.t WHERE v = 6",
+        s.witness(0),
+    );
+    wait_reads_held(&s, 1);
+    s.start_io(0);
+    let read = answer(reader).await;
+    assert_eq!(read.result.expect("the read"), vec![6]);
+    assert!(
+        position_holds(&read.received, &gtid),
+        "after the reload the reader saw {gtid} when the replica had only {}",
+        read.received
+    );
+
+    // A reload back to `commit` lets a held read go at once.
+    s.stop_io(0);
+    s.wait_semisync(0);
+    let gtid = commit_directly(&s.topology.primary, 7);
+    let reader = spawn_read(
+        read.conn,
+        "SELECT v FROM sbtest.t WHERE v = 7",
+        s.witness(0),
+    );
+    wait_reads_held(&s, 1);
+    s.proxy.durability().reconfigure(commit_visibility);
+    let read = answer(reader).await;
+    assert_eq!(read.result.expect("the read"), vec![7]);
+    assert!(!position_holds(&read.received, &gtid), "{}", read.received);
+    assert_eq!(reads_held(&s), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_behind_a_commit_that_degraded_is_released_with_it() {
+    let s = barrier(OnTimeout::Degrade, Duration::from_secs(2));
+    let writer = s.client().await;
+    let reader = s.client().await;
+    s.stop_io(0);
+    s.wait_semisync(0);
+    // The writer's commit parks (its OK waits), but the row is committed on the primary.
+    let mut writer = writer;
+    let write = tokio::spawn(async move {
+        writer
+            .query_drop("INSERT INTO sbtest.t (v) VALUES (9)")
+            .await
+    });
+    s.wait_parked(1);
+    let read = spawn_read(reader, "SELECT v FROM sbtest.t WHERE v = 9", s.witness(0));
+    wait_reads_held(&s, 1);
+    let read = answer(read).await;
+    assert_eq!(read.result.expect("the read"), vec![9]);
+    tokio::time::timeout(PATIENCE, write)
+        .await
+        .expect("the writer was answered")
+        .unwrap()
+        .expect("degrade releases the commit with its OK");
+    let status = s.proxy.durability().status();
+    assert_eq!(status.state, strongsync::durability::State::Degraded);
+    assert_eq!(status.released["timeout"], 1);
+    // The read went with the commit, not by a timeout of its own.
+    assert_eq!(
+        status.reads_released["degraded"], 1,
+        "{:?}",
+        status.reads_released
+    );
+    assert_eq!(status.reads_released["timeout"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn under_error_a_read_whose_quorum_does_not_come_gets_an_error_instead_of_the_data() {
+    let s = barrier(OnTimeout::Error, Duration::from_secs(2));
+    let reader = s.client().await;
+    s.stop_io(0);
+    s.wait_semisync(0);
+    let gtid = commit_directly(&s.topology.primary, 11);
+    let read = answer(spawn_read(
+        reader,
+        "SELECT v FROM sbtest.t WHERE v = 11",
+        s.witness(0),
+    ))
+    .await;
+    let error = read.result.expect_err("an error instead of the row");
+    let text = error.to_string();
+    assert!(text.contains("response withheld"), "{text}");
+    assert!(text.contains(&gtid), "the error names {gtid}: {text}");
+    assert!(!position_holds(&read.received, &gtid));
+    // The session goes on: once the quorum holds it, the same read is answered.
+    let mut conn = read.conn;
+    s.start_io(0);
+    let rows: Vec<i64> = conn
+        .query("SELECT v FROM sbtest.t WHERE v = 11")
+        .await
+        .expect("the session is usable");
+    assert_eq!(rows, vec![11]);
+    assert_eq!(s.proxy.durability().status().reads_released["timeout"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_probe_connection_lost_is_opened_again_and_while_it_cannot_be_reads_wait() {
+    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+    let primary = &s.topology.primary;
+    let mut conn = s.client().await;
+    let rows: Vec<i64> = conn.query("SELECT COUNT(*) FROM sbtest.t").await.unwrap();
+    assert_eq!(rows, vec![0]);
+    let probe_ids = || {
+        primary.sql(&format!(
+            "SELECT GROUP_CONCAT(id) FROM information_schema.processlist WHERE user = '{PROBE_USER}'"
+        ))
+    };
+    let first = probe_ids();
+    assert!(
+        !first.is_empty() && first != "NULL",
+        "the probe is connected"
+    );
+
+    // Lost: the next reading fails, and the probe reconnects.
+    primary.sql(&format!("KILL {first}"));
+    let rows: Vec<i64> = conn.query("SELECT COUNT(*) FROM sbtest.t").await.unwrap();
+    assert_eq!(rows, vec![0]);
+    let second = probe_ids();
+    assert!(
+        !second.is_empty() && second != "NULL" && second != first,
+        "{first} then {second}"
+    );
+
+    // While it cannot reconnect, a read waits (under `block`, for as long as that lasts).
+    let failed = |s: &Strong| {
+        admin::metrics(s.proxy.admin_addr())
+            .get(r#"strongsync_probe_bounds_total{result="failed"}"#)
+    };
+    primary.sql(&format!("ALTER USER '{PROBE_USER}'@'%' ACCOUNT LOCK"));
+    primary.sql(&format!("KILL {second}"));
+    let before = failed(&s);
+    let reader = spawn_read(conn, "SELECT COUNT(*) FROM sbtest.t", s.witness(0));
+    wait_for("the probe to fail twice", PATIENCE, || {
+        failed(&s) >= before + 2.0
+    });
+    assert!(!reader.is_finished(), "the read went without a bound");
+    primary.sql(&format!("ALTER USER '{PROBE_USER}'@'%' ACCOUNT UNLOCK"));
+    let read = answer(reader).await;
+    assert_eq!(read.result.expect("the read"), vec![0]);
+    assert_eq!(
+        s.proxy.durability().status().reads_released["unresolved"],
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_no_write_in_flight_a_read_goes_after_the_probe_without_queueing() {
+    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+    s.topology
+        .primary
+        .sql("INSERT INTO sbtest.t (v) VALUES (1)");
+    let gtid = newest_gtid(&s.topology.primary, 0);
+    let mut conn = s.client().await;
+    wait_for("the replica to acknowledge the insert", PATIENCE, || {
+        let status = s.proxy.durability().status();
+        status
+            .replicas
+            .iter()
+            .all(|r| position_holds(&r.held.to_string(), &gtid))
+    });
+    let queued_before = s.proxy.durability().status().reads_queued;
+    let released_before = reads_released(&s, "quorum");
+    for _ in 0..50 {
+        let rows: Vec<i64> = conn.query("SELECT v FROM sbtest.t").await.unwrap();
+        assert_eq!(rows, vec![1]);
+    }
+    let status = s.proxy.durability().status();
+    assert_eq!(status.reads_released["quorum"], released_before + 50);
+    assert_eq!(
+        status.reads_queued, queued_before,
+        "a read waited although the quorum held everything it could reveal"
+    );
+    let scrape = admin::metrics(s.proxy.admin_addr());
+    assert!(scrape.get(r#"strongsync_probe_bounds_total{result="ok"}"#) >= 50.0);
+}
