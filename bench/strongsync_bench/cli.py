@@ -33,8 +33,15 @@ PROFILES = {
                                      "passthrough", "haproxy"],
                   thread_handling=[OTPC], rounds=1, time=10, warmup=2, tables=4,
                   table_size=10_000),
+    # The read barrier (visibility = quorum) beside the modes it is measured against.
+    "visibility": dict(workloads=["read_write", "hot_mixed", "point_select"], threads=[64],
+                       delays=[5], modes=["async", "semisync", "semisync-after-commit",
+                                          "strongsync", "visibility-quorum"],
+                       thread_handling=[OTPC], rounds=2, time=10, warmup=2, tables=4,
+                       table_size=10_000),
     # Every mode, the new workloads and the primary's restart, as briefly as they can run.
-    "smoke": dict(workloads=["update_non_index", "xa", "hot"], threads=[2], delays=[1],
+    "smoke": dict(workloads=["update_non_index", "xa", "hot", "hot_mixed"], threads=[2],
+                  delays=[1],
                   modes=ALL_MODES, thread_handling=THREAD_HANDLINGS, rounds=1, time=2,
                   warmup=0, tables=1, table_size=1_000),
 }

@@ -21,11 +21,14 @@ WORKLOADS = {
     # commit holds its locks while it waits for an ACK (semisync AFTER_SYNC: until the ACK;
     # AFTER_COMMIT and strongsync: not at all) decides the throughput.
     "hot": "oltp_update_non_index",
+    # The same hot rows, half the events point selects: what readers pay for seeing only what
+    # the quorum holds (semisync AFTER_SYNC, strongsync visibility = "quorum").
+    "hot_mixed": os.path.join(BENCH_DIR, "hot_mixed.lua"),
 }
 
 # Workloads with tables of their own (name -> database), so that their few rows neither
 # disturb the sbtest tables the others share nor depend on them.
-OWN_DATABASE = {"hot": "sbhot"}
+OWN_DATABASE = {"hot": "sbhot", "hot_mixed": "sbhot"}
 
 
 @dataclass(frozen=True)

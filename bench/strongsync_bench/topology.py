@@ -13,12 +13,15 @@ from .procs import BenchError, Process, ProcessExited, free_port, wait_for
 MARIADBD = "/usr/sbin/mariadbd"
 APP_USER, APP_PASSWORD = "app", "app-secret"
 REPL_USER, REPL_PASSWORD = "repl", "repl-secret"
+# strongsync's own account (the probe), no privileges.
+PROBE_USER, PROBE_PASSWORD = "strongsync_probe", "probe-secret"
 PATIENCE = 120
 
 # What each mode is. `proxy`: what clients connect to (None: the primary itself);
 # `replicas_via_proxy`: replicas replicate from strongsync; `semisync`: MariaDB's own semisync on
 # the primary, waiting at `wait_point`; `quorum`: commits wait for this many replicas in
-# strongsync (None: never wait). Reports list the modes in this order.
+# strongsync (None: never wait); `visibility`: strongsync's `visibility` (default "commit").
+# Reports list the modes in this order.
 MODES = {
     "async": dict(proxy=None, replicas_via_proxy=False, semisync=False, wait_point=None,
                   quorum=None),
@@ -32,6 +35,10 @@ MODES = {
                         wait_point=None, quorum=None),
     "strongsync-q2": dict(proxy="strongsync", replicas_via_proxy=True, semisync=False,
                           wait_point=None, quorum=2),
+    # strongsync's read barrier: no response reveals what the quorum does not hold, the
+    # guarantee of semisync AFTER_SYNC.
+    "visibility-quorum": dict(proxy="strongsync", replicas_via_proxy=True, semisync=False,
+                              wait_point=None, quorum=1, visibility="quorum"),
     # A plain TCP proxy on the same leg to the primary: what the hop costs without strongsync's
     # protocol work. Replicas replicate from the primary, asynchronously, as in `async`.
     "haproxy": dict(proxy="haproxy", replicas_via_proxy=False, semisync=False, wait_point=None,
@@ -196,7 +203,7 @@ class Strongsync:
         self.process = None
         self.settings = None
 
-    def write_config(self, quorum, on_timeout, ack_timeout):
+    def write_config(self, quorum, on_timeout, ack_timeout, visibility):
         passthrough = quorum is None
         with open(self.config_path, "w") as f:
             f.write(f"""listen = "127.0.0.1:{self.port}"
@@ -211,29 +218,36 @@ quorum = {quorum or 1}
 passthrough = {str(passthrough).lower()}
 ack_timeout = "{ack_timeout}"
 on_timeout = "{on_timeout}"
+visibility = "{visibility}"
 
 [limits]
 max_connections = {self.max_connections}
-""")
-        self.settings = (quorum, on_timeout, ack_timeout)
 
-    def start(self, quorum, on_timeout="degrade", ack_timeout="60s"):
-        self.write_config(quorum, on_timeout, ack_timeout)
+[probe]
+user = "{PROBE_USER}"
+password = "{PROBE_PASSWORD}"
+""")
+        self.settings = (quorum, on_timeout, ack_timeout, visibility)
+
+    def start(self, quorum, on_timeout="degrade", ack_timeout="60s", visibility="commit"):
+        self.write_config(quorum, on_timeout, ack_timeout, visibility)
         self.process = Process("strongsync", [self.binary, "--config", self.config_path],
                                self.log_path)
         wait_for("strongsync's admin port answering", lambda: self.metrics() is not None, PATIENCE)
 
-    def configure(self, quorum, on_timeout="degrade", ack_timeout="60s"):
+    def configure(self, quorum, on_timeout="degrade", ack_timeout="60s", visibility="commit"):
         """Applies new durability settings through a reload (SIGHUP), waiting until they show."""
-        if self.settings == (quorum, on_timeout, ack_timeout):
+        if self.settings == (quorum, on_timeout, ack_timeout, visibility):
             return
-        self.write_config(quorum, on_timeout, ack_timeout)
+        self.write_config(quorum, on_timeout, ack_timeout, visibility)
         self.process.signal(signal.SIGHUP)
         passthrough = 1.0 if quorum is None else 0.0
+        barrier = 1.0 if visibility == "quorum" else 0.0
 
         def applied():
             m = self.metrics()
             return (m.get("strongsync_passthrough") == passthrough
+                    and m.get("strongsync_visibility_quorum") == barrier
                     and (quorum is None or m.get("strongsync_quorum") == float(quorum)))
         wait_for("strongsync applying the reloaded configuration", applied, PATIENCE)
 
@@ -392,6 +406,7 @@ class Topology:
             CREATE USER '{APP_USER}'@'%' IDENTIFIED BY '{APP_PASSWORD}';
             GRANT ALL PRIVILEGES ON *.* TO '{APP_USER}'@'%';
             CREATE USER '{REPL_USER}'@'%' IDENTIFIED BY '{REPL_PASSWORD}';
+            CREATE USER '{PROBE_USER}'@'%' IDENTIFIED BY '{PROBE_PASSWORD}';
             GRANT REPLICATION SLAVE, REPLICATION CLIENT, SLAVE MONITOR ON *.* TO '{REPL_USER}'@'%';
             CREATE DATABASE sbtest;""")
         self.thread_handling = self.primary.query("SELECT @@thread_handling")
@@ -437,7 +452,7 @@ class Topology:
             self.delay_ms = delay_ms
             self.mode = None  # the replicas' upstream ports changed
         if spec["proxy"] == "strongsync":
-            self.proxy.configure(spec["quorum"])
+            self.proxy.configure(spec["quorum"], visibility=spec.get("visibility", "commit"))
         elif spec["proxy"] == "haproxy" and not self.haproxy.running():
             self.haproxy.start()
         previous = MODES[self.mode] if self.mode else None

@@ -69,9 +69,10 @@ fn the_smoke_matrix_runs_every_mode_as_it_claims_and_writes_its_report() {
         "strongsync",
         "passthrough",
         "strongsync-q2",
+        "visibility-quorum",
         "haproxy",
     ];
-    let workloads = ["update_non_index", "xa", "hot"];
+    let workloads = ["update_non_index", "xa", "hot", "hot_mixed"];
     // What the primary reported after each (re)start, not merely what was asked for: the
     // smoke profile restarts it once, into the thread pool.
     let thread_handlings = ["one-thread-per-connection", "pool-of-threads"];
@@ -101,7 +102,8 @@ fn the_smoke_matrix_runs_every_mode_as_it_claims_and_writes_its_report() {
         assert_eq!(run["delay_ms"], "1", "{what}");
         match mode {
             // Waited, each commit for its acknowledgement, none given up on.
-            "semisync" | "semisync-after-commit" | "strongsync" | "strongsync-q2" => {
+            "semisync" | "semisync-after-commit" | "strongsync" | "strongsync-q2"
+            | "visibility-quorum" => {
                 assert!(run["waited"].parse::<f64>().unwrap() > 0.0, "{what}");
                 assert_eq!(
                     run["released_unwaited"].parse::<f64>().unwrap(),
@@ -128,7 +130,9 @@ fn the_smoke_matrix_runs_every_mode_as_it_claims_and_writes_its_report() {
         "strongsync ÷ semisync",
         "strongsync ÷ semisync-after-commit",
         "passthrough ÷ haproxy",
+        "visibility-quorum ÷ semisync",
         "| xa | 2 |",
+        "| hot_mixed | 2 |",
         "| update_non_index | 2 |",
         "| hot | 2 |",
         "quorum 2 of 2",
