@@ -6,6 +6,12 @@
 //! `/status` must name a replica that alone holds every acknowledged commit, as a failover tool
 //! would pick it. The same harness with the proxy's wait disabled must report losses.
 //!
+//! With `visibility = "quorum"` readers run beside the writers and record every row they
+//! observed — by a plain `SELECT`, a locking read, or a duplicate-key error on a row a writer
+//! had just committed — and after the failover every observed row must be on `quorum` replicas
+//! too; with `visibility = "commit"` and the replicas fallen behind, readers observe rows that
+//! the failover loses (the control).
+//!
 //! A longer run than CI's: `STRONGSYNC_LEDGER_KILLS=20 cargo test --test ledger -- --nocapture`
 //! (each round prints what was acknowledged; `LEDGER_SEED` replays a run's random choices).
 
@@ -20,13 +26,16 @@ use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strongsync::durability::{DurabilityConfig, OnTimeout};
+use strongsync::config::ProbeAccount;
+use strongsync::durability::{DurabilityConfig, OnTimeout, Visibility};
 use support::mariadb::{sql_quote, wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::{free_port, ProxyProcess, TestProxy};
 use support::topology::Topology;
 
 /// Clients writing at once.
 const WRITERS: u64 = 32;
+/// Clients reading at once, when a round has readers (a third of each way of observing).
+const READERS: u64 = 9;
 /// Primary kills per quorum, unless `STRONGSYNC_LEDGER_KILLS` says how many.
 const PRIMARY_KILLS: u64 = 5;
 /// Proxy kills, unless `STRONGSYNC_LEDGER_KILLS` says how many.
@@ -58,6 +67,34 @@ struct Ledger {
     oks: HashMap<&'static str, u64>,
     /// Writers that ended on an error (after the kill, every one should).
     errors: Vec<String>,
+    /// Ids a reader saw: in a result set, or in a duplicate-key error.
+    observed: HashSet<u64>,
+    /// Per way of observing, the rows observed.
+    observations: HashMap<&'static str, u64>,
+}
+
+/// How a reader observes the writers' rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Look {
+    /// A plain (consistent) `SELECT` of a writer's newest rows.
+    Select,
+    /// The same, `LOCK IN SHARE MODE`: the newest committed rows.
+    Locking,
+    /// Inserting the id a writer commits next, in a transaction rolled back: a duplicate-key
+    /// error reveals that the writer committed it.
+    Duplicate,
+}
+
+const LOOKS: [Look; 3] = [Look::Select, Look::Locking, Look::Duplicate];
+
+impl Look {
+    fn name(self) -> &'static str {
+        match self {
+            Look::Select => "select",
+            Look::Locking => "locking",
+            Look::Duplicate => "duplicate_key",
+        }
+    }
 }
 
 type SharedLedger = Arc<Mutex<Ledger>>;
@@ -130,6 +167,60 @@ async fn writer(url: String, round: u64, writer: u64, ledger: SharedLedger) {
         .push(format!("writer {writer} ({}): {error}", style.name()));
 }
 
+/// Reads until an error (the kill) ends it, recording every row observed in `ledger`.
+async fn reader(url: String, round: u64, reader: u64, ledger: SharedLedger) {
+    let look = LOOKS[(reader % 3) as usize];
+    let mut rng = StdRng::seed_from_u64(round << 8 | reader);
+    // Per writer, the sequence number it commits next, as far as this reader has seen.
+    let mut frontier = vec![2u64; WRITERS as usize];
+    let _ = async {
+        let mut conn = Conn::new(Opts::from_url(&url).unwrap()).await?;
+        loop {
+            let writer = rng.random_range(0..WRITERS);
+            let newest =
+                format!("SELECT id FROM ledger WHERE writer = {writer} ORDER BY id DESC LIMIT 4");
+            let seen: Vec<u64> = match look {
+                Look::Select => conn.query(newest).await?,
+                // Share locks meet the writers' inserts: a deadlock or lock wait timeout only
+                // means this look saw nothing.
+                Look::Locking => match conn.query(format!("{newest} LOCK IN SHARE MODE")).await {
+                    Err(mysql_async::Error::Server(e)) if matches!(e.code, 1205 | 1213) => {
+                        Vec::new()
+                    }
+                    seen => seen?,
+                },
+                Look::Duplicate => {
+                    let seq = &mut frontier[writer as usize];
+                    let id = row_id(round, writer, *seq);
+                    conn.query_drop("BEGIN").await?;
+                    let insert = conn
+                        .query_drop(format!("INSERT INTO ledger (id, writer) VALUES ({id}, -1)"))
+                        .await;
+                    let seen = match insert {
+                        Ok(()) => Vec::new(),
+                        Err(mysql_async::Error::Server(e)) if e.code == 1062 => {
+                            *seq += 2;
+                            vec![id]
+                        }
+                        Err(mysql_async::Error::Server(e)) if matches!(e.code, 1205 | 1213) => {
+                            Vec::new()
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    conn.query_drop("ROLLBACK").await?;
+                    seen
+                }
+            };
+            let mut ledger = ledger.lock().unwrap();
+            *ledger.observations.entry(look.name()).or_default() += seen.len() as u64;
+            ledger.observed.extend(seen);
+        }
+        #[allow(unreachable_code)]
+        Ok::<(), mysql_async::Error>(())
+    }
+    .await;
+}
+
 fn ok(ledger: &SharedLedger, style: Style, record: impl FnOnce(&mut Ledger)) {
     let mut ledger = ledger.lock().unwrap();
     record(&mut ledger);
@@ -145,16 +236,23 @@ struct Load {
 }
 
 impl Load {
-    fn start(url: &str, round: u64) -> Load {
+    /// Writers, and with `readers` the readers too, through `url`.
+    fn start(url: &str, round: u64, readers: bool) -> Load {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
         let ledger = SharedLedger::default();
-        let writers = (0..WRITERS)
+        let mut writers: Vec<_> = (0..WRITERS)
             .map(|w| runtime.spawn(writer(url.to_owned(), round, w, Arc::clone(&ledger))))
             .collect();
+        if readers {
+            writers.extend(
+                (0..READERS)
+                    .map(|r| runtime.spawn(reader(url.to_owned(), round, r, Arc::clone(&ledger)))),
+            );
+        }
         Load {
             runtime,
             ledger,
@@ -174,6 +272,16 @@ impl Load {
             STYLES
                 .iter()
                 .all(|s| oks.get(s.name()).copied().unwrap_or(0) >= n)
+        });
+    }
+
+    /// Waits until every way of observing has seen a row (the readers are really reading).
+    fn wait_observing(&self) {
+        wait_for("every kind of reader to observe a row", PATIENCE, || {
+            let ledger = self.ledger.lock().unwrap();
+            LOOKS
+                .iter()
+                .all(|l| ledger.observations.get(l.name()).copied().unwrap_or(0) > 0)
         });
     }
 
@@ -237,6 +345,18 @@ fn applied(replica: &MariaDb) -> Held {
     Held { ids, prepared }
 }
 
+/// Observed rows found on fewer than `quorum` of `replicas`, described.
+fn lost_observations(ledger: &Ledger, replicas: &[&Held], quorum: usize) -> Vec<String> {
+    let mut lost: Vec<String> = ledger
+        .observed
+        .iter()
+        .filter(|id| replicas.iter().filter(|r| r.ids.contains(id)).count() < quorum)
+        .map(|id| format!("observed id {id:#x}"))
+        .collect();
+    lost.sort();
+    lost
+}
+
 /// Acknowledged transactions found on fewer than `quorum` of `replicas`, described.
 fn lost(ledger: &Ledger, replicas: &[&Held], quorum: usize) -> Vec<String> {
     let mut lost = Vec::new();
@@ -280,9 +400,13 @@ fn topology() -> Topology {
         2,
     );
     topology.primary.sql(
-        "CREATE TABLE sbtest.ledger (id BIGINT UNSIGNED PRIMARY KEY, writer INT NOT NULL) \
-         ENGINE=InnoDB",
+        "CREATE TABLE sbtest.ledger (id BIGINT UNSIGNED PRIMARY KEY, writer INT NOT NULL, \
+         KEY newest (writer, id)) ENGINE=InnoDB",
     );
+    // The probe account, for the read barrier: it needs no privilege.
+    topology
+        .primary
+        .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
     topology.wait_replicas_caught_up();
     for replica in &topology.replicas {
         replica.set_semi_sync_replica(true);
@@ -361,13 +485,17 @@ fn primary_kill_round(
     proxy: Option<&TestProxy>,
     round: u64,
     plan: Plan,
+    readers: bool,
 ) -> Round {
     let url = match proxy {
         Some(proxy) => proxy.url(APP_USER, APP_PASSWORD),
         None => topology.primary.url(APP_USER, APP_PASSWORD),
     };
-    let load = Load::start(&url, round);
+    let load = Load::start(&url, round, readers);
     load.wait_running(3);
+    if readers {
+        load.wait_observing();
+    }
     thread::sleep(plan.load);
     for &i in plan.behind {
         topology.replicas[i].sql("STOP SLAVE IO_THREAD");
@@ -434,19 +562,42 @@ fn failover_data(topology: &Topology, proxy: &TestProxy) -> (Vec<String>, Vec<us
     (positions, candidates)
 }
 
-fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
-    let mut rng = StdRng::seed_from_u64(seed());
-    let mut topology = topology();
+/// strongsync's own account, for the probe the read barrier needs.
+fn probe_account() -> ProbeAccount {
+    ProbeAccount {
+        user: "probe".into(),
+        password: "probe-secret".into(),
+        password_file: None,
+    }
+}
+
+/// A proxy in front of `topology`'s primary; commits wait long enough never to time out here
+/// (until their quorum has them, or the primary dies under them).
+fn strong_proxy(
+    topology: &Topology,
+    quorum: usize,
+    on_timeout: OnTimeout,
+    visibility: Visibility,
+) -> TestProxy {
     let mut config = TestProxy::config(&topology.primary);
     config.durability = DurabilityConfig {
         quorum,
         on_timeout,
-        // Long enough never to fire here: a commit waits until its quorum has it or the
-        // primary dies under it.
         ack_timeout: Duration::from_secs(600),
+        visibility,
         ..DurabilityConfig::default()
     };
-    let proxy = TestProxy::start_with(config);
+    config.probe = Some(probe_account());
+    TestProxy::start_with(config)
+}
+
+/// Kills the primary `kills()` times under load; under `visibility = "quorum"` readers run too
+/// and everything they observed must survive as the acknowledged commits must.
+fn primary_kills(quorum: usize, on_timeout: OnTimeout, visibility: Visibility) {
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut topology = topology();
+    let readers = visibility == Visibility::Quorum;
+    let proxy = strong_proxy(&topology, quorum, on_timeout, visibility);
     point_replicas_at(&topology, proxy.port());
     wait_for("both replicas through the proxy", PATIENCE, || {
         semisync_replicas(&proxy) == 2
@@ -455,7 +606,7 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
     let kills = kills(PRIMARY_KILLS);
     for round in 1..=kills {
         let plan = random_plan(&mut rng);
-        let r = primary_kill_round(&mut topology, Some(&proxy), round, plan);
+        let r = primary_kill_round(&mut topology, Some(&proxy), round, plan, readers);
         let acked = acknowledged(&r.ledger);
         eprintln!(
             "ledger quorum {quorum} round {round} {plan:?}: {acked} acknowledged {:?} \
@@ -500,6 +651,31 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
                 &lost_on_pick[..lost_on_pick.len().min(20)]
             );
         }
+        if readers {
+            eprintln!(
+                "ledger quorum {quorum} round {round}: {} rows observed {:?}",
+                r.ledger.observed.len(),
+                r.ledger.observations
+            );
+            let lost = lost_observations(&r.ledger, &held, quorum);
+            assert!(
+                lost.is_empty(),
+                "round {round} ({plan:?}): {} of {} observed rows are on fewer than {quorum} \
+                 replica(s): {:?}",
+                lost.len(),
+                r.ledger.observed.len(),
+                &lost[..lost.len().min(20)]
+            );
+            // What readers saw counts as acknowledged for a failover: every candidate has it.
+            for &pick in &r.candidates {
+                let lost_on_pick = lost_observations(&r.ledger, &[&r.held[pick]], 1);
+                assert!(
+                    lost_on_pick.is_empty(),
+                    "round {round}: replica {pick}, a failover candidate, lacks {:?}",
+                    &lost_on_pick[..lost_on_pick.len().min(20)]
+                );
+            }
+        }
         // And /status does not overstate: each replica has applied what it is said to hold.
         for (i, position) in r.status_positions.iter().enumerate() {
             assert_eq!(
@@ -516,17 +692,54 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
     eprintln!(
         "ledger quorum {quorum}: {total} acknowledged transactions over {kills} kills, none lost"
     );
-    assert_eq!(proxy.durability().status().parked, 0, "no waiter leaks");
+    let status = proxy.durability().status();
+    assert_eq!(status.parked, 0, "no waiter leaks");
+    assert_eq!(status.reads_parked, 0, "no held read leaks");
 }
 
 #[test]
 fn every_acknowledged_commit_survives_primary_kills_at_quorum_1() {
-    primary_kills(1, OnTimeout::Error);
+    primary_kills(1, OnTimeout::Error, Visibility::Commit);
 }
 
 #[test]
-fn every_acknowledged_commit_survives_primary_kills_at_quorum_2() {
-    primary_kills(2, OnTimeout::Block);
+fn every_acknowledged_commit_and_every_observed_row_survive_primary_kills_at_quorum_2() {
+    primary_kills(2, OnTimeout::Block, Visibility::Quorum);
+}
+
+/// The control for the observations: strong sync on, but `visibility = "commit"`. Both
+/// replicas fall behind before the kill; the commits made meanwhile stay parked (none is
+/// lost), yet readers saw their rows, and the failover loses them.
+#[test]
+fn with_visibility_commit_readers_observe_rows_that_a_failover_loses() {
+    let mut topology = topology();
+    let proxy = strong_proxy(&topology, 1, OnTimeout::Block, Visibility::Commit);
+    point_replicas_at(&topology, proxy.port());
+    wait_for("both replicas through the proxy", PATIENCE, || {
+        semisync_replicas(&proxy) == 2
+    });
+    let behind = Plan {
+        load: Duration::from_millis(500),
+        behind: &[0, 1],
+    };
+    let r = primary_kill_round(&mut topology, Some(&proxy), 1, behind, true);
+    let held: Vec<&Held> = r.held.iter().collect();
+    let lost_observed = lost_observations(&r.ledger, &held, 1);
+    eprintln!(
+        "ledger with visibility = commit: {} of {} observed rows on no replica ({:?})",
+        lost_observed.len(),
+        r.ledger.observed.len(),
+        r.ledger.observations
+    );
+    assert!(
+        lost(&r.ledger, &held, 1).is_empty(),
+        "strong sync still holds every commit"
+    );
+    assert!(
+        !lost_observed.is_empty(),
+        "readers observed nothing that the failover lost although both replicas had stopped: \
+         the ledger cannot see what the read barrier prevents"
+    );
 }
 
 /// The control: the same load and kills without the proxy's wait must find acknowledged
@@ -551,7 +764,7 @@ fn without_the_wait_the_ledger_finds_lost_commits() {
         );
         lost
     };
-    let r = primary_kill_round(&mut topology, None, 1, lagging);
+    let r = primary_kill_round(&mut topology, None, 1, lagging, false);
     report("plain asynchronous replication, replicas lagging", &r);
 
     let proxy = TestProxy::start(&topology.primary);
@@ -559,13 +772,13 @@ fn without_the_wait_the_ledger_finds_lost_commits() {
     wait_for("both replicas through the proxy", PATIENCE, || {
         semisync_replicas(&proxy) == 2
     });
-    let r = primary_kill_round(&mut topology, Some(&proxy), 2, lagging);
+    let r = primary_kill_round(&mut topology, Some(&proxy), 2, lagging, false);
     report("passthrough, replicas lagging", &r);
     let behind = Plan {
         behind: &[0, 1],
         ..lagging
     };
-    let r = primary_kill_round(&mut topology, Some(&proxy), 3, behind);
+    let r = primary_kill_round(&mut topology, Some(&proxy), 3, behind, false);
     let lost = report("passthrough, both replicas fallen behind", &r);
     assert!(
         lost > 0,
@@ -614,7 +827,7 @@ fn every_acknowledged_commit_survives_proxy_kills_and_replicas_come_back_by_them
         replicas_connected(&proxy)
     });
     for round in 1..=kills(PROXY_KILLS) {
-        let load = Load::start(&url, round);
+        let load = Load::start(&url, round, false);
         load.wait_running(3);
         thread::sleep(Duration::from_millis(rng.random_range(300..2000)));
         proxy.stop_with(nix::sys::signal::Signal::SIGKILL);

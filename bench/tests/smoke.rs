@@ -102,7 +102,10 @@ fn the_smoke_matrix_runs_every_mode_as_it_claims_and_writes_its_report() {
         assert_eq!(run["delay_ms"], "1", "{what}");
         match mode {
             // Waited, each commit for its acknowledgement, none given up on.
-            "semisync" | "semisync-after-commit" | "strongsync" | "strongsync-q2"
+            "semisync"
+            | "semisync-after-commit"
+            | "strongsync"
+            | "strongsync-q2"
             | "visibility-quorum" => {
                 assert!(run["waited"].parse::<f64>().unwrap() > 0.0, "{what}");
                 assert_eq!(

@@ -252,9 +252,8 @@ fn visibility_quorum_needs_the_probe_account_and_other_values_are_refused() {
     );
     let error = error_of(&format!("{base}visibility = \"sync\""));
     assert!(error.contains("durability.visibility"), "{error}");
-    let with_probe = format!(
-        "{base}visibility = \"quorum\"\n[probe]\nuser = \"strongsync\"\npassword = \"x\""
-    );
+    let with_probe =
+        format!("{base}visibility = \"quorum\"\n[probe]\nuser = \"strongsync\"\npassword = \"x\"");
     let config = Settings::from_toml(&with_probe).unwrap().resolve().unwrap();
     assert_eq!(config.durability.visibility, Visibility::Quorum);
     let shown = Settings::from_config(&config).to_toml();
