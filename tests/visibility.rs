@@ -385,3 +385,23 @@ async fn with_no_write_in_flight_a_read_goes_after_the_probe_without_queueing() 
     let scrape = admin::metrics(s.proxy.admin_addr());
     assert!(scrape.get(r#"strongsync_probe_bounds_total{result="ok"}"#) >= 50.0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn begin_and_rollback_reveal_nothing_and_go_at_once_while_anything_else_waits() {
+    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+    let mut conn = s.client().await;
+    s.stop_io(0);
+    s.wait_semisync(0);
+    let gtid = commit_directly(&s.topology.primary, 3);
+    // Not held (the quorum is gone for good until the replica is back): they return.
+    conn.query_drop("BEGIN").await.unwrap();
+    conn.query_drop("ROLLBACK").await.unwrap();
+    assert_eq!(reads_held(&s), 0);
+    // Anything else waits, however harmless it looks.
+    let reader = spawn_read(conn, "SELECT 1", s.witness(0));
+    wait_reads_held(&s, 1);
+    s.start_io(0);
+    let read = answer(reader).await;
+    assert_eq!(read.result.expect("the read"), vec![1]);
+    assert!(position_holds(&read.received, &gtid), "{}", read.received);
+}

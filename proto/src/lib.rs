@@ -17,7 +17,7 @@
 //! | [`position`] | positions in the primary's binlog and their order |
 //! | [`binlog`] | the dump stream: event headers, where transactions end, heartbeats |
 //! | [`semisync`] | semisync negotiation statements, the event header, ACKs |
-//! | [`replica_setup`] | the statements a replica sends before its dump that reveal no data |
+//! | [`reveals_nothing`] | statements whose answers reveal no data (a replica's setup, `BEGIN`, `COMMIT`) |
 //! | [`resultset`] | result sets and OKs for the statements the proxy answers itself |
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -31,9 +31,9 @@ pub mod handshake;
 pub mod ok;
 pub mod packet;
 pub mod position;
-pub mod replica_setup;
 pub mod response;
 pub mod resultset;
+pub mod reveals_nothing;
 pub mod semisync;
 pub mod wire;
 

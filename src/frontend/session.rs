@@ -9,8 +9,8 @@ use strongsync_proto::capabilities::{CapabilityFlags, MariadbCapabilities, Statu
 use strongsync_proto::command::{self, *};
 use strongsync_proto::ok;
 use strongsync_proto::packet::{Packet, Sequence};
-use strongsync_proto::replica_setup;
 use strongsync_proto::response::ResponseReader;
+use strongsync_proto::reveals_nothing;
 use strongsync_proto::ProtoError;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -65,9 +65,10 @@ pub(crate) struct Session {
     /// What a replica said before asking for the binlog.
     pub(super) replica: ReplicaSetup,
     /// Every statement so far was one a replica sends before its dump, which reveals no data
-    /// (see [`strongsync_proto::replica_setup`]).
+    /// (see [`strongsync_proto::reveals_nothing`]).
     pub(super) setup_only: bool,
-    /// The response in flight is to such a statement: the read barrier lets it through.
+    /// The response in flight is to such a statement, or to a plain `BEGIN`, `COMMIT` or
+    /// `ROLLBACK`: the read barrier lets it through.
     pub(super) reveals_nothing: bool,
     /// Counts this session as a client session in flight until it ends or becomes a dump.
     pub(super) in_flight: Option<InFlightGuard>,
@@ -239,13 +240,11 @@ impl Session {
             return self.request_dump(&packet).await;
         }
         self.tracking.note_command(packet.payload());
-        self.reveals_nothing = self.setup_only
-            && match cmd {
-                COM_QUERY => replica_setup::reveals_nothing(&packet.payload()[1..]),
-                COM_REGISTER_SLAVE => true,
-                _ => false,
-            };
-        self.setup_only = self.reveals_nothing;
+        let sql = (cmd == COM_QUERY).then(|| &packet.payload()[1..]);
+        self.setup_only = self.setup_only
+            && (cmd == COM_REGISTER_SLAVE || sql.is_some_and(reveals_nothing::replica_setup));
+        self.reveals_nothing =
+            self.setup_only || sql.is_some_and(reveals_nothing::transaction_control);
         self.forward_command(&packet).await?;
         Ok(match cmd {
             COM_QUIT => Phase::Closed,

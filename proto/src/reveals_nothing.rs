@@ -1,4 +1,11 @@
-//! The statements a MariaDB replica sends before its binlog dump (`sql/slave.cc`: the clock,
+//! Statements whose answers reveal no transaction, so the read barrier (`visibility =
+//! "quorum"`) lets them through without bounding them by the primary's binlog position.
+//!
+//! [`transaction_control`]: `BEGIN`, `START TRANSACTION`, `COMMIT`, `ROLLBACK` (the plain
+//! forms): their OK says nothing about anyone's data (a commit they make is waited for as a
+//! commit).
+//!
+//! [`replica_setup`]: the statements a MariaDB replica sends before its binlog dump (`sql/slave.cc`: the clock,
 //! the server id, heartbeat period, checksum, capability, GTID connect state) that read only
 //! constants, system variables and the user variables such statements set — and the `KILL` a
 //! semisync replica's `STOP SLAVE` sends on a connection of its own to end its dump. Their
@@ -35,9 +42,37 @@ const STATEMENTS: &[&[u8]] = &[
     b"killquery#",
 ];
 
+/// The plain transaction-control statements, lower case and without blanks.
+const TRANSACTION_CONTROL: &[&[u8]] = &[
+    b"begin",
+    b"beginwork",
+    b"starttransaction",
+    b"commit",
+    b"commitwork",
+    b"rollback",
+    b"rollbackwork",
+];
+
 /// Whether `sql` (a `COM_QUERY`'s text) is one of the replica's setup statements. Only blanks
 /// and letter case may differ; a comment or anything else makes it an ordinary statement.
-pub fn reveals_nothing(sql: &[u8]) -> bool {
+pub fn replica_setup(sql: &[u8]) -> bool {
+    normalized(sql, |norm| {
+        STATEMENTS.iter().any(|template| matches(template, norm))
+    })
+}
+
+/// Whether `sql` is a plain `BEGIN`, `START TRANSACTION`, `COMMIT` or `ROLLBACK` (with or
+/// without `WORK`). Only blanks and letter case may differ.
+pub fn transaction_control(sql: &[u8]) -> bool {
+    if sql.len() > 32 {
+        return false;
+    }
+    normalized(sql, |norm| TRANSACTION_CONTROL.contains(&norm))
+}
+
+/// `sql` in lower case without blanks (and without one trailing `;`), given to `check`; false
+/// if it is longer than anything recognised.
+fn normalized(sql: &[u8], check: impl FnOnce(&[u8]) -> bool) -> bool {
     if sql.len() > LONGEST {
         return false;
     }
@@ -47,8 +82,7 @@ pub fn reveals_nothing(sql: &[u8]) -> bool {
         norm[n] = b.to_ascii_lowercase();
         n += 1;
     }
-    let norm = norm[..n].strip_suffix(b";").unwrap_or(&norm[..n]);
-    STATEMENTS.iter().any(|template| matches(template, norm))
+    check(norm[..n].strip_suffix(b";").unwrap_or(&norm[..n]))
 }
 
 /// Whether `text` fits `template`: a placeholder takes the longest run of what it accepts
@@ -77,7 +111,31 @@ fn matches(template: &[u8], mut text: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::reveals_nothing;
+    use super::{replica_setup as reveals_nothing, transaction_control};
+
+    #[test]
+    fn plain_transaction_control_is_recognised_and_nothing_more() {
+        for sql in [
+            "BEGIN",
+            "begin work",
+            "START TRANSACTION",
+            "COMMIT;",
+            "ROLLBACK",
+        ] {
+            assert!(transaction_control(sql.as_bytes()), "{sql}");
+        }
+        for sql in [
+            "START TRANSACTION WITH CONSISTENT SNAPSHOT",
+            "START TRANSACTION READ ONLY",
+            "COMMIT; SELECT * FROM t",
+            "ROLLBACK TO SAVEPOINT a",
+            "BEGIN NOT ATOMIC SELECT 1; END",
+            "/* x */ COMMIT",
+            "SELECT 1",
+        ] {
+            assert!(!transaction_control(sql.as_bytes()), "{sql}");
+        }
+    }
 
     #[test]
     fn the_statements_a_mariadb_replica_sends_before_its_dump_are_recognised() {
