@@ -705,3 +705,85 @@ async fn switching_to_passthrough_releases_parked_commits_and_counts_them() {
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
     assert_eq!(d.status().released["degraded"], 1);
 }
+
+fn read(seqs: &[u64]) -> Commit {
+    Commit {
+        kind: crate::commit::WaitKind::Read,
+        ..commit(seqs)
+    }
+}
+
+/// Spawns the wait for a read and lets it run until it is held.
+async fn hold(d: &Arc<Durability>, c: Commit) -> tokio::task::JoinHandle<Release> {
+    let before = d.status().reads_parked;
+    let task = tokio::spawn(Arc::clone(d).wait(c));
+    while d.status().reads_parked == before {
+        tokio::task::yield_now().await;
+    }
+    task
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_read_is_counted_as_a_read_and_goes_with_the_commit_it_is_behind() {
+    let d = Durability::new(DurabilityConfig {
+        visibility: Visibility::Quorum,
+        ..DurabilityConfig::default()
+    });
+    assert!(d.reads_wait());
+    let commit = park(&d, commit(&[4])).await;
+    let read = hold(&d, read(&[4])).await;
+    let status = d.status();
+    assert_eq!((status.parked, status.reads_parked), (1, 1));
+    // The commit's timeout degrades the proxy: the read behind it goes with it, counted as a
+    // read released while DEGRADED, and owes nothing to the return to STRONG.
+    tokio::time::advance(Duration::from_secs(11)).await;
+    assert_eq!(commit.await.unwrap(), Release::Proceed);
+    assert_eq!(read.await.unwrap(), Release::Proceed);
+    let status = d.status();
+    assert_eq!(status.released["timeout"], 1);
+    assert_eq!(status.reads_released["degraded"], 1);
+    assert_eq!(status.reads_queued, 1);
+    assert_eq!(status.released_without_quorum.count(), 1, "the commit only");
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_error_a_read_past_its_timeout_is_withheld_with_an_error_saying_so() {
+    let d = Durability::new(DurabilityConfig {
+        visibility: Visibility::Quorum,
+        on_timeout: OnTimeout::Error,
+        ..DurabilityConfig::default()
+    });
+    let read = hold(&d, read(&[9])).await;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    match read.await.unwrap() {
+        Release::Fail(e) => {
+            let text = e.to_string();
+            assert!(text.starts_with("response withheld"), "{text}");
+            assert!(text.contains("0-1-9"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let status = d.status();
+    assert_eq!(status.reads_released["timeout"], 1);
+    assert_eq!(status.released["timeout"], 0, "no commit was involved");
+}
+
+#[tokio::test(start_paused = true)]
+async fn switching_visibility_back_to_commit_lets_held_reads_go() {
+    let config = DurabilityConfig {
+        visibility: Visibility::Quorum,
+        on_timeout: OnTimeout::Block,
+        ..DurabilityConfig::default()
+    };
+    let d = Durability::new(config);
+    let read = hold(&d, read(&[2])).await;
+    let commit = park(&d, commit(&[2])).await;
+    d.reconfigure(DurabilityConfig {
+        visibility: Visibility::Commit,
+        ..config
+    });
+    assert!(!d.reads_wait());
+    assert_eq!(read.await.unwrap(), Release::Proceed);
+    settle().await;
+    assert!(!commit.is_finished(), "commits still wait for their quorum");
+}
