@@ -405,3 +405,96 @@ async fn begin_and_rollback_reveal_nothing_and_go_at_once_while_anything_else_wa
     assert_eq!(read.result.expect("the read"), vec![1]);
     assert!(position_holds(&read.received, &gtid), "{}", read.received);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn everything_a_session_does_works_under_the_barrier() {
+    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rows.csv");
+    let rows: String = (0..5_000).map(|i| format!("{i},{}\n", i * 2)).collect();
+    std::fs::write(&path, rows).unwrap();
+    let path = path.display().to_string();
+    let opts = mysql_async::OptsBuilder::from_opts(
+        mysql_async::Opts::from_url(
+            &s.proxy
+                .url(support::mariadb::APP_USER, support::mariadb::APP_PASSWORD),
+        )
+        .unwrap(),
+    )
+    .max_allowed_packet(Some(64 << 20))
+    .local_infile_handler(Some(mysql_async::WhiteListFsHandler::new(
+        &[path.as_str()][..],
+    )));
+    let mut conn = mysql_async::Conn::new(opts).await.unwrap();
+    let reads_before = s.proxy.durability().status().reads_released["quorum"];
+
+    // LOCAL INFILE: the file request goes out after its bound, the upload follows.
+    conn.query_drop("CREATE TABLE sbtest.loaded (id INT PRIMARY KEY, v INT)")
+        .await
+        .unwrap();
+    conn.query_drop(format!(
+        "LOAD DATA LOCAL INFILE '{path}' INTO TABLE sbtest.loaded FIELDS TERMINATED BY ','"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(conn.affected_rows(), 5_000);
+
+    // Prepared statements, in the binary protocol.
+    let stmt = conn
+        .prep("SELECT v FROM sbtest.loaded WHERE id = ?")
+        .await
+        .unwrap();
+    let v: Option<i64> = conn.exec_first(&stmt, (21,)).await.unwrap();
+    assert_eq!(v, Some(42));
+
+    // Several results in one response.
+    let mut results = conn
+        .query_iter("SELECT COUNT(*) FROM sbtest.loaded; SELECT MAX(v) FROM sbtest.loaded")
+        .await
+        .unwrap();
+    let count: Vec<i64> = results.collect().await.unwrap();
+    let max: Vec<i64> = results.collect().await.unwrap();
+    drop(results);
+    assert_eq!((count, max), (vec![5_000], vec![9_998]));
+
+    // A result set of several MiB goes in parts, each bounded when it goes.
+    let probes_before =
+        admin::metrics(s.proxy.admin_addr()).get(r#"strongsync_probe_bounds_total{result="ok"}"#);
+    let big: Vec<(i64, String)> = conn
+        .query("SELECT id, REPEAT('x', 1000) FROM sbtest.loaded ORDER BY id")
+        .await
+        .unwrap();
+    assert_eq!(big.len(), 5_000);
+    assert!(big
+        .iter()
+        .enumerate()
+        .all(|(i, (id, x))| *id == i as i64 && x.len() == 1000));
+    let probes =
+        admin::metrics(s.proxy.admin_addr()).get(r#"strongsync_probe_bounds_total{result="ok"}"#);
+    assert!(
+        probes - probes_before >= 4.0,
+        "a 5 MB result set was bounded {} time(s)",
+        probes - probes_before
+    );
+
+    // The mariadb command-line client, whose own start-up queries go through the barrier too.
+    let port = s.proxy.port();
+    let out = tokio::task::spawn_blocking(move || {
+        support::cli::mariadb(
+            port,
+            support::mariadb::APP_USER,
+            support::mariadb::APP_PASSWORD,
+        )
+        .args(["--batch", "--skip-column-names"])
+        .execute("SELECT COUNT(*) FROM sbtest.loaded; SHOW WARNINGS")
+        .expect_success()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.stdout.trim(), "5000");
+
+    let status = s.proxy.durability().status();
+    assert!(status.reads_released["quorum"] > reads_before);
+    assert_eq!(status.reads_released["unresolved"], 0);
+    assert_eq!(status.reads_parked, 0);
+}
