@@ -96,7 +96,14 @@ impl Durability {
         self.count(commit.kind, outcome, waited);
         if let Some(reason) = unresolved {
             let listed = list(&gtids);
-            warn!(connection_id = commit.connection_id, %reason, gtids = %listed, ?waited, "commit released without knowing everything it committed");
+            match commit.kind {
+                WaitKind::Commit => {
+                    warn!(connection_id = commit.connection_id, %reason, gtids = %listed, ?waited, "commit released without knowing everything it committed");
+                }
+                WaitKind::Read => {
+                    warn!(connection_id = commit.connection_id, %reason, ?waited, "response released without knowing everything it may reveal");
+                }
+            }
             self.lock().unresolved(UnresolvedRelease {
                 connection_id: commit.connection_id,
                 reason: reason.to_string(),
