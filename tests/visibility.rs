@@ -73,6 +73,22 @@ fn commit_directly(primary: &MariaDb, v: i64) -> String {
     newest_gtid(primary, 0)
 }
 
+/// Reads the row of `sbtest.t` with value `v` on `conn`, answered whenever it is released.
+async fn read_value(s: &Strong, conn: mysql_async::Conn, v: i64) -> Read {
+    answer(spawn_read(
+        conn,
+        &format!("SELECT v FROM sbtest.t WHERE v = {v}"),
+        s.witness(0),
+    ))
+    .await
+}
+
+/// Stops the replica's I/O thread and waits until the proxy has no semisync replica.
+fn lose_quorum(s: &Strong) {
+    s.stop_io(0);
+    s.wait_semisync(0);
+}
+
 fn reads_held(s: &Strong) -> usize {
     s.proxy.durability().status().reads_parked
 }
@@ -93,8 +109,7 @@ async fn a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it() {
     let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
     // Connecting reads too: without its quorum, under `block`, it would wait as well.
     let conn = s.client().await;
-    s.stop_io(0);
-    s.wait_semisync(0);
+    lose_quorum(&s);
     let gtid = commit_directly(&s.topology.primary, 42);
 
     let reader = spawn_read(conn, "SELECT v FROM sbtest.t WHERE v = 42", s.witness(0));
@@ -121,8 +136,7 @@ async fn every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in
         .sql("CREATE TABLE sbtest.u (id INT PRIMARY KEY, v INT)");
     s.topology.wait_replicas_caught_up();
     let mut conn = s.client().await;
-    s.stop_io(0);
-    s.wait_semisync(0);
+    lose_quorum(&s);
     s.topology.primary.sql("INSERT INTO sbtest.u VALUES (7, 7)");
     let gtid = newest_gtid(&s.topology.primary, 0);
 
@@ -148,8 +162,7 @@ async fn every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in
     // Inside a transaction, an UPDATE's affected rows reveal the row it found.
     let mut conn = s.client().await;
     conn.query_drop("BEGIN").await.unwrap();
-    s.stop_io(0);
-    s.wait_semisync(0);
+    lose_quorum(&s);
     s.topology.primary.sql("INSERT INTO sbtest.u VALUES (8, 8)");
     let gtid = newest_gtid(&s.topology.primary, 0);
     let witness = s.witness(0);
@@ -185,16 +198,10 @@ async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_an
     };
     s.proxy.durability().reconfigure(commit_visibility);
     let conn = s.client().await;
-    s.stop_io(0);
-    s.wait_semisync(0);
+    lose_quorum(&s);
 
     let gtid = commit_directly(&s.topology.primary, 5);
-    let read = answer(spawn_read(
-        conn,
-        "SELECT v FROM sbtest.t WHERE v = 5",
-        s.witness(0),
-    ))
-    .await;
+    let read = read_value(&s, conn, 5).await;
     assert_eq!(read.result.expect("the read"), vec![5]);
     assert!(
         !position_holds(&read.received, &gtid),
@@ -224,8 +231,7 @@ async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_an
     );
 
     // A reload back to `commit` lets a held read go at once.
-    s.stop_io(0);
-    s.wait_semisync(0);
+    lose_quorum(&s);
     let gtid = commit_directly(&s.topology.primary, 7);
     let reader = spawn_read(
         read.conn,
@@ -245,8 +251,7 @@ async fn a_read_behind_a_commit_that_degraded_is_released_with_it() {
     let s = barrier(OnTimeout::Degrade, Duration::from_secs(2));
     let writer = s.client().await;
     let reader = s.client().await;
-    s.stop_io(0);
-    s.wait_semisync(0);
+    lose_quorum(&s);
     // The writer's commit parks (its OK waits), but the row is committed on the primary.
     let mut writer = writer;
     let write = tokio::spawn(async move {
@@ -280,15 +285,9 @@ async fn a_read_behind_a_commit_that_degraded_is_released_with_it() {
 async fn under_error_a_read_whose_quorum_does_not_come_gets_an_error_instead_of_the_data() {
     let s = barrier(OnTimeout::Error, Duration::from_secs(2));
     let reader = s.client().await;
-    s.stop_io(0);
-    s.wait_semisync(0);
+    lose_quorum(&s);
     let gtid = commit_directly(&s.topology.primary, 11);
-    let read = answer(spawn_read(
-        reader,
-        "SELECT v FROM sbtest.t WHERE v = 11",
-        s.witness(0),
-    ))
-    .await;
+    let read = read_value(&s, reader, 11).await;
     let error = read.result.expect_err("an error instead of the row");
     let text = error.to_string();
     assert!(text.contains("response withheld"), "{text}");
@@ -390,8 +389,7 @@ async fn with_no_write_in_flight_a_read_goes_after_the_probe_without_queueing() 
 async fn begin_and_rollback_reveal_nothing_and_go_at_once_while_anything_else_waits() {
     let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
     let mut conn = s.client().await;
-    s.stop_io(0);
-    s.wait_semisync(0);
+    lose_quorum(&s);
     let gtid = commit_directly(&s.topology.primary, 3);
     // Not held (the quorum is gone for good until the replica is back): they return.
     conn.query_drop("BEGIN").await.unwrap();

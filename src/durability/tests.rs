@@ -44,9 +44,18 @@ fn addr() -> SocketAddr {
 
 /// Spawns the wait for `commit` and lets it run until it parks.
 async fn park(d: &Arc<Durability>, c: Commit) -> tokio::task::JoinHandle<Release> {
-    let before = d.status().parked;
+    spawn_until_counted(d, c, |s| s.parked).await
+}
+
+/// Spawns the wait for `c` and lets it run until `count` of the status goes up.
+async fn spawn_until_counted(
+    d: &Arc<Durability>,
+    c: Commit,
+    count: fn(&DurabilityStatus) -> usize,
+) -> tokio::task::JoinHandle<Release> {
+    let before = count(&d.status());
     let task = tokio::spawn(Arc::clone(d).wait(c));
-    while d.status().parked == before {
+    while count(&d.status()) == before {
         tokio::task::yield_now().await;
     }
     task
@@ -715,12 +724,7 @@ fn read(seqs: &[u64]) -> Commit {
 
 /// Spawns the wait for a read and lets it run until it is held.
 async fn hold(d: &Arc<Durability>, c: Commit) -> tokio::task::JoinHandle<Release> {
-    let before = d.status().reads_parked;
-    let task = tokio::spawn(Arc::clone(d).wait(c));
-    while d.status().reads_parked == before {
-        tokio::task::yield_now().await;
-    }
-    task
+    spawn_until_counted(d, c, |s| s.reads_parked).await
 }
 
 #[tokio::test(start_paused = true)]
