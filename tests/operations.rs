@@ -663,6 +663,49 @@ async fn sighup_applies_a_new_quorum_to_the_next_commit_without_dropping_connect
     });
     assert!(sidecar.log().contains("durability.quorum"));
     assert_eq!(admin::status(sidecar.admin)["quorum"], 1, "unchanged");
+
+    // The read barrier needs the probe account: a file without one is refused, and one that
+    // adds it waits for the restart that starts the probe.
+    let rejected = sidecar.log().matches("config rejected").count();
+    write(
+        dir.path(),
+        "strongsync.toml",
+        &config("1", "").replace("[durability]\n", "[durability]\nvisibility = \"quorum\"\n"),
+    );
+    sidecar.proxy.signal(Signal::SIGHUP);
+    wait_for("the second rejection", PATIENCE, || {
+        sidecar.log().matches("config rejected").count() > rejected
+    });
+    assert!(
+        sidecar.log().contains("durability.visibility"),
+        "{}",
+        sidecar.log()
+    );
+    let with_probe = config("1", "[probe]\nuser = \"probe\"\npassword = \"x\"\n")
+        .replace("[durability]\n", "[durability]\nvisibility = \"quorum\"\n");
+    let restarts = sidecar
+        .log()
+        .matches("only take effect after a restart")
+        .count();
+    write(dir.path(), "strongsync.toml", &with_probe);
+    sidecar.proxy.signal(Signal::SIGHUP);
+    wait_for("the second restart warning", PATIENCE, || {
+        sidecar
+            .log()
+            .matches("only take effect after a restart")
+            .count()
+            > restarts
+    });
+    assert!(
+        sidecar.log().contains("\"durability.visibility\""),
+        "{}",
+        sidecar.log()
+    );
+    assert_eq!(
+        admin::status(sidecar.admin)["visibility"],
+        "commit",
+        "unchanged"
+    );
     writer.disconnect().await.unwrap();
     idle.disconnect().await.unwrap();
 }
