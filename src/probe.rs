@@ -90,7 +90,9 @@ impl Probe {
             .user(Some(account.user.clone()))
             .pass(Some(account.password.clone()))
             .prefer_socket(false)
-            .stmt_cache_size(0);
+            // The one statement, prepared once per connection: each reading then skips the
+            // primary's parser.
+            .stmt_cache_size(1);
         let builder = if crate::primary::is_socket_path(primary) {
             builder.socket(Some(primary))
         } else {
@@ -184,7 +186,9 @@ impl Rounds {
                 *conn = Some(Conn::new(self.opts.clone()).await?);
             }
             let open = conn.as_mut().expect("just opened");
-            let value: Option<String> = open.query_first("SELECT @@global.gtid_binlog_pos").await?;
+            let value: Option<String> = open
+                .exec_first("SELECT @@global.gtid_binlog_pos", ())
+                .await?;
             Ok::<_, mysql_async::Error>(value.unwrap_or_default())
         })
         .await;
