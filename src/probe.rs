@@ -218,7 +218,11 @@ async fn send_rounds(rounds: Weak<Rounds>, wake: Arc<Notify>) {
         let Some(rounds) = rounds.upgrade() else {
             break;
         };
-        while let Some(round) = rounds.claim() {
+        loop {
+            // Sessions whose responses are already in let their turn come first, so that they
+            // join this round rather than each start one.
+            tokio::task::yield_now().await;
+            let Some(round) = rounds.claim() else { break };
             let reading = rounds.read(&mut conn).await;
             if let Err(error) = &reading {
                 debug!(%error, round, "probe reading failed");
