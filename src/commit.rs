@@ -20,6 +20,9 @@ pub struct Commit {
     pub unresolved: Option<Unresolved>,
     /// What waits: a commit's OK, or (`visibility = "quorum"`) a response that only reads.
     pub kind: WaitKind,
+    /// How many of `gtids`, from the first, are the session's own (reported, or bounding what
+    /// it may have committed); the rest bound what the response may reveal of others'.
+    pub own: usize,
 }
 
 /// What a wait holds back.

@@ -22,6 +22,7 @@ fn commit(seqs: &[u64]) -> Commit {
         gtids: seqs.iter().map(|&s| Gtid::Maria(gtid(s))).collect(),
         unresolved: None,
         kind: crate::commit::WaitKind::Commit,
+        own: seqs.len(),
     }
 }
 
@@ -249,6 +250,7 @@ async fn passthrough_never_waits_and_unknown_gtids_are_not_waited_for() {
         gtids: vec![],
         unresolved: Some(crate::commit::Unresolved::HiddenBeforeInfile),
         kind: crate::commit::WaitKind::Commit,
+        own: 0,
     };
     assert_eq!(Arc::clone(&d).wait(unresolved).await, Release::Proceed);
     assert_eq!(d.status().released["unresolved"], 1);
@@ -539,6 +541,7 @@ fn commit_of(gtids: &[MariaGtid]) -> Commit {
         gtids: gtids.iter().map(|g| Gtid::Maria(*g)).collect(),
         unresolved: None,
         kind: crate::commit::WaitKind::Commit,
+        own: gtids.len(),
     }
 }
 
@@ -684,6 +687,7 @@ async fn an_unresolved_commit_waits_for_what_was_learnt_and_is_counted_and_liste
         gtids: vec![Gtid::Maria(gtid(3))],
         unresolved: Some(crate::commit::Unresolved::HeldPastLimit { limit: 10 }),
         kind: crate::commit::WaitKind::Commit,
+        own: 1,
     };
     let waiting = park(&d, partly_known).await;
     settle().await;
@@ -790,4 +794,28 @@ async fn switching_visibility_back_to_commit_lets_held_reads_go() {
     assert_eq!(read.await.unwrap(), Release::Proceed);
     settle().await;
     assert!(!commit.is_finished(), "commits still wait for their quorum");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_commit_bounded_by_others_transactions_names_only_its_own_in_its_error() {
+    let d = Durability::new(DurabilityConfig {
+        visibility: Visibility::Quorum,
+        on_timeout: OnTimeout::Error,
+        ..DurabilityConfig::default()
+    });
+    // Its own 0-1-5, then the binlog position read after its response: someone's 0-1-6.
+    let bounded = Commit {
+        own: 1,
+        ..commit(&[5, 6])
+    };
+    let waiting = park(&d, bounded).await;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    match waiting.await.unwrap() {
+        Release::Fail(e) => {
+            let text = e.to_string();
+            assert!(text.contains("transaction 0-1-5 committed"), "{text}");
+            assert!(!text.contains("0-1-6"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
 }

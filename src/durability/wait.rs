@@ -86,6 +86,24 @@ impl Durability {
             .or_else(|| (gtids.len() < commit.gtids.len()).then_some(Unresolved::NotFollowed));
         let mut parked = Parked::new(&self, commit.kind);
         let (outcome, release) = self.decide(&gtids, &mut parked).await;
+        // A commit's error names what it committed, not the others' transactions its
+        // response was also bounded by.
+        let release = match release {
+            Release::Fail(mut error)
+                if commit.kind == WaitKind::Commit && commit.own < commit.gtids.len() =>
+            {
+                let own: Gtids = commit.gtids[..commit.own]
+                    .iter()
+                    .filter_map(|g| match g {
+                        Gtid::Maria(g) => Some(*g),
+                        Gtid::MySql(_) => None,
+                    })
+                    .collect();
+                error.gtids = list(&own);
+                Release::Fail(error)
+            }
+            release => release,
+        };
         // What was learnt was waited for; the rest could not be.
         let outcome = match (&unresolved, outcome) {
             (Some(_), Outcome::Quorum) => Outcome::Unresolved,

@@ -22,6 +22,8 @@ pub(super) struct ResponseCommits {
     pub barrier: bool,
     /// Something of the session's own commits is among the news (else the news is a bound).
     own: bool,
+    /// How many of `gtids`, from the first, are the session's own.
+    own_gtids: usize,
     /// The packet the held part starts with (the first that reported news).
     hold: Option<Mark>,
     /// The last packet queued for the client.
@@ -73,6 +75,7 @@ impl ResponseCommits {
         self.holding = false;
         self.own = true;
         self.gtids.extend(bound.gtids().map(|g| Gtid::Maria(*g)));
+        self.own_gtids = self.gtids.len();
     }
 
     /// Under the read barrier, what is queued may reveal every transaction `bound` holds.
@@ -84,6 +87,7 @@ impl ResponseCommits {
     pub(super) fn reported(&mut self, gtid: Gtid) {
         self.own = true;
         self.gtids.push(gtid);
+        self.own_gtids = self.gtids.len();
     }
 
     /// True if something must be reported before the held packets are released.
@@ -123,6 +127,7 @@ impl ResponseCommits {
             gtids: std::mem::take(&mut self.gtids),
             unresolved: self.unresolved.take(),
             kind,
+            own: std::mem::take(&mut self.own_gtids),
         };
         (commit, self.hold.take())
     }
