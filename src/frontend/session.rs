@@ -67,8 +67,8 @@ pub(crate) struct Session {
     /// Every statement so far was one a replica sends before its dump, which reveals no data
     /// (see [`strongsync_proto::reveals_nothing`]).
     pub(super) setup_only: bool,
-    /// The response in flight is to such a statement, or to a plain `BEGIN`, `COMMIT` or
-    /// `ROLLBACK`: the read barrier lets it through.
+    /// The response in flight is to such a statement, to a plain `BEGIN`, `COMMIT` or
+    /// `ROLLBACK`, or to `COM_PING`: the read barrier lets it through.
     pub(super) reveals_nothing: bool,
     /// Counts this session as a client session in flight until it ends or becomes a dump.
     pub(super) in_flight: Option<InFlightGuard>,
@@ -243,8 +243,10 @@ impl Session {
         let sql = (cmd == COM_QUERY).then(|| &packet.payload()[1..]);
         self.setup_only = self.setup_only
             && (cmd == COM_REGISTER_SLAVE || sql.is_some_and(reveals_nothing::replica_setup));
-        self.reveals_nothing =
-            self.setup_only || sql.is_some_and(reveals_nothing::transaction_control);
+        // A ping's OK carries nothing but status flags.
+        self.reveals_nothing = self.setup_only
+            || cmd == COM_PING
+            || sql.is_some_and(reveals_nothing::transaction_control);
         self.forward_command(&packet).await?;
         Ok(match cmd {
             COM_QUIT => Phase::Closed,
