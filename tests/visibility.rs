@@ -386,7 +386,7 @@ async fn with_no_write_in_flight_a_read_goes_after_the_probe_without_queueing() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn begin_rollback_and_ping_reveal_nothing_and_go_at_once_while_anything_else_waits() {
+async fn begin_rollback_ping_and_reset_reveal_nothing_and_go_at_once_while_anything_else_waits() {
     let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
     let mut conn = s.client().await;
     lose_quorum(&s);
@@ -394,8 +394,9 @@ async fn begin_rollback_and_ping_reveal_nothing_and_go_at_once_while_anything_el
     // Not held (the quorum is gone for good until the replica is back): they return.
     conn.query_drop("BEGIN").await.unwrap();
     conn.query_drop("ROLLBACK").await.unwrap();
-    // Nor does a ping (connection pools check their connections with it).
+    // Nor do a ping or a reset (connection pools check and recycle their connections so).
     conn.ping().await.unwrap();
+    conn.reset().await.unwrap();
     assert_eq!(reads_held(&s), 0);
     // Anything else waits, however harmless it looks.
     let reader = spawn_read(conn, "SELECT 1", s.witness(0));

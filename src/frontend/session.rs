@@ -68,7 +68,7 @@ pub(crate) struct Session {
     /// (see [`strongsync_proto::reveals_nothing`]).
     pub(super) setup_only: bool,
     /// The response in flight is to such a statement, to a plain `BEGIN`, `COMMIT` or
-    /// `ROLLBACK`, or to `COM_PING`: the read barrier lets it through.
+    /// `ROLLBACK`, or to `COM_PING` or `COM_RESET_CONNECTION`: the read barrier lets it through.
     pub(super) reveals_nothing: bool,
     /// Counts this session as a client session in flight until it ends or becomes a dump.
     pub(super) in_flight: Option<InFlightGuard>,
@@ -243,9 +243,10 @@ impl Session {
         let sql = (cmd == COM_QUERY).then(|| &packet.payload()[1..]);
         self.setup_only = self.setup_only
             && (cmd == COM_REGISTER_SLAVE || sql.is_some_and(reveals_nothing::replica_setup));
-        // A ping's OK carries nothing but status flags.
+        // The OK of a ping or a reset carries nothing but status flags (and the reset
+        // trackers' state).
         self.reveals_nothing = self.setup_only
-            || cmd == COM_PING
+            || matches!(cmd, COM_PING | COM_RESET_CONNECTION)
             || sql.is_some_and(reveals_nothing::transaction_control);
         self.forward_command(&packet).await?;
         Ok(match cmd {
