@@ -56,7 +56,7 @@ const TRANSACTION_CONTROL: &[&[u8]] = &[
 /// Whether `sql` (a `COM_QUERY`'s text) is one of the replica's setup statements. Only blanks
 /// and letter case may differ; a comment or anything else makes it an ordinary statement.
 pub fn replica_setup(sql: &[u8]) -> bool {
-    normalized(sql, |norm| {
+    normalized::<LONGEST>(sql, |norm| {
         STATEMENTS.iter().any(|template| matches(template, norm))
     })
 }
@@ -64,19 +64,16 @@ pub fn replica_setup(sql: &[u8]) -> bool {
 /// Whether `sql` is a plain `BEGIN`, `START TRANSACTION`, `COMMIT` or `ROLLBACK` (with or
 /// without `WORK`). Only blanks and letter case may differ.
 pub fn transaction_control(sql: &[u8]) -> bool {
-    if sql.len() > 32 {
-        return false;
-    }
-    normalized(sql, |norm| TRANSACTION_CONTROL.contains(&norm))
+    normalized::<32>(sql, |norm| TRANSACTION_CONTROL.contains(&norm))
 }
 
 /// `sql` in lower case without blanks (and without one trailing `;`), given to `check`; false
-/// if it is longer than anything recognised.
-fn normalized(sql: &[u8], check: impl FnOnce(&[u8]) -> bool) -> bool {
-    if sql.len() > LONGEST {
+/// if it is longer than `N` bytes (longer than anything the caller recognises).
+fn normalized<const N: usize>(sql: &[u8], check: impl FnOnce(&[u8]) -> bool) -> bool {
+    if sql.len() > N {
         return false;
     }
-    let mut norm = [0u8; LONGEST];
+    let mut norm = [0u8; N];
     let mut n = 0;
     for &b in sql.iter().filter(|b| !b.is_ascii_whitespace()) {
         norm[n] = b.to_ascii_lowercase();

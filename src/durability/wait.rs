@@ -72,14 +72,7 @@ impl Durability {
         if self.passthrough.load(Ordering::Relaxed) {
             return Release::Proceed;
         }
-        let gtids: Gtids = commit
-            .gtids
-            .iter()
-            .filter_map(|g| match g {
-                Gtid::Maria(g) => Some(*g),
-                Gtid::MySql(_) => None,
-            })
-            .collect();
+        let gtids = followed(&commit.gtids);
         let unresolved = commit
             .unresolved
             .clone()
@@ -92,14 +85,7 @@ impl Durability {
             Release::Fail(mut error)
                 if commit.kind == WaitKind::Commit && commit.own < commit.gtids.len() =>
             {
-                let own: Gtids = commit.gtids[..commit.own]
-                    .iter()
-                    .filter_map(|g| match g {
-                        Gtid::Maria(g) => Some(*g),
-                        Gtid::MySql(_) => None,
-                    })
-                    .collect();
-                error.gtids = list(&own);
+                error.gtids = list(&followed(&commit.gtids[..commit.own]));
                 Release::Fail(error)
             }
             release => release,
@@ -265,6 +251,17 @@ impl Durability {
             }
         }
     }
+}
+
+/// The GTIDs strong sync follows (MariaDB's) of `gtids`.
+fn followed(gtids: &[Gtid]) -> Gtids {
+    gtids
+        .iter()
+        .filter_map(|g| match g {
+            Gtid::Maria(g) => Some(*g),
+            Gtid::MySql(_) => None,
+        })
+        .collect()
 }
 
 fn list(gtids: &[MariaGtid]) -> String {

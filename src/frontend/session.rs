@@ -244,10 +244,11 @@ impl Session {
         self.setup_only = self.setup_only
             && (cmd == COM_REGISTER_SLAVE || sql.is_some_and(reveals_nothing::replica_setup));
         // The OK of a ping or a reset carries nothing but status flags (and the reset
-        // trackers' state).
+        // trackers' state). Only the read barrier asks; without it nothing is looked at.
         self.reveals_nothing = self.setup_only
-            || matches!(cmd, COM_PING | COM_RESET_CONNECTION)
-            || sql.is_some_and(reveals_nothing::transaction_control);
+            || (self.shared.durability.reads_wait()
+                && (matches!(cmd, COM_PING | COM_RESET_CONNECTION)
+                    || sql.is_some_and(reveals_nothing::transaction_control)));
         self.forward_command(&packet).await?;
         Ok(match cmd {
             COM_QUIT => Phase::Closed,
