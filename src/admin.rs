@@ -61,6 +61,9 @@ struct Status {
     reads_released: std::collections::BTreeMap<&'static str, u64>,
     /// Of those, the ones that had to wait for the quorum (the rest went at once).
     reads_waited: u64,
+    /// Responses that went without a bound of their own: their transaction read only a
+    /// snapshot the quorum held.
+    reads_in_snapshot: u64,
     primary: PrimaryStatus,
     replicas: Vec<Replica>,
 }
@@ -208,6 +211,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         reads_held: s.reads_parked,
         reads_released: s.reads_released,
         reads_waited: s.reads_queued,
+        reads_in_snapshot: s.reads_in_snapshot,
         primary: PrimaryStatus {
             address: admin.primary.addr().to_owned(),
             reachable: reachable.is_ok(),

@@ -43,6 +43,8 @@ pub struct Metrics {
     reads_by_outcome: Vec<(Histogram, IntCounter)>,
     /// Gauge: responses the read barrier holds now.
     pub reads_held: IntGauge,
+    /// Responses that went without a bound of their own, their transaction's snapshot held.
+    pub reads_in_snapshot: IntCounter,
     /// Gauge: 1 under `visibility = "quorum"` (the read barrier), else 0.
     pub visibility_quorum: IntGauge,
     /// Histogram: seconds from a flagged event sent to the ACK that covers it, by replica.
@@ -145,6 +147,11 @@ impl Metrics {
             read_wait,
             reads_released,
             reads_by_outcome,
+            reads_in_snapshot: IntCounter::new(
+                "strongsync_reads_in_snapshot_total",
+                "Responses the read barrier (visibility = quorum) let go without a bound of their own: their transaction read only its consistent snapshot, which the quorum held.",
+            )
+            .expect("valid metric"),
             reads_held: gauge(
                 "strongsync_reads_held",
                 "Responses the read barrier (visibility = quorum) holds right now.",
@@ -258,6 +265,7 @@ impl Metrics {
             Box::new(self.read_wait.clone()),
             Box::new(self.reads_released.clone()),
             Box::new(self.reads_held.clone()),
+            Box::new(self.reads_in_snapshot.clone()),
             Box::new(self.visibility_quorum.clone()),
             Box::new(self.ack_latency.clone()),
             Box::new(self.acks.clone()),
@@ -410,6 +418,10 @@ impl WaitObserver for Metrics {
 
     fn read_released(&self, outcome: Outcome, waited: Duration) {
         observe(&self.reads_by_outcome, outcome, waited);
+    }
+
+    fn read_in_snapshot(&self) {
+        self.reads_in_snapshot.inc();
     }
 
     fn state_changed(&self, to: State) {

@@ -35,7 +35,7 @@ use support::topology::Topology;
 /// Clients writing at once.
 const WRITERS: u64 = 32;
 /// Clients reading at once, when a round has readers (a third of each way of observing).
-const READERS: u64 = 9;
+const READERS: u64 = 12;
 /// Primary kills per quorum, unless `STRONGSYNC_LEDGER_KILLS` says how many.
 const PRIMARY_KILLS: u64 = 5;
 /// Proxy kills, unless `STRONGSYNC_LEDGER_KILLS` says how many.
@@ -83,9 +83,12 @@ enum Look {
     /// Inserting the id a writer commits next, in a transaction rolled back: a duplicate-key
     /// error reveals that the writer committed it.
     Duplicate,
+    /// Several `SELECT`s and a locking read in one transaction, under
+    /// `innodb_snapshot_isolation = ON`: the proxy bounds the snapshot once, not each read.
+    Snapshot,
 }
 
-const LOOKS: [Look; 3] = [Look::Select, Look::Locking, Look::Duplicate];
+const LOOKS: [Look; 4] = [Look::Select, Look::Locking, Look::Duplicate, Look::Snapshot];
 
 impl Look {
     fn name(self) -> &'static str {
@@ -93,6 +96,7 @@ impl Look {
             Look::Select => "select",
             Look::Locking => "locking",
             Look::Duplicate => "duplicate_key",
+            Look::Snapshot => "snapshot",
         }
     }
 }
@@ -169,26 +173,40 @@ async fn writer(url: String, round: u64, writer: u64, ledger: SharedLedger) {
 
 /// Reads until an error (the kill) ends it, recording every row observed in `ledger`.
 async fn reader(url: String, round: u64, reader: u64, ledger: SharedLedger) {
-    let look = LOOKS[(reader % 3) as usize];
+    let look = LOOKS[(reader % LOOKS.len() as u64) as usize];
     let mut rng = StdRng::seed_from_u64(round << 8 | reader);
     // Per writer, the sequence number it commits next, as far as this reader has seen.
     let mut frontier = vec![2u64; WRITERS as usize];
+    let observe = |seen: Vec<u64>| {
+        let mut ledger = ledger.lock().unwrap();
+        *ledger.observations.entry(look.name()).or_default() += seen.len() as u64;
+        ledger.observed.extend(seen);
+    };
+    let newest = |writer: u64| {
+        format!("SELECT id FROM ledger WHERE writer = {writer} ORDER BY id DESC LIMIT 4")
+    };
+    // Share locks meet the writers' inserts: a deadlock, a lock wait timeout or (under snapshot
+    // isolation) a row changed since the snapshot only means the look saw nothing.
+    let locking = |seen: mysql_async::Result<Vec<u64>>| match seen {
+        Err(mysql_async::Error::Server(e)) if matches!(e.code, 1020 | 1205 | 1213) => {
+            Ok(Vec::new())
+        }
+        seen => seen,
+    };
     let _ = async {
         let mut conn = Conn::new(Opts::from_url(&url).unwrap()).await?;
+        if look == Look::Snapshot {
+            conn.query_drop("SET SESSION innodb_snapshot_isolation = ON")
+                .await?;
+        }
         loop {
             let writer = rng.random_range(0..WRITERS);
-            let newest =
-                format!("SELECT id FROM ledger WHERE writer = {writer} ORDER BY id DESC LIMIT 4");
-            let seen: Vec<u64> = match look {
-                Look::Select => conn.query(newest).await?,
-                // Share locks meet the writers' inserts: a deadlock or lock wait timeout only
-                // means this look saw nothing.
-                Look::Locking => match conn.query(format!("{newest} LOCK IN SHARE MODE")).await {
-                    Err(mysql_async::Error::Server(e)) if matches!(e.code, 1205 | 1213) => {
-                        Vec::new()
-                    }
-                    seen => seen?,
-                },
+            match look {
+                Look::Select => observe(conn.query(newest(writer)).await?),
+                Look::Locking => observe(locking(
+                    conn.query(format!("{} LOCK IN SHARE MODE", newest(writer)))
+                        .await,
+                )?),
                 Look::Duplicate => {
                     let seq = &mut frontier[writer as usize];
                     let id = row_id(round, writer, *seq);
@@ -208,12 +226,21 @@ async fn reader(url: String, round: u64, reader: u64, ledger: SharedLedger) {
                         Err(e) => return Err(e),
                     };
                     conn.query_drop("ROLLBACK").await?;
-                    seen
+                    observe(seen);
                 }
-            };
-            let mut ledger = ledger.lock().unwrap();
-            *ledger.observations.entry(look.name()).or_default() += seen.len() as u64;
-            ledger.observed.extend(seen);
+                Look::Snapshot => {
+                    conn.query_drop("BEGIN").await?;
+                    for _ in 0..3 {
+                        let writer = rng.random_range(0..WRITERS);
+                        observe(conn.query(newest(writer)).await?);
+                    }
+                    observe(locking(
+                        conn.query(format!("{} LOCK IN SHARE MODE", newest(writer)))
+                            .await,
+                    )?);
+                    conn.query_drop("COMMIT").await?;
+                }
+            }
         }
         #[allow(unreachable_code)]
         Ok::<(), mysql_async::Error>(())

@@ -69,10 +69,31 @@ const STORED_CODE: &[&str] = &[
 ];
 
 async fn cluster() -> Strong {
-    let s = Strong::start(
+    setup(Strong::start(
         1,
         durability(1, OnTimeout::Block, Duration::from_secs(3600)),
-    );
+    ))
+    .await
+}
+
+/// [`cluster`] with a probe account, so that the proxy tracks transactions too (for the read
+/// barrier's one bound per snapshot).
+async fn cluster_with_probe() -> Strong {
+    setup(Strong::start_with(1, |config, topology| {
+        topology
+            .primary
+            .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
+        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.probe = Some(strongsync::config::ProbeAccount {
+            user: "probe".into(),
+            password: "probe-secret".into(),
+            password_file: None,
+        });
+    }))
+    .await
+}
+
+async fn setup(s: Strong) -> Strong {
     let url = s.topology.primary.url(APP_USER, APP_PASSWORD);
     let mut direct = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
         .await
@@ -201,6 +222,43 @@ async fn a_client_sees_exactly_the_tracker_data_it_asked_for() {
         "CALL tracker_off_then_insert()",
         "SET autocommit = 1",
     ];
+    same_items_direct_and_through(&s, &steps);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_transactions_tracked_by_the_proxy_a_client_sees_only_the_transaction_data_it_asked_for(
+) {
+    let s = cluster_with_probe().await;
+    // A client switching the tracker itself sees what it asked for from the next statement on
+    // (the switch's own OK, marked `~`, is not compared: see README "Visibility").
+    let steps = [
+        "BEGIN",
+        "INSERT INTO t (v) VALUES (5)",
+        "COMMIT",
+        "~SET SESSION session_track_transaction_info = STATE",
+        "BEGIN",
+        "SELECT 1 INTO @x",
+        "INSERT INTO t (v) VALUES (6)",
+        "COMMIT",
+        "~SET SESSION session_track_transaction_info = OFF",
+        "BEGIN",
+        "INSERT INTO t (v) VALUES (7)",
+        "COMMIT",
+    ];
+    same_items_direct_and_through(&s, &steps);
+    let steps = [
+        "~SET SESSION session_track_transaction_info = CHARACTERISTICS",
+        "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        "START TRANSACTION READ ONLY",
+        "SELECT 1 INTO @x",
+        "COMMIT",
+    ];
+    same_items_direct_and_through(&s, &steps);
+}
+
+/// Runs `steps` on a client with session tracking, straight on the primary and through the
+/// proxy: the tracker data it sees must be the same.
+fn same_items_direct_and_through(s: &Strong, steps: &[&str]) {
     let run = |addr| {
         let mut client = RawClient::connect(
             addr,
@@ -210,9 +268,16 @@ async fn a_client_sees_exactly_the_tracker_data_it_asked_for() {
         );
         steps
             .iter()
-            .map(|sql| {
+            .filter_map(|step| {
+                let (compared, sql) = match step.strip_prefix('~') {
+                    Some(sql) => (false, sql),
+                    None => (true, *step),
+                };
                 let reply = client.query(sql);
                 assert_eq!(reply.error, None, "{sql}");
+                if !compared {
+                    return None;
+                }
                 // GTIDs differ between the two runs; their presence is what matters.
                 let seen: Vec<String> = items(&reply)
                     .into_iter()
@@ -221,7 +286,7 @@ async fn a_client_sees_exactly_the_tracker_data_it_asked_for() {
                         None => i.replace(",last_gtid=", ",last_gtid=…"),
                     })
                     .collect();
-                (sql.to_string(), seen)
+                Some((sql.to_string(), seen))
             })
             .collect::<Vec<_>>()
     };
@@ -229,6 +294,13 @@ async fn a_client_sees_exactly_the_tracker_data_it_asked_for() {
     let through_the_proxy = run(s.proxy.addr());
     let straight = run(direct);
     assert_eq!(through_the_proxy, straight);
+    assert!(
+        straight
+            .iter()
+            .any(|(_, seen)| seen.iter().any(|i| i.contains("Transaction")))
+            || !steps.iter().any(|sql| sql.contains("transaction_info")),
+        "the client never saw the transaction data it asked for: {straight:?}"
+    );
 }
 
 /// Makes the first character of every `last_gtid` value unreadable.

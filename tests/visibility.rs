@@ -499,3 +499,181 @@ async fn everything_a_session_does_works_under_the_barrier() {
     assert_eq!(status.reads_released["unresolved"], 0);
     assert_eq!(status.reads_parked, 0);
 }
+
+/// [`barrier`], with `innodb_snapshot_isolation = ON` for every new session on the primary, and
+/// a MyISAM table beside the InnoDB ones.
+fn snapshot_barrier() -> Strong {
+    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+    let primary = &s.topology.primary;
+    primary.sql("SET GLOBAL innodb_snapshot_isolation = ON");
+    primary.sql("CREATE TABLE sbtest.m (v INT) ENGINE=MyISAM");
+    primary.sql("CREATE TABLE sbtest.u (id INT PRIMARY KEY, k INT UNIQUE)");
+    primary.sql("CREATE TABLE sbtest.log (id INT AUTO_INCREMENT PRIMARY KEY)");
+    primary.sql(
+        "DELIMITER //\nCREATE FUNCTION sbtest.logged() RETURNS INT DETERMINISTIC MODIFIES SQL DATA \
+         BEGIN INSERT INTO sbtest.log VALUES (); RETURN 1; END//",
+    );
+    s.topology.wait_replicas_caught_up();
+    s
+}
+
+fn reads_in_snapshot(s: &Strong) -> u64 {
+    s.proxy.durability().status().reads_in_snapshot
+}
+
+/// On a new session: `before`, then `BEGIN`, a first read (bounded as usual), then `inside`.
+async fn open_snapshot(s: &Strong, before: &[&str], inside: &[&str]) -> mysql_async::Conn {
+    let mut conn = s.client().await;
+    for sql in before {
+        conn.query_drop(*sql).await.unwrap();
+    }
+    conn.query_drop("BEGIN").await.unwrap();
+    let _: Vec<i64> = conn.query("SELECT COUNT(*) FROM sbtest.t").await.unwrap();
+    for sql in inside {
+        conn.query_drop(*sql).await.unwrap();
+    }
+    conn
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_of_a_bounded_snapshot_go_at_once_and_what_it_cannot_show_stays_held() {
+    let s = snapshot_barrier();
+    let mut conn = open_snapshot(&s, &[], &[]).await;
+    let stmt = conn
+        .prep("SELECT COUNT(*) FROM sbtest.t WHERE v = ?")
+        .await
+        .unwrap();
+    lose_quorum(&s);
+    let gtid = commit_directly(&s.topology.primary, 42);
+
+    // The snapshot predates the write: reading it reveals nothing, so it goes, under `block`
+    // with no quorum, before the replica has the write. A prepared statement too.
+    let read = answer(spawn_read(
+        conn,
+        "SELECT COUNT(*) FROM sbtest.t WHERE v = 42",
+        s.witness(0),
+    ))
+    .await;
+    assert_eq!(read.result.expect("the read"), vec![0]);
+    assert!(
+        !position_holds(&read.received, &gtid),
+        "the replica already had {gtid}: the test proves nothing"
+    );
+    let mut conn = read.conn;
+    let count: Option<i64> = conn.exec_first(&stmt, (42,)).await.unwrap();
+    assert_eq!(count, Some(0));
+    assert!(reads_in_snapshot(&s) >= 2);
+
+    // A locking read meets the newer row: the error it gets (and the rollback) says a row
+    // changed, so it waits for the quorum like any other revealing answer.
+    let reader = spawn_read(
+        conn,
+        "SELECT COUNT(*) FROM sbtest.t WHERE v = 42 FOR UPDATE",
+        s.witness(0),
+    );
+    wait_reads_held(&s, 1);
+    s.start_io(0);
+    let read = answer(reader).await;
+    let error = read.result.expect_err("a row changed since the snapshot");
+    assert!(
+        matches!(&error, mysql_async::Error::Server(e) if e.code == 1020),
+        "{error}"
+    );
+    assert!(position_holds(&read.received, &gtid), "{}", read.received);
+
+    // The error ended the transaction: the next read is bounded again.
+    s.wait_semisync(1);
+    lose_quorum(&s);
+    let gtid = commit_directly(&s.topology.primary, 43);
+    let reader = spawn_read(
+        read.conn,
+        "SELECT COUNT(*) FROM sbtest.t WHERE v = 43",
+        s.witness(0),
+    );
+    wait_reads_held(&s, 1);
+    s.start_io(0);
+    let read = answer(reader).await;
+    assert_eq!(read.result.expect("the read"), vec![1]);
+    assert!(position_holds(&read.received, &gtid), "{}", read.received);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transaction_that_may_see_past_its_snapshot_is_bounded_statement_by_statement() {
+    let s = snapshot_barrier();
+    // (what the session did before BEGIN, what it did in the transaction after its first read,
+    // the statement that must then wait for the quorum)
+    let cases: [(&[&str], &[&str], &str); 10] = [
+        // It wrote (a unique index is checked against rows deleted since the snapshot).
+        (
+            &[],
+            &["INSERT INTO sbtest.u VALUES (1, 1)"],
+            "SELECT COUNT(*) FROM sbtest.t",
+        ),
+        // A SELECT wrote, through a function.
+        (
+            &[],
+            &["SELECT sbtest.logged()"],
+            "SELECT COUNT(*) FROM sbtest.t",
+        ),
+        // It read a non-transactional table.
+        (
+            &[],
+            &["SELECT COUNT(*) FROM sbtest.m"],
+            "SELECT COUNT(*) FROM sbtest.t",
+        ),
+        // It called an unsafe function.
+        (
+            &[],
+            &["SELECT @@global.gtid_binlog_pos"],
+            "SELECT COUNT(*) FROM sbtest.t",
+        ),
+        // Isolation without one snapshot per transaction, for the session or the next one.
+        (
+            &["SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"],
+            &[],
+            "SELECT COUNT(*) FROM sbtest.t",
+        ),
+        (
+            &["SET TRANSACTION ISOLATION LEVEL READ COMMITTED"],
+            &[],
+            "SELECT COUNT(*) FROM sbtest.t",
+        ),
+        // Locking reads would show newer rows.
+        (
+            &["SET SESSION innodb_snapshot_isolation = OFF"],
+            &[],
+            "SELECT COUNT(*) FROM sbtest.t",
+        ),
+        // A transaction not started by BEGIN (the next one, without autocommit).
+        (
+            &["SET autocommit = 0"],
+            &["COMMIT"],
+            "SELECT COUNT(*) FROM sbtest.t",
+        ),
+        // Statements whose answers do not come from the snapshot, in a covered transaction.
+        (
+            &[],
+            &[],
+            "SELECT COUNT(*) FROM information_schema.innodb_trx",
+        ),
+        (&[], &[], "SELECT LENGTH(@@global.gtid_binlog_pos)"),
+    ];
+    for (before, inside, held) in cases {
+        eprintln!("case: {before:?} {inside:?} {held}");
+        let conn = open_snapshot(&s, before, inside).await;
+        lose_quorum(&s);
+        let gtid = commit_directly(&s.topology.primary, 7);
+        let reader = spawn_read(conn, held, s.witness(0));
+        wait_reads_held(&s, 1);
+        s.start_io(0);
+        let read = answer(reader).await;
+        read.result
+            .unwrap_or_else(|e| panic!("{before:?} {inside:?} {held}: {e}"));
+        assert!(
+            position_holds(&read.received, &gtid),
+            "{before:?} {inside:?} {held}: answered when the replica had only {}",
+            read.received
+        );
+        s.wait_semisync(1);
+    }
+}

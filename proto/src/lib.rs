@@ -18,6 +18,7 @@
 //! | [`binlog`] | the dump stream: event headers, where transactions end, heartbeats |
 //! | [`semisync`] | semisync negotiation statements, the event header, ACKs |
 //! | [`reveals_nothing`] | statements whose answers reveal no data (a replica's setup, `BEGIN`, `COMMIT`) |
+//! | [`snapshot`] | statements and tracker states of a transaction that reads only its snapshot |
 //! | [`resultset`] | result sets and OKs for the statements the proxy answers itself |
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -35,6 +36,7 @@ pub mod response;
 pub mod resultset;
 pub mod reveals_nothing;
 pub mod semisync;
+pub mod snapshot;
 pub mod wire;
 
 #[cfg(test)]

@@ -28,11 +28,19 @@ pub const SESSION_TRACK_SCHEMA: u8 = 0x01;
 pub const SESSION_TRACK_STATE_CHANGE: u8 = 0x02;
 /// Session-state item type: GTIDs (MySQL `session_track_gtids`).
 pub const SESSION_TRACK_GTIDS: u8 = 0x03;
+/// Session-state item type: the statements that would start a transaction like the current
+/// one (`session_track_transaction_info = CHARACTERISTICS`).
+pub const SESSION_TRACK_TRANSACTION_CHARACTERISTICS: u8 = 0x04;
+/// Session-state item type: what the current transaction has done, eight flag characters
+/// (`session_track_transaction_info = STATE` or `CHARACTERISTICS`).
+pub const SESSION_TRACK_TRANSACTION_STATE: u8 = 0x05;
 
 /// Name of the MariaDB session variable holding the session's last committed GTID.
 pub const LAST_GTID: &[u8] = b"last_gtid";
 /// Name of the session variable that switches `SESSION_TRACK_STATE_CHANGE` items on.
 pub const SESSION_TRACK_STATE_CHANGE_VAR: &[u8] = b"session_track_state_change";
+/// Name of the session variable that switches the transaction items on.
+pub const SESSION_TRACK_TRANSACTION_INFO_VAR: &[u8] = b"session_track_transaction_info";
 
 /// ERR code MariaDB uses for progress reports (only sent to clients that ask for them).
 const PROGRESS_REPORT_CODE: u16 = 0xFFFF;
@@ -88,6 +96,13 @@ pub struct TrackingFilter {
     /// The client's own `session_track_system_variables` includes
     /// `session_track_state_change` (or `*`).
     pub keep_state_change_var: bool,
+    /// The client's own `session_track_system_variables` includes
+    /// `session_track_transaction_info` (or `*`).
+    pub keep_transaction_info_var: bool,
+    /// The client's own `session_track_transaction_info` is `STATE` or `CHARACTERISTICS`.
+    pub keep_transaction_state: bool,
+    /// The client's own `session_track_transaction_info` is `CHARACTERISTICS`.
+    pub keep_transaction_characteristics: bool,
 }
 
 /// An EOF packet: `FE u16 warnings u16 status`.
@@ -196,24 +211,55 @@ impl<'a> OkPacket<'a> {
         }
     }
 
-    /// True if the state block is exactly a report of the session's last GTID: at least one
-    /// item, every item a system-variables item, every variable in it `last_gtid`. What a
-    /// commit alone makes MariaDB send; anything else (another variable, a state-change item,
-    /// an empty block under `SERVER_SESSION_STATE_CHANGED`, an item that does not parse) says
-    /// something else about the session changed.
-    pub fn reports_only_last_gtid(&self) -> bool {
+    /// True if the state block reports nothing but the session's last GTID and its
+    /// transaction's state: at least one item, every item a system-variables item naming only
+    /// `last_gtid` or a transaction-info item. What a commit, a `BEGIN` or any statement that
+    /// only moves the transaction along makes MariaDB send; anything else (another variable, a
+    /// state-change item, an empty block under `SERVER_SESSION_STATE_CHANGED`, an item that does
+    /// not parse) says something else about the session changed.
+    pub fn reports_only_routine_state(&self) -> bool {
         let mut items = self.state_items().peekable();
         items.peek().is_some()
             && items.all(|item| {
-                item.is_ok_and(|item| {
-                    item.kind == SESSION_TRACK_SYSTEM_VARIABLES && {
+                item.is_ok_and(|item| match item.kind {
+                    SESSION_TRACK_TRANSACTION_STATE | SESSION_TRACK_TRANSACTION_CHARACTERISTICS => {
+                        true
+                    }
+                    SESSION_TRACK_SYSTEM_VARIABLES => {
                         let mut vars = item.variables().peekable();
                         vars.peek().is_some()
                             && vars.all(|var| {
                                 var.is_ok_and(|(name, _)| name.eq_ignore_ascii_case(LAST_GTID))
                             })
                     }
+                    _ => false,
                 })
+            })
+    }
+
+    /// The transaction state the packet reports (the last, if several), undecoded flags.
+    pub fn transaction_state(&self) -> Option<&'a [u8]> {
+        self.transaction_item(SESSION_TRACK_TRANSACTION_STATE)
+    }
+
+    /// The transaction characteristics the packet reports (the last, if several).
+    pub fn transaction_characteristics(&self) -> Option<&'a [u8]> {
+        self.transaction_item(SESSION_TRACK_TRANSACTION_CHARACTERISTICS)
+    }
+
+    /// The text of the last item of `kind`, a length-encoded string inside the item; an item
+    /// that does not hold one reads as empty (no state is ever empty).
+    fn transaction_item(&self, kind: u8) -> Option<&'a [u8]> {
+        self.state_items()
+            .flatten()
+            .filter(|item| item.kind == kind)
+            .last()
+            .map(|item| {
+                let mut r = Reader::new(item.data);
+                match r.lenenc_str("transaction info") {
+                    Ok(text) if r.is_empty() => text,
+                    _ => &[],
+                }
             })
     }
 
@@ -311,12 +357,20 @@ impl<'a> StateItem<'a> {
         (!filter.keep_last_gtid && name.eq_ignore_ascii_case(LAST_GTID))
             || (!filter.keep_state_change_var
                 && name.eq_ignore_ascii_case(SESSION_TRACK_STATE_CHANGE_VAR))
+            || (!filter.keep_transaction_info_var
+                && name.eq_ignore_ascii_case(SESSION_TRACK_TRANSACTION_INFO_VAR))
     }
 
     fn dropped_by(&self, filter: TrackingFilter) -> Kept {
         match self.kind {
             SESSION_TRACK_GTIDS if !filter.keep_gtids => Kept::None,
             SESSION_TRACK_STATE_CHANGE if !filter.keep_state_change => Kept::None,
+            SESSION_TRACK_TRANSACTION_STATE if !filter.keep_transaction_state => Kept::None,
+            SESSION_TRACK_TRANSACTION_CHARACTERISTICS
+                if !filter.keep_transaction_characteristics =>
+            {
+                Kept::None
+            }
             SESSION_TRACK_SYSTEM_VARIABLES => {
                 let (mut kept, mut dropped) = (0, 0);
                 for var in self.variables() {

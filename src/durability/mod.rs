@@ -65,6 +65,9 @@ pub trait WaitObserver: Send + Sync + 'static {
     /// `waited`.
     fn read_released(&self, _outcome: Outcome, _waited: Duration) {}
 
+    /// A response went without a bound of its own: its transaction's snapshot was held.
+    fn read_in_snapshot(&self) {}
+
     /// The durability state changed to `to`.
     fn state_changed(&self, _to: State) {}
 }
@@ -86,6 +89,8 @@ pub struct Durability {
     reads_queued: AtomicU64,
     /// Responses the read barrier released, by how.
     reads_released: [AtomicU64; OUTCOMES.len()],
+    /// Responses that went without a bound of their own, their transaction's snapshot held.
+    reads_in_snapshot: AtomicU64,
     /// Parked commits past their `ack_timeout` that `block` keeps waiting.
     overdue: AtomicUsize,
     released: [AtomicU64; OUTCOMES.len()],
@@ -162,6 +167,7 @@ impl Durability {
             reads_parked: AtomicUsize::new(0),
             reads_queued: AtomicU64::new(0),
             reads_released: Default::default(),
+            reads_in_snapshot: AtomicU64::new(0),
             overdue: AtomicUsize::new(0),
             released: Default::default(),
             shutting_down: AtomicBool::new(false),
@@ -207,6 +213,40 @@ impl Durability {
     /// Whether every response waits for the quorum to hold what it may reveal.
     pub fn reads_wait(&self) -> bool {
         self.reads_wait.load(Ordering::Relaxed)
+    }
+
+    /// Whether a response may go without a bound of its own because it was read from a
+    /// snapshot that `bound` bounds and the quorum holds `bound`. `held_by` is how many
+    /// replicas were already seen holding it (0 if none yet): replicas that acknowledged a
+    /// transaction keep it, as for a commit acknowledged earlier, so once `quorum` of them held
+    /// it the snapshot stays covered while the quorum is not raised. Otherwise the read barrier
+    /// must be on, strong sync STRONG (under DEGRADED a read goes with what DEGRADED released,
+    /// counted as such) and `quorum` connected replicas hold every transaction of `bound`.
+    /// Returns how many replicas are known to hold it if the response may go, and counts it.
+    pub fn read_in_snapshot(&self, bound: &GtidPosition, held_by: usize) -> Option<usize> {
+        if !self.reads_wait() {
+            return None;
+        }
+        let held_by = {
+            let inner = self.lock();
+            let k = inner.config.quorum;
+            if held_by >= k {
+                Some(held_by)
+            } else {
+                let held = matches!(inner.state, DurableState::Strong)
+                    && bound.gtids().all(|gtid| {
+                        matches!(inner.plan(std::slice::from_ref(gtid), k), Plan::Held)
+                    });
+                held.then_some(k)
+            }
+        };
+        if held_by.is_some() {
+            self.reads_in_snapshot.fetch_add(1, Ordering::Relaxed);
+            if let Some(observer) = &self.observer {
+                observer.read_in_snapshot();
+            }
+        }
+        held_by
     }
 
     /// From now on, commits abandoned while parked count as released by shutdown.

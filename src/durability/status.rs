@@ -46,6 +46,9 @@ pub struct DurabilityStatus {
     pub reads_released: BTreeMap<&'static str, u64>,
     /// Of those, the ones that had to wait: the quorum did not hold their bound yet.
     pub reads_queued: u64,
+    /// Responses that went without a bound of their own: their transaction read only its
+    /// snapshot, which the quorum held.
+    pub reads_in_snapshot: u64,
     /// Replicas that disconnected, as last known (the most recent ones), by `server_id`.
     pub departed: Vec<ReplicaStatus>,
     /// The newest GTID per domain whose commit was acknowledged to its client with its
@@ -175,6 +178,7 @@ impl Durability {
             visibility: config.visibility,
             reads_parked: self.reads_parked.load(Ordering::Relaxed),
             reads_queued: self.reads_queued.load(Ordering::Relaxed),
+            reads_in_snapshot: self.reads_in_snapshot.load(Ordering::Relaxed),
             reads_released: OUTCOMES
                 .iter()
                 .zip(&self.reads_released)

@@ -3,7 +3,11 @@
 //! which the session must be checked (see [`super::tracking`]), or — under the read barrier
 //! (`visibility = "quorum"`) — from the first packet not yet released.
 
+use std::sync::Arc;
+
 use strongsync_proto::gtid::Gtid;
+use strongsync_proto::ok::OkPacket;
+use strongsync_proto::snapshot;
 
 use super::tracking::CheckReason;
 use crate::commit::{Commit, Unresolved, WaitKind};
@@ -30,6 +34,16 @@ pub(super) struct ResponseCommits {
     last: Option<Mark>,
     /// The client was told the commit failed: the rest of the response is not relayed.
     pub discard: bool,
+    /// The bound of the snapshot the response reads from, if it is a single `SELECT` in a
+    /// transaction covered by one (see [`super::snapshot`]).
+    pub snapshot: Option<Arc<GtidPosition>>,
+    /// Something in the response says its transaction may not read only its snapshot (or
+    /// cannot say): an error, a state with other flags, an insert id, a check.
+    pub leaves_snapshot: bool,
+    /// An OK said a transaction started with a consistent snapshot and nothing else.
+    took_snapshot: bool,
+    /// The last bound the barrier read for what was released.
+    last_bound: Option<Arc<GtidPosition>>,
 }
 
 /// Where a packet starts in the client's write queue, and its sequence id.
@@ -54,6 +68,35 @@ impl ResponseCommits {
     pub(super) fn need_check(&mut self, reason: CheckReason) {
         self.check.get_or_insert(reason);
         self.holding = true;
+        self.leaves_snapshot = true;
+    }
+
+    /// Takes in what an OK says about the session's transaction.
+    pub(super) fn transaction_reported(&mut self, ok: &OkPacket<'_>) {
+        if ok.last_insert_id != 0 {
+            self.leaves_snapshot = true;
+        }
+        if let Some(state) = ok.transaction_state() {
+            if !snapshot::state_reads_snapshot_only(state) {
+                self.leaves_snapshot = true;
+            }
+            self.took_snapshot = state == snapshot::SNAPSHOT_TAKEN
+                && ok.transaction_characteristics() == Some(snapshot::SNAPSHOT_CHARACTERISTICS);
+        }
+    }
+
+    /// Whether the response, once over, may go without a bound of its own if the quorum holds
+    /// its snapshot's: nothing in it said otherwise, and it brought no news to wait for.
+    pub(super) fn reads_snapshot(&self) -> bool {
+        self.snapshot.is_some() && !self.leaves_snapshot && self.check.is_none() && !self.has_news()
+    }
+
+    /// The bound of the snapshot the response started, if it started one: it said so, and the
+    /// read barrier bounded it.
+    pub(super) fn snapshot_taken(&self) -> Option<&Arc<GtidPosition>> {
+        self.last_bound
+            .as_ref()
+            .filter(|_| self.barrier && self.took_snapshot && !self.leaves_snapshot)
     }
 
     /// What is held goes without a check: whatever it may have committed and was not learnt
@@ -67,6 +110,7 @@ impl ResponseCommits {
     /// The read barrier could not bound what is held: it goes as unresolved.
     pub(super) fn unbounded(&mut self, reason: Unresolved) {
         self.unresolved.get_or_insert(reason);
+        self.last_bound = None;
     }
 
     /// What is held goes, bounded by the primary's binlog position read after it arrived: every
@@ -79,8 +123,9 @@ impl ResponseCommits {
     }
 
     /// Under the read barrier, what is queued may reveal every transaction `bound` holds.
-    pub(super) fn bounded_read(&mut self, bound: &GtidPosition) {
+    pub(super) fn bounded_read(&mut self, bound: &Arc<GtidPosition>) {
         self.gtids.extend(bound.gtids().map(|g| Gtid::Maria(*g)));
+        self.last_bound = Some(Arc::clone(bound));
     }
 
     /// The response reported a commit of `gtid`.

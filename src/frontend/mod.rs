@@ -10,6 +10,7 @@ mod pipe;
 mod relay;
 mod replica;
 mod session;
+mod snapshot;
 mod tracking;
 
 use std::sync::Arc;

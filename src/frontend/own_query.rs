@@ -19,6 +19,8 @@ pub(super) struct Swallowed {
     pub row: Vec<Option<Vec<u8>>>,
     /// The ERR the query got, if it failed.
     pub error: Option<String>,
+    /// Its error code.
+    pub code: Option<u16>,
 }
 
 // === impl Swallowed ===
@@ -64,6 +66,7 @@ impl Session {
                 }
                 PacketKind::Err => {
                     let err = ErrPacket::parse(packet.payload()).map_err(Error::PrimaryProtocol)?;
+                    answer.code = Some(err.code);
                     answer.error = Some(format!(
                         "{} {}",
                         err.code,

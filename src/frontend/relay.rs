@@ -4,7 +4,9 @@
 
 use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::gtid::tracked_gtids;
-use strongsync_proto::ok::{self, EofPacket, OkPacket, SESSION_TRACK_STATE_CHANGE_VAR};
+use strongsync_proto::ok::{
+    self, EofPacket, OkPacket, SESSION_TRACK_STATE_CHANGE_VAR, SESSION_TRACK_TRANSACTION_INFO_VAR,
+};
 use strongsync_proto::packet::Packet;
 use strongsync_proto::response::{PacketKind, ResponseReader};
 
@@ -27,6 +29,7 @@ impl Session {
     ) -> Result<Phase, Error> {
         let barrier = self.shared.durability.reads_wait() && !self.reveals_nothing;
         let mut commits = ResponseCommits::new(barrier);
+        commits.snapshot = self.snapshot.for_response();
         let check_every = self.tracking.checks_every_response();
         loop {
             if reader.awaits_client() {
@@ -68,6 +71,16 @@ impl Session {
                     self.last_status = status;
                     self.forward_to_client(&packet, mark.seq, &commits);
                 }
+                PacketKind::Err => {
+                    // An error may have ended the transaction (a deadlock, a row changed
+                    // since the snapshot) and never carries its state.
+                    commits.leaves_snapshot = true;
+                    self.forward_to_client(&packet, mark.seq, &commits);
+                }
+                PacketKind::PrepareOk => {
+                    self.snapshot.prepared(packet.payload());
+                    self.forward_to_client(&packet, mark.seq, &commits);
+                }
                 _ => self.forward_to_client(&packet, mark.seq, &commits),
             }
             commits.hold_if_news();
@@ -81,6 +94,7 @@ impl Session {
         }
         debug_assert!(!commits.holding, "a finished response is never held back");
         self.release(&mut commits, true).await?;
+        self.snapshot.after_response(&commits);
         Ok(if self.tracking.reset {
             Phase::TrackingSetup
         } else {
@@ -101,6 +115,7 @@ impl Session {
         self.last_status = ok.status;
         let discard = commits.as_ref().is_some_and(|c| c.discard);
         if let Some(commits) = commits {
+            commits.transaction_reported(&ok);
             if ok
                 .status
                 .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
@@ -108,12 +123,17 @@ impl Session {
                 for tracked in tracked_gtids(&ok) {
                     self.note_tracked(tracked, commits);
                 }
-                if self.mariadb && !ok.reports_only_last_gtid() {
+                if self.mariadb && !ok.reports_only_routine_state() {
                     commits.need_check(CheckReason::StateChange);
                     if let Some(on) = state_change_set(&ok) {
                         // The client switched state-change items on or off itself: from this
                         // packet on it sees them as it asked.
                         self.tracking.filter.keep_state_change = on;
+                    }
+                    if let Some(value) = variable_set(&ok, SESSION_TRACK_TRANSACTION_INFO_VAR) {
+                        // Likewise for the transaction items (set back to the proxy's value
+                        // by the check after this response).
+                        self.tracking.client_transaction_info(value);
                     }
                 }
             }
@@ -159,7 +179,9 @@ impl Session {
             if !done && self.client.pending_write() < chunk {
                 return Ok(());
             }
-            self.bound_read(commits).await?;
+            if !(done && self.answers_from_snapshot(commits)) {
+                self.bound_read(commits).await?;
+            }
         }
         if commits.has_news() {
             let (commit, hold) = commits.take(self.connection_id);
@@ -233,6 +255,8 @@ impl Session {
     /// after the response still covers the rest). After a failed commit the client is not
     /// listening any more: the proxy declines the file itself.
     async fn answer_infile_request(&mut self, commits: &mut ResponseCommits) -> Result<(), Error> {
+        // What is released now is not the whole response.
+        commits.snapshot = None;
         if commits.holding {
             self.bound_or_give_up(commits, Unresolved::HiddenBeforeInfile)
                 .await?;
@@ -264,10 +288,16 @@ impl Session {
 
 /// What an OK says the session's `session_track_state_change` was set to, if it says.
 fn state_change_set(ok: &OkPacket<'_>) -> Option<bool> {
+    variable_set(ok, SESSION_TRACK_STATE_CHANGE_VAR)
+        .map(|value| value.eq_ignore_ascii_case(b"ON") || value == b"1")
+}
+
+/// What an OK says the session's variable `name` was set to, if it says.
+fn variable_set<'a>(ok: &OkPacket<'a>, name: &[u8]) -> Option<&'a [u8]> {
     ok.state_items()
         .flatten()
         .flat_map(|item| item.variables().flatten())
-        .filter(|(name, _)| name.eq_ignore_ascii_case(SESSION_TRACK_STATE_CHANGE_VAR))
-        .map(|(_, value)| value.eq_ignore_ascii_case(b"ON") || value == b"1")
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, value)| value)
         .last()
 }

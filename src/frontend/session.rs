@@ -2,6 +2,8 @@
 //! is a method that runs until the next phase is known.
 
 use std::net::SocketAddr;
+
+use bytes::BufMut;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,12 +13,14 @@ use strongsync_proto::ok;
 use strongsync_proto::packet::{Packet, Sequence};
 use strongsync_proto::response::ResponseReader;
 use strongsync_proto::reveals_nothing;
+use strongsync_proto::snapshot;
 use strongsync_proto::ProtoError;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::pipe::ReplicaPipe;
 use super::replica::{AcceptedDump, ReplicaSetup};
+use super::snapshot::{Replacement, Snapshot};
 use super::tracking::Tracking;
 use super::Shared;
 use crate::app::InFlightGuard;
@@ -60,6 +64,8 @@ pub(crate) struct Session {
     /// The client has sent a protocol-4.1 login, so ERR packets may carry a SQLSTATE.
     pub(super) logged_in: bool,
     pub(super) tracking: Tracking,
+    /// Whether the transaction in progress reads only a snapshot the read barrier bounded.
+    pub(super) snapshot: Snapshot,
     /// Status flags of the last OK or EOF the primary sent (for answers the proxy makes up).
     pub(super) last_status: StatusFlags,
     /// What a replica said before asking for the binlog.
@@ -117,6 +123,7 @@ impl Session {
             primary_seq: Sequence::expecting(0),
             logged_in: false,
             tracking: Tracking::default(),
+            snapshot: Snapshot::default(),
             last_status: StatusFlags::SERVER_STATUS_AUTOCOMMIT,
             replica: ReplicaSetup::default(),
             setup_only: true,
@@ -249,7 +256,19 @@ impl Session {
             || (self.shared.durability.reads_wait()
                 && (matches!(cmd, COM_PING | COM_RESET_CONNECTION)
                     || sql.is_some_and(reveals_nothing::transaction_control)));
-        self.forward_command(&packet).await?;
+        match self.note_for_snapshot(packet.payload()) {
+            Replacement::None => self.forward_command(&packet).await?,
+            Replacement::StartWithSnapshot => {
+                // Its OK is bounded: that bound covers every read of the snapshot.
+                self.reveals_nothing = false;
+                self.primary
+                    .write_packet_with(self.primary_seq.advance(), |buf| {
+                        buf.put_u8(COM_QUERY);
+                        buf.put_slice(snapshot::START_WITH_SNAPSHOT);
+                    });
+                self.flush_primary().await?;
+            }
+        }
         Ok(match cmd {
             COM_QUIT => Phase::Closed,
             COM_CHANGE_USER => Phase::ChangingUser,

@@ -12,7 +12,9 @@
 
 use strongsync_proto::command::COM_RESET_CONNECTION;
 use strongsync_proto::gtid::{Gtid, MariaGtid, TrackedGtid};
-use strongsync_proto::ok::{TrackingFilter, LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR};
+use strongsync_proto::ok::{
+    TrackingFilter, LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR, SESSION_TRACK_TRANSACTION_INFO_VAR,
+};
 use tracing::{debug, warn};
 
 use super::commits::ResponseCommits;
@@ -23,21 +25,48 @@ use crate::error::Error;
 
 /// MariaDB: what the session committed last and how its tracking stands. Its columns are
 /// [`Checked`]'s fields, in order.
-const MARIADB_CHECK: &str = "SELECT @@last_gtid, @@session.session_track_system_variables, \
-     @@session.session_track_state_change, @@session.gtid_domain_id, @@session.server_id, \
-     @@session.gtid_seq_no";
-/// MariaDB: add `last_gtid` and `session_track_state_change` to the tracked variables
-/// (unless the list has them, or is `*`), and report state changes. The list is read before
-/// either assignment takes effect.
-const MARIADB_ENABLE: &str = "SET SESSION session_track_system_variables = \
-     IF(@@session.session_track_system_variables = '*', '*', CONCAT_WS(',', \
-        NULLIF(@@session.session_track_system_variables, ''), \
-        IF(FIND_IN_SET('last_gtid', REPLACE(@@session.session_track_system_variables, ' ', '')) > 0, \
-           NULL, 'last_gtid'), \
-        IF(FIND_IN_SET('session_track_state_change', \
-              REPLACE(@@session.session_track_system_variables, ' ', '')) > 0, \
-           NULL, 'session_track_state_change'))), \
-     session_track_state_change = ON";
+macro_rules! mariadb_check {
+    () => {
+        "SELECT @@last_gtid, @@session.session_track_system_variables, \
+         @@session.session_track_state_change, @@session.gtid_domain_id, @@session.server_id, \
+         @@session.gtid_seq_no"
+    };
+}
+const MARIADB_CHECK: &str = mariadb_check!();
+/// The same, and what decides whether the session's next transaction reads only its snapshot
+/// (see [`super::snapshot`]); on servers with `innodb_snapshot_isolation` (10.6.18, 10.11.8).
+const MARIADB_CHECK_SNAPSHOT: &str = concat!(
+    mariadb_check!(),
+    ", @@session.session_track_transaction_info, @@session.tx_isolation, \
+     @@session.innodb_snapshot_isolation"
+);
+/// MariaDB: add `last_gtid`, `session_track_state_change` and any other variables named to
+/// the tracked variables (unless the list has them, or is `*`), report state changes, and make
+/// any further assignment. The list is read before any assignment takes effect.
+macro_rules! mariadb_enable {
+    ($($var:literal),* ; $assign:literal) => {
+        concat!(
+            "SET SESSION session_track_system_variables = \
+             IF(@@session.session_track_system_variables = '*', '*', CONCAT_WS(',', \
+                NULLIF(@@session.session_track_system_variables, '')",
+            $(", IF(FIND_IN_SET('", $var,
+              "', REPLACE(@@session.session_track_system_variables, ' ', '')) > 0, NULL, '",
+              $var, "')",)*
+            ")), session_track_state_change = ON",
+            $assign
+        )
+    };
+}
+const MARIADB_ENABLE: &str = mariadb_enable!("last_gtid", "session_track_state_change"; "");
+/// The same, and report what each transaction does, and when the client switches that itself.
+const MARIADB_ENABLE_SNAPSHOT: &str = mariadb_enable!(
+    "last_gtid", "session_track_state_change", "session_track_transaction_info";
+    ", session_track_transaction_info = CHARACTERISTICS"
+);
+/// The value of `session_track_transaction_info` the proxy sets.
+const CHARACTERISTICS: &[u8] = b"CHARACTERISTICS";
+/// MariaDB's error for a system variable it does not know.
+const ER_UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
 /// MariaDB: the tracked variables as the server stored them after the proxy's change.
 const MARIADB_READ_BACK: &str = "SELECT @@session.session_track_system_variables";
 /// MySQL: the client's own `session_track_gtids`.
@@ -64,6 +93,13 @@ pub(super) struct Tracking {
     pub check_each: bool,
     /// `COM_RESET_CONNECTION` put every tracker back to the server's defaults.
     pub reset: bool,
+    /// The session's transaction state is tracked and its snapshot settings read (a probe is
+    /// configured, so the read barrier may be on, and the server knows
+    /// `innodb_snapshot_isolation`).
+    snapshot_vars: bool,
+    /// The session's next transaction started with a consistent snapshot reads only that
+    /// snapshot: `REPEATABLE READ`, `innodb_snapshot_isolation = ON`, its state tracked.
+    pub snapshot_ready: bool,
 }
 
 /// Why a response is checked.
@@ -89,6 +125,10 @@ struct Checked {
     domain: Option<u32>,
     server_id: Option<u32>,
     seq_no: u64,
+    /// The rest only from [`MARIADB_CHECK_SNAPSHOT`].
+    transaction_info: Vec<u8>,
+    isolation: Vec<u8>,
+    snapshot_isolation: bool,
 }
 
 // === impl Tracking ===
@@ -116,6 +156,24 @@ impl Tracking {
         error
     }
 
+    /// Takes in the session's isolation settings; `tracked`: its transaction state is
+    /// reported (the proxy's tracking is on).
+    fn snapshot_settings(&mut self, checked: &Checked, tracked: bool) {
+        self.snapshot_ready = self.snapshot_vars
+            && tracked
+            && checked.isolation.eq_ignore_ascii_case(b"REPEATABLE-READ")
+            && checked.snapshot_isolation;
+    }
+
+    /// The check and the enabling statement this session uses.
+    fn queries(&self) -> (&'static str, &'static str) {
+        if self.snapshot_vars {
+            (MARIADB_CHECK_SNAPSHOT, MARIADB_ENABLE_SNAPSHOT)
+        } else {
+            (MARIADB_CHECK, MARIADB_ENABLE)
+        }
+    }
+
     /// Why every response must be checked now, if it must.
     pub(super) fn checks_every_response(&self) -> Option<CheckReason> {
         if !self.active {
@@ -132,14 +190,38 @@ impl Tracking {
     /// [`Session::relay_ok`]), and whether the next commit may go unreported.
     fn take_in(&mut self, checked: &Checked) {
         if checked.list != self.set_list {
-            self.filter.keep_last_gtid = tracks(&checked.list, LAST_GTID);
-            self.filter.keep_state_change_var =
-                tracks(&checked.list, SESSION_TRACK_STATE_CHANGE_VAR);
+            self.client_list(&checked.list);
+        }
+        if self.snapshot_vars
+            && !checked
+                .transaction_info
+                .eq_ignore_ascii_case(CHARACTERISTICS)
+        {
+            self.client_transaction_info(&checked.transaction_info);
         }
         if !checked.state_change {
             self.filter.keep_state_change = false;
         }
         self.check_each = checked.may_hide_next_commit(self.last);
+    }
+}
+
+impl Tracking {
+    /// The client's own `session_track_system_variables` is `list`: it sees the variables in
+    /// it.
+    fn client_list(&mut self, list: &[u8]) {
+        self.filter.keep_last_gtid = tracks(list, LAST_GTID);
+        self.filter.keep_state_change_var = tracks(list, SESSION_TRACK_STATE_CHANGE_VAR);
+        self.filter.keep_transaction_info_var = tracks(list, SESSION_TRACK_TRANSACTION_INFO_VAR);
+    }
+
+    /// The client's own `session_track_transaction_info` is `value`: it sees the items that
+    /// value asks for.
+    pub(super) fn client_transaction_info(&mut self, value: &[u8]) {
+        let characteristics = value.eq_ignore_ascii_case(CHARACTERISTICS);
+        self.filter.keep_transaction_characteristics = characteristics;
+        self.filter.keep_transaction_state =
+            characteristics || value.eq_ignore_ascii_case(b"STATE");
     }
 }
 
@@ -163,14 +245,21 @@ impl Checked {
             domain: number(3),
             server_id: number(4),
             seq_no: number(5).map_or(0, u64::from),
+            transaction_info: text(6),
+            isolation: text(7),
+            snapshot_isolation: text(8) == b"1",
         }
     }
 
-    /// Whether the proxy's tracking is in place.
-    fn intact(&self) -> bool {
+    /// Whether the proxy's tracking is in place; `transactions`: transaction tracking is part
+    /// of it.
+    fn intact(&self, transactions: bool) -> bool {
         self.state_change
             && tracks(&self.list, LAST_GTID)
             && tracks(&self.list, SESSION_TRACK_STATE_CHANGE_VAR)
+            && (!transactions
+                || (self.transaction_info.eq_ignore_ascii_case(CHARACTERISTICS)
+                    && tracks(&self.list, SESSION_TRACK_TRANSACTION_INFO_VAR)))
     }
 
     /// MariaDB reports `last_gtid` only when its sequence number changes: a session whose
@@ -215,23 +304,36 @@ impl Session {
         if !self.mariadb {
             return self.setup_mysql_tracking().await;
         }
-        self.send_query(MARIADB_CHECK);
-        self.send_query(MARIADB_ENABLE);
+        // With a probe the read barrier may come on: transactions are tracked so that it can
+        // bound one per snapshot.
+        self.tracking.snapshot_vars = self.shared.probe.is_some();
+        let (check, enable) = self.tracking.queries();
+        self.send_query(check);
+        self.send_query(enable);
         self.send_query(MARIADB_READ_BACK);
         self.flush_primary().await?;
-        let probed = self.swallow_response().await?;
+        let mut probed = self.swallow_response().await?;
         let enabled = self.swallow_response().await?;
         let read_back = self.swallow_response().await?;
+        if self.tracking.snapshot_vars && probed.code == Some(ER_UNKNOWN_SYSTEM_VARIABLE) {
+            // A server before innodb_snapshot_isolation: every response is bounded.
+            self.tracking.snapshot_vars = false;
+            self.send_query(MARIADB_CHECK);
+            self.flush_primary().await?;
+            probed = self.swallow_response().await?;
+        }
         let checked = Checked::from_row(&probed.row);
-        self.tracking.filter.keep_last_gtid = tracks(&checked.list, LAST_GTID);
-        self.tracking.filter.keep_state_change_var =
-            tracks(&checked.list, SESSION_TRACK_STATE_CHANGE_VAR);
+        self.tracking.client_list(&checked.list);
         self.tracking.filter.keep_state_change = checked.state_change;
+        self.tracking
+            .client_transaction_info(&checked.transaction_info);
         self.tracking.last = MariaGtid::parse(&checked.last_gtid).ok();
         self.tracking.check_each = checked.may_hide_next_commit(self.tracking.last);
         if let Some(error) = probed.error.or(self.tracking.enabled(enabled, read_back)) {
             warn!(%error, "could not set up GTID tracking on the primary connection: every response is checked with a query of its own");
         }
+        let tracked = self.tracking.active;
+        self.tracking.snapshot_settings(&checked, tracked);
         Ok(Phase::Idle)
     }
 
@@ -296,7 +398,7 @@ impl Session {
             }
             return Ok(());
         }
-        self.send_query(MARIADB_CHECK);
+        self.send_query(self.tracking.queries().0);
         self.flush_primary().await?;
         let answer = self.swallow_response().await?;
         if let Some(error) = answer.error {
@@ -320,14 +422,18 @@ impl Session {
             }
         }
         self.tracking.take_in(&checked);
-        if checked.intact() && self.primary_tracks {
+        if checked.intact(self.tracking.snapshot_vars) && self.primary_tracks {
             self.tracking.active = true;
+            self.tracking.snapshot_settings(&checked, true);
             self.tracking.set_list = checked.list;
             return Ok(());
         }
         debug!(connection_id = self.connection_id, list = %String::from_utf8_lossy(&checked.list), state_change = checked.state_change, "session tracking was changed: putting it back");
         self.shared.metrics.tracking_restored.inc();
-        self.restore_tracking().await
+        self.restore_tracking().await?;
+        let tracked = self.tracking.active;
+        self.tracking.snapshot_settings(&checked, tracked);
+        Ok(())
     }
 
     /// What is held must go before the session can say what it committed (or the session
@@ -370,7 +476,7 @@ impl Session {
         if !self.primary_tracks {
             return Ok(());
         }
-        self.send_query(MARIADB_ENABLE);
+        self.send_query(self.tracking.queries().1);
         self.send_query(MARIADB_READ_BACK);
         self.flush_primary().await?;
         let enabled = self.swallow_response().await?;

@@ -23,12 +23,24 @@ const XA_PREPARE_OK: &str =
     "00 00 00 03 40 00 00 00 15 00 13 09 6c 61 73 74 5f 67 74 69 64 08 30 2d 31 2d 31 30 31 37";
 const PLAIN_OK: &str = "00 00 00 02 00 00 00";
 
+/// Under `session_track_transaction_info = CHARACTERISTICS` (MariaDB 10.11.19): `START
+/// TRANSACTION WITH CONSISTENT SNAPSHOT`, an INSERT in it, and its COMMIT (with `last_gtid`).
+const SNAPSHOT_OK: &str = "00 00 00 03 40 00 00 00 39 05 09 08 54 5f 52 5f 5f 5f 5f 5f 04 2c 2b \
+     53 54 41 52 54 20 54 52 41 4e 53 41 43 54 49 4f 4e 20 57 49 54 48 20 43 4f 4e 53 49 53 54 \
+     45 4e 54 20 53 4e 41 50 53 48 4f 54 3b";
+const WRITE_IN_TRANSACTION_OK: &str = "00 01 00 03 40 00 00 00 0b 05 09 08 54 5f 52 5f 57 5f 5f 5f";
+const COMMIT_TRACKED_OK: &str = "00 00 00 02 40 00 00 00 21 00 11 09 6c 61 73 74 5f 67 74 69 64 \
+     06 30 2d 31 2d 32 38 05 09 08 5f 5f 5f 5f 5f 5f 5f 5f 04 01 00";
+
 const NOT_WANTED: TrackingFilter = TrackingFilter {
     client_tracks: true,
     keep_last_gtid: false,
     keep_gtids: false,
     keep_state_change: false,
     keep_state_change_var: false,
+    keep_transaction_info_var: false,
+    keep_transaction_state: false,
+    keep_transaction_characteristics: false,
 };
 const WANTED: TrackingFilter = TrackingFilter {
     client_tracks: true,
@@ -36,6 +48,9 @@ const WANTED: TrackingFilter = TrackingFilter {
     keep_gtids: true,
     keep_state_change: true,
     keep_state_change_var: true,
+    keep_transaction_info_var: true,
+    keep_transaction_state: true,
+    keep_transaction_characteristics: true,
 };
 const UNTRACKED: TrackingFilter = TrackingFilter {
     client_tracks: false,
@@ -43,6 +58,9 @@ const UNTRACKED: TrackingFilter = TrackingFilter {
     keep_gtids: false,
     keep_state_change: false,
     keep_state_change_var: false,
+    keep_transaction_info_var: false,
+    keep_transaction_state: false,
+    keep_transaction_characteristics: false,
 };
 
 fn filtered(payload: &[u8], filter: TrackingFilter) -> Vec<u8> {
@@ -81,6 +99,9 @@ fn only_a_pure_last_gtid_report_says_nothing_else_changed() {
         (INSERT_OK, true),
         (OKFE, true),
         (XA_PREPARE_OK, true),
+        (SNAPSHOT_OK, true),
+        (WRITE_IN_TRANSACTION_OK, true),
+        (COMMIT_TRACKED_OK, true),
         (MULTI_OK, false),
         (USE_OK, false),
         (STATE_CHANGE_OK, false),
@@ -91,8 +112,42 @@ fn only_a_pure_last_gtid_report_says_nothing_else_changed() {
     for (packet, pure) in table {
         let payload = hex(packet);
         let ok = OkPacket::parse(&payload, true).unwrap();
-        assert_eq!(ok.reports_only_last_gtid(), pure, "{packet}");
+        assert_eq!(ok.reports_only_routine_state(), pure, "{packet}");
     }
+}
+
+#[test]
+fn transaction_info_is_read_and_dropped_unless_the_client_tracks_it() {
+    let snapshot = hex(SNAPSHOT_OK);
+    let ok = OkPacket::parse(&snapshot, true).unwrap();
+    assert_eq!(ok.transaction_state(), Some(&b"T_R_____"[..]));
+    assert_eq!(
+        ok.transaction_characteristics(),
+        Some(&b"START TRANSACTION WITH CONSISTENT SNAPSHOT;"[..])
+    );
+    let commit = hex(COMMIT_TRACKED_OK);
+    let ok = OkPacket::parse(&commit, true).unwrap();
+    assert_eq!(ok.transaction_state(), Some(&b"________"[..]));
+    assert_eq!(ok.transaction_characteristics(), Some(&b""[..]));
+    assert_eq!(gtids(&commit), ["0-1-28"]);
+    assert_eq!(
+        OkPacket::parse(&hex(INSERT_OK), true)
+            .unwrap()
+            .transaction_state(),
+        None
+    );
+
+    // Status IN_TRANS | AUTOCOMMIT, without SESSION_STATE_CHANGED.
+    assert_eq!(filtered(&snapshot, NOT_WANTED), hex("00 00 00 03 00 00 00"));
+    assert_eq!(filtered(&snapshot, WANTED), snapshot);
+    let state_only = TrackingFilter {
+        keep_transaction_characteristics: false,
+        ..WANTED
+    };
+    assert_eq!(
+        filtered(&snapshot, state_only),
+        hex("00 00 00 03 40 00 00 00 0b 05 09 08 54 5f 52 5f 5f 5f 5f 5f")
+    );
 }
 
 #[test]
@@ -262,10 +317,11 @@ fn arb_item() -> impl Strategy<Value = Item> {
         Just(b"last_gtid".to_vec()),
         Just(b"autocommit".to_vec()),
         Just(b"session_track_state_change".to_vec()),
+        Just(b"session_track_transaction_info".to_vec()),
         proptest::collection::vec(any::<u8>(), 0..12)
     ];
     (
-        0u8..6,
+        0u8..7,
         proptest::collection::vec((name, proptest::collection::vec(any::<u8>(), 0..12)), 1..3),
         proptest::collection::vec(any::<u8>(), 0..20),
     )
@@ -313,6 +369,9 @@ proptest! {
         keep_gtids: bool,
         keep_state_change: bool,
         keep_state_change_var: bool,
+        keep_transaction_info_var: bool,
+        keep_transaction_state: bool,
+        keep_transaction_characteristics: bool,
     ) {
         let filter = TrackingFilter {
             client_tracks: true,
@@ -320,6 +379,9 @@ proptest! {
             keep_gtids,
             keep_state_change,
             keep_state_change_var,
+            keep_transaction_info_var,
+            keep_transaction_state,
+            keep_transaction_characteristics,
         };
         let payload = encode(status, &info, &items);
         let kept: Vec<_> = items
@@ -331,9 +393,16 @@ proptest! {
                 if *kind == SESSION_TRACK_STATE_CHANGE && !keep_state_change {
                     return None;
                 }
+                if *kind == SESSION_TRACK_TRANSACTION_STATE && !keep_transaction_state {
+                    return None;
+                }
+                if *kind == SESSION_TRACK_TRANSACTION_CHARACTERISTICS && !keep_transaction_characteristics {
+                    return None;
+                }
                 let dropped = |n: &[u8]| {
                     (!keep_last_gtid && n.eq_ignore_ascii_case(b"last_gtid"))
                         || (!keep_state_change_var && n.eq_ignore_ascii_case(b"session_track_state_change"))
+                        || (!keep_transaction_info_var && n.eq_ignore_ascii_case(b"session_track_transaction_info"))
                 };
                 let vars: Vec<_> = vars
                     .iter()

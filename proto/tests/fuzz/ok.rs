@@ -19,12 +19,15 @@ fn within(part: &[u8], whole: &[u8]) -> bool {
 
 /// Every filter the proxy can apply.
 fn filters() -> impl Iterator<Item = TrackingFilter> {
-    (0..32).map(|bits| TrackingFilter {
+    (0..256).map(|bits| TrackingFilter {
         client_tracks: bits & 1 != 0,
         keep_last_gtid: bits & 2 != 0,
         keep_gtids: bits & 4 != 0,
         keep_state_change: bits & 8 != 0,
         keep_state_change_var: bits & 16 != 0,
+        keep_transaction_info_var: bits & 32 != 0,
+        keep_transaction_state: bits & 64 != 0,
+        keep_transaction_characteristics: bits & 128 != 0,
     })
 }
 
@@ -59,6 +62,14 @@ fn check_ok(payload: &[u8], session_track: bool) -> Result<(), TestCaseError> {
     for g in tracked_gtids(&ok) {
         let (TrackedGtid::LastGtid(v) | TrackedGtid::OwnGtids(v)) = g;
         prop_assert!(within(v, payload));
+    }
+    for info in [ok.transaction_state(), ok.transaction_characteristics()]
+        .into_iter()
+        .flatten()
+    {
+        prop_assert!(within(info, payload));
+        // The read barrier's verdicts on whatever the state says never panic.
+        let _ = strongsync_proto::snapshot::state_reads_snapshot_only(info);
     }
     for filter in filters() {
         let needs = ok.needs_filtering(filter);

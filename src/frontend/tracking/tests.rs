@@ -51,7 +51,8 @@ fn a_check_reads_the_row_and_knows_when_tracking_is_intact() {
         "1",
         "0",
     ]));
-    assert!(intact.intact());
+    assert!(intact.intact(false));
+    assert!(!intact.intact(true), "transaction tracking was not read");
     assert!(!intact.may_hide_next_commit(Some(g("0-1-9"))));
     assert!(
         intact.may_hide_next_commit(Some(g("1-1-9"))),
@@ -66,10 +67,10 @@ fn a_check_reads_the_row_and_knows_when_tracking_is_intact() {
         "a first commit is always reported"
     );
     let off = Checked::from_row(&row(["", "last_gtid", "0", "0", "1", "5"]));
-    assert!(!off.intact());
+    assert!(!off.intact(false));
     assert!(off.may_hide_next_commit(None), "a forced sequence number");
     let cleared = Checked::from_row(&row(["NULL", "", "1", "0", "1", "0"]));
-    assert!(!cleared.intact());
+    assert!(!cleared.intact(false));
     assert_eq!(cleared.last_gtid, b"");
 }
 
@@ -99,4 +100,54 @@ fn the_clients_view_follows_what_it_set_itself() {
     // It turned them off again.
     t.take_in(&checked("last_gtid", false));
     assert!(!t.filter.keep_state_change);
+}
+
+#[test]
+fn a_session_reads_only_its_snapshots_under_repeatable_read_with_snapshot_isolation() {
+    let row = |values: [&str; 9]| -> Vec<Option<Vec<u8>>> {
+        values.iter().map(|v| Some(v.as_bytes().to_vec())).collect()
+    };
+    let checked = |info: &str, isolation: &str, snapshot_isolation: &str| {
+        Checked::from_row(&row([
+            "0-1-9",
+            "last_gtid,session_track_state_change,session_track_transaction_info",
+            "1",
+            "0",
+            "1",
+            "0",
+            info,
+            isolation,
+            snapshot_isolation,
+        ]))
+    };
+    let mut t = Tracking {
+        snapshot_vars: true,
+        ..Tracking::default()
+    };
+    let ready = checked("CHARACTERISTICS", "REPEATABLE-READ", "1");
+    assert!(ready.intact(true));
+    t.snapshot_settings(&ready, true);
+    assert!(t.snapshot_ready);
+    t.snapshot_settings(&ready, false);
+    assert!(!t.snapshot_ready, "transactions not tracked");
+    for (info, isolation, si) in [
+        ("CHARACTERISTICS", "READ-COMMITTED", "1"),
+        ("CHARACTERISTICS", "SERIALIZABLE", "1"),
+        ("CHARACTERISTICS", "REPEATABLE-READ", "0"),
+    ] {
+        t.snapshot_settings(&checked(info, isolation, si), true);
+        assert!(!t.snapshot_ready, "{isolation} {si}");
+    }
+    // The client switched transaction tracking to STATE: it sees state items, not
+    // characteristics, and the proxy's tracking is not intact until put back.
+    let state = checked("STATE", "REPEATABLE-READ", "1");
+    assert!(!state.intact(true));
+    t.take_in(&state);
+    assert!(t.filter.keep_transaction_state && !t.filter.keep_transaction_characteristics);
+    t.take_in(&checked("OFF", "REPEATABLE-READ", "1"));
+    assert!(!t.filter.keep_transaction_state);
+    // Without the snapshot variables (an older server) nothing is ever ready.
+    let mut old = Tracking::default();
+    old.snapshot_settings(&ready, true);
+    assert!(!old.snapshot_ready);
 }

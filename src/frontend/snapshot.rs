@@ -1,0 +1,170 @@
+//! One bound per snapshot (`visibility = "quorum"`). A session running `REPEATABLE READ` with
+//! `innodb_snapshot_isolation = ON` has its plain `BEGIN` sent as `START TRANSACTION WITH
+//! CONSISTENT SNAPSHOT`, whose OK the read barrier bounds as usual. From then on, while the
+//! transaction's tracked state says it has only read transactional tables (no write, no
+//! non-transactional read, no unsafe function, no table lock) and the quorum holds that bound,
+//! the answers to single `SELECT`s go without a bound of their own: everything they can show
+//! is in the snapshot, and a locking read that meets a newer row fails instead of showing it.
+//! Anything else — an error, another state, a check, a statement of another kind — is bounded
+//! as before, and most of them end the snapshot's cover (see
+//! [`strongsync_proto::snapshot`]).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use strongsync_proto::command::{
+    COM_CHANGE_USER, COM_QUERY, COM_RESET_CONNECTION, COM_STMT_CLOSE, COM_STMT_EXECUTE,
+    COM_STMT_PREPARE,
+};
+use strongsync_proto::snapshot::{self, Start};
+
+use super::commits::ResponseCommits;
+use super::session::Session;
+use crate::durability::GtidPosition;
+
+/// Prepared statements remembered as single `SELECT`s per session; past this, a new one is
+/// bounded like any other statement.
+const MAX_PREPARED_READS: usize = 1024;
+
+/// Per-session state of the snapshot cover.
+#[derive(Debug, Default)]
+pub(super) struct Snapshot {
+    /// The transaction in progress started with a consistent snapshot taken before the
+    /// primary's binlog was at this position (its `BEGIN` was bounded by it).
+    bound: Option<Arc<GtidPosition>>,
+    /// How many replicas were seen holding `bound` (0: not yet).
+    held_by: usize,
+    /// The command in flight starts such a transaction.
+    starting: bool,
+    /// The command in flight is a single `SELECT`.
+    reading: bool,
+    /// The command in flight prepares a single `SELECT`.
+    preparing_read: bool,
+    /// Prepared statements (by id) that are single `SELECT`s.
+    prepared_reads: HashSet<u32>,
+}
+
+/// What the session sends in place of a command.
+pub(super) enum Replacement {
+    /// The command as the client sent it.
+    None,
+    /// A plain `BEGIN`, sent as [`snapshot::START_WITH_SNAPSHOT`].
+    StartWithSnapshot,
+}
+
+// === impl Snapshot ===
+
+impl Snapshot {
+    /// The bound of the snapshot the response to the command in flight reads from, if it
+    /// reads only from it.
+    pub(super) fn for_response(&self) -> Option<Arc<GtidPosition>> {
+        self.bound.clone().filter(|_| self.reading)
+    }
+
+    /// Remembers the statement a `PREPARE_OK` announced if the command in flight prepared a
+    /// single `SELECT`.
+    pub(super) fn prepared(&mut self, prepare_ok: &[u8]) {
+        let Some(id) = statement_id(prepare_ok) else {
+            return;
+        };
+        if self.preparing_read && self.prepared_reads.len() < MAX_PREPARED_READS {
+            self.prepared_reads.insert(id);
+        } else {
+            // A reused id that now names something else.
+            self.prepared_reads.remove(&id);
+        }
+    }
+
+    /// Takes in what a response said about its transaction.
+    pub(super) fn after_response(&mut self, commits: &ResponseCommits) {
+        if std::mem::take(&mut self.starting) {
+            self.cover(commits.snapshot_taken().cloned());
+        } else if commits.leaves_snapshot {
+            self.cover(None);
+        }
+    }
+
+    /// From now on the transaction reads from the snapshot `bound` bounds (or from none).
+    fn cover(&mut self, bound: Option<Arc<GtidPosition>>) {
+        self.bound = bound;
+        self.held_by = 0;
+    }
+
+    fn forget(&mut self) {
+        self.cover(None);
+        self.prepared_reads.clear();
+    }
+}
+
+/// The statement id at the start of a `COM_STMT_*` payload or a `PREPARE_OK` (after the
+/// command or status byte).
+fn statement_id(payload: &[u8]) -> Option<u32> {
+    let id = payload.get(1..5)?;
+    Some(u32::from_le_bytes(id.try_into().ok()?))
+}
+
+// === impl Session (snapshot) ===
+
+impl Session {
+    /// Notes a command for the snapshot cover, and says what to send in its place.
+    pub(super) fn note_for_snapshot(&mut self, payload: &[u8]) -> Replacement {
+        // Result sets must end with an OK (not a legacy EOF) for their state to be seen.
+        let may_start = self.shared.durability.reads_wait()
+            && self.tracking.active
+            && self.tracking.snapshot_ready
+            && self.deprecate_eof();
+        let s = &mut self.snapshot;
+        s.starting = false;
+        s.reading = false;
+        s.preparing_read = false;
+        let Some((&cmd, rest)) = payload.split_first() else {
+            return Replacement::None;
+        };
+        match cmd {
+            COM_RESET_CONNECTION | COM_CHANGE_USER => s.forget(),
+            COM_STMT_CLOSE => {
+                if let Some(id) = statement_id(payload) {
+                    s.prepared_reads.remove(&id);
+                }
+            }
+            COM_STMT_PREPARE => s.preparing_read = snapshot::reads_snapshot_only(rest),
+            COM_STMT_EXECUTE => {
+                s.reading = statement_id(payload).is_some_and(|id| s.prepared_reads.contains(&id));
+            }
+            COM_QUERY => {
+                if let Some(start) = snapshot::transaction_start(rest) {
+                    // A new transaction (the old one, if any, commits implicitly).
+                    s.cover(None);
+                    s.starting = may_start;
+                    if s.starting && start == Start::Plain {
+                        return Replacement::StartWithSnapshot;
+                    }
+                } else {
+                    s.reading = snapshot::reads_snapshot_only(rest);
+                }
+            }
+            _ => {}
+        }
+        Replacement::None
+    }
+
+    /// Whether what is queued may go without a bound of its own: the whole response is in,
+    /// it read only its transaction's snapshot, and the quorum holds that snapshot.
+    pub(super) fn answers_from_snapshot(&mut self, commits: &ResponseCommits) -> bool {
+        let Some(bound) = commits
+            .snapshot
+            .as_deref()
+            .filter(|_| commits.reads_snapshot())
+        else {
+            return false;
+        };
+        let held_by = self.snapshot.held_by;
+        match self.shared.durability.read_in_snapshot(bound, held_by) {
+            Some(held_by) => {
+                self.snapshot.held_by = held_by;
+                true
+            }
+            None => false,
+        }
+    }
+}
