@@ -36,7 +36,8 @@ PROFILES = {
     # The read barrier (visibility = quorum) beside the modes it is measured against.
     "visibility": dict(workloads=["read_write", "hot_mixed", "point_select"], threads=[64],
                        delays=[5], modes=["async", "semisync", "semisync-after-commit",
-                                          "strongsync", "visibility-quorum"],
+                                          "strongsync", "visibility-quorum",
+                                          "visibility-snapshot"],
                        thread_handling=[OTPC], rounds=2, time=10, warmup=2, tables=4,
                        table_size=10_000),
     # Every mode, the new workloads and the primary's restart, as briefly as they can run.

@@ -20,7 +20,8 @@ PATIENCE = 120
 # What each mode is. `proxy`: what clients connect to (None: the primary itself);
 # `replicas_via_proxy`: replicas replicate from strongsync; `semisync`: MariaDB's own semisync on
 # the primary, waiting at `wait_point`; `quorum`: commits wait for this many replicas in
-# strongsync (None: never wait); `visibility`: strongsync's `visibility` (default "commit").
+# strongsync (None: never wait); `visibility`: strongsync's `visibility` (default "commit");
+# `snapshot_isolation`: the primary's `innodb_snapshot_isolation` (default OFF, MariaDB's).
 # Reports list the modes in this order.
 MODES = {
     "async": dict(proxy=None, replicas_via_proxy=False, semisync=False, wait_point=None,
@@ -39,6 +40,11 @@ MODES = {
     # guarantee of semisync AFTER_SYNC.
     "visibility-quorum": dict(proxy="strongsync", replicas_via_proxy=True, semisync=False,
                               wait_point=None, quorum=1, visibility="quorum"),
+    # The same with innodb_snapshot_isolation = ON: a transaction's reads are bounded once, by
+    # its snapshot.
+    "visibility-snapshot": dict(proxy="strongsync", replicas_via_proxy=True, semisync=False,
+                                wait_point=None, quorum=1, visibility="quorum",
+                                snapshot_isolation=True),
     # A plain TCP proxy on the same leg to the primary: what the hop costs without strongsync's
     # protocol work. Replicas replicate from the primary, asynchronously, as in `async`.
     "haproxy": dict(proxy="haproxy", replicas_via_proxy=False, semisync=False, wait_point=None,
@@ -390,6 +396,7 @@ class Topology:
         self.mode = None
         self.delay_ms = None
         self.wait_point = None
+        self.snapshot_isolation = None
         # What the primary reports, read after every (re)start.
         self.thread_handling = None
 
@@ -439,6 +446,7 @@ class Topology:
         self.thread_handling = self.primary.restart(thread_handling)
         self.mode = None
         self.wait_point = None
+        self.snapshot_isolation = None
 
     def use(self, mode, delay_ms):
         """Wires everything for `mode` with replicas `delay_ms` away, and waits until the
@@ -477,6 +485,12 @@ class Topology:
             self.primary.query(
                 f"SET GLOBAL rpl_semi_sync_master_wait_point = {spec['wait_point']}")
             self.wait_point = spec["wait_point"]
+        snapshot_isolation = spec.get("snapshot_isolation", False)
+        if snapshot_isolation != self.snapshot_isolation:
+            # Sessions take it when they connect: every run connects anew.
+            value = "ON" if snapshot_isolation else "OFF"
+            self.primary.query(f"SET GLOBAL innodb_snapshot_isolation = {value}")
+            self.snapshot_isolation = snapshot_isolation
         self.mode = mode
         self.wait_replicas_connected(spec)
 

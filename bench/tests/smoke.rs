@@ -70,6 +70,7 @@ fn the_smoke_matrix_runs_every_mode_as_it_claims_and_writes_its_report() {
         "passthrough",
         "strongsync-q2",
         "visibility-quorum",
+        "visibility-snapshot",
         "haproxy",
     ];
     let workloads = ["update_non_index", "xa", "hot", "hot_mixed"];
@@ -106,7 +107,8 @@ fn the_smoke_matrix_runs_every_mode_as_it_claims_and_writes_its_report() {
             | "semisync-after-commit"
             | "strongsync"
             | "strongsync-q2"
-            | "visibility-quorum" => {
+            | "visibility-quorum"
+            | "visibility-snapshot" => {
                 assert!(run["waited"].parse::<f64>().unwrap() > 0.0, "{what}");
                 assert_eq!(
                     run["released_unwaited"].parse::<f64>().unwrap(),

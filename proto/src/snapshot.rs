@@ -4,14 +4,19 @@
 //! Under InnoDB's `REPEATABLE READ` a transaction's plain reads see the snapshot taken when it
 //! started (`START TRANSACTION WITH CONSISTENT SNAPSHOT` takes it at once), and with
 //! `innodb_snapshot_isolation = ON` a locking read that meets a row newer than that snapshot
-//! fails (error 1020) instead of showing it. MariaDB's transaction tracker
-//! (`session_track_transaction_info`) reports, in each response that changes it, what the
-//! transaction has done so far ([`state_reads_snapshot_only`]): it sets a flag for a read of a
-//! non-transactional table, for an unsafe function such as a `@@global` read, `LOAD_FILE()` or
-//! `UUID()`, and for a write (a unique secondary index is checked against rows deleted after the
-//! snapshot, so a write's success is not bounded by it). Statements that read what the tracker
-//! does not flag — `SHOW`, `CALL`, `information_schema` — are told apart by their text
-//! ([`reads_snapshot_only`]).
+//! fails (error 1020) instead of showing it.
+//!
+//! MariaDB's transaction tracker (`session_track_transaction_info`) reports, in each response
+//! that changes it, what the transaction has done so far ([`state_reads_snapshot_only`]): it
+//! sets a flag for a read of a non-transactional table and for a write (a unique secondary
+//! index is checked against rows deleted after the snapshot, so a write's success is not
+//! bounded by it). Statements that read what the tracker does not flag — `SHOW`, `CALL`,
+//! `information_schema`, system variables such as `@@gtid_binlog_pos`, `LOAD_FILE()` — are told
+//! apart by their text ([`reads_snapshot_only`]). The tracker's "unsafe" flag is no help: MariaDB
+//! sets it for anything unsafe for statement-based replication, a `LIMIT` among them; what it
+//! adds beyond the text is what a stored function reads of the server's own state (binlog
+//! positions, files), which semisync `AFTER_SYNC` reveals as well, the binlog holding a
+//! transaction before its acknowledgement.
 
 use crate::reveals_nothing::normalized;
 
@@ -47,9 +52,10 @@ pub fn transaction_start(sql: &[u8]) -> Option<Start> {
 }
 
 /// Whether `sql` is a single `SELECT` (or `WITH … SELECT`) that names no `information_schema`
-/// table: every table it reads, directly or through views and functions, shows in the
-/// transaction tracker's state. Anything else — another statement, several, one that starts
-/// with a comment, or parenthesised — may read what the tracker does not flag.
+/// table, no system variable and no function that reads the binlog or a file: every table it
+/// reads, directly or through views and functions, shows in the transaction tracker's state.
+/// Anything else — another statement, several, one that starts with a comment, or
+/// parenthesised — may read what the tracker does not flag.
 pub fn reads_snapshot_only(sql: &[u8]) -> bool {
     let start = sql.trim_ascii_start();
     let word_len = start.iter().take_while(|b| b.is_ascii_alphabetic()).count();
@@ -58,19 +64,22 @@ pub fn reads_snapshot_only(sql: &[u8]) -> bool {
     (word.eq_ignore_ascii_case(b"select") || word.eq_ignore_ascii_case(b"with"))
         && after_word.is_some_and(|b| !(b.is_ascii_alphanumeric() || *b == b'_' || *b == b'$'))
         && !sql.contains(&b';')
-        && !contains_ignore_case(sql, b"information_schema")
+        && !sql.windows(2).any(|w| w == b"@@")
+        && ![&b"information_schema"[..], b"load_file", b"binlog_gtid_pos"]
+            .iter()
+            .any(|name| contains_ignore_case(sql, name))
 }
 
 /// Whether a `SESSION_TRACK_TRANSACTION_STATE` value says the session is in an explicit
-/// transaction that so far has read only transactional tables, written nothing, called no
-/// unsafe function and locked no tables (a result set sent is fine).
+/// transaction that so far has read only transactional tables, written nothing and locked no
+/// tables (a result set sent, or a statement unsafe for statement-based replication, is fine).
 pub fn state_reads_snapshot_only(state: &[u8]) -> bool {
-    let &[explicit, non_trx_read, _read, non_trx_write, write, unsafe_fn, _result, locked] = state
+    let &[explicit, non_trx_read, _read, non_trx_write, write, _unsafe, _result, locked] = state
     else {
         return false;
     };
     explicit == b'T'
-        && [non_trx_read, non_trx_write, write, unsafe_fn, locked]
+        && [non_trx_read, non_trx_write, write, locked]
             .iter()
             .all(|&flag| flag == b'_')
 }
@@ -119,6 +128,8 @@ mod tests {
             "  select\n* from t for update",
             "WITH x AS (SELECT 1) SELECT * FROM x",
             "SELECT(1)",
+            "SELECT id FROM ledger WHERE writer = 3 ORDER BY id DESC LIMIT 4",
+            "SELECT @x",
         ] {
             assert!(reads_snapshot_only(sql.as_bytes()), "{sql}");
         }
@@ -128,6 +139,10 @@ mod tests {
             "SELECT 1; SHOW MASTER STATUS",
             "SELECT * FROM INFORMATION_SCHEMA.TABLES",
             "select * from `information_schema`.innodb_trx",
+            "SELECT @@global.gtid_binlog_pos",
+            "SELECT v, @@gtid_current_pos FROM t",
+            "SELECT LOAD_FILE('/var/lib/mysql/mysql-bin.000001')",
+            "SELECT BINLOG_GTID_POS('mysql-bin.000001', 4)",
             "/* hint */ SELECT 1",
             "(SELECT 1)",
             "SELECTED",
@@ -142,7 +157,8 @@ mod tests {
 
     #[test]
     fn the_tracker_state_clears_only_reads_of_transactional_tables() {
-        for state in ["T_R_____", "T_R___S_", "T_______", "T_____S_"] {
+        // `s` comes with a LIMIT as with UUID(): what it stands for is read from the text.
+        for state in ["T_R_____", "T_R___S_", "T_______", "T_____S_", "T_R__sS_"] {
             assert!(state_reads_snapshot_only(state.as_bytes()), "{state}");
         }
         for state in [
@@ -151,7 +167,6 @@ mod tests {
             "TrR_____",
             "T_Rw____",
             "T_R_W___",
-            "T_R__s__",
             "T_R____L",
             "T_R_____x",
             "T_R",
