@@ -256,6 +256,30 @@ async fn with_transactions_tracked_by_the_proxy_a_client_sees_only_the_transacti
     same_items_direct_and_through(&s, &steps);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_legacy_eof_client_is_not_checked_after_every_result_set_of_a_transaction() {
+    let s = cluster_with_probe().await;
+    let checks = || {
+        admin::metrics(s.proxy.admin_addr())
+            .get(r#"strongsync_tracking_checks_total{reason="legacy_eof"}"#)
+    };
+    let before = checks();
+    let mut client = RawClient::connect(
+        s.proxy.addr(),
+        APP_USER,
+        APP_PASSWORD,
+        CapabilityFlags::CLIENT_SESSION_TRACK,
+    );
+    for sql in ["BEGIN", "SELECT 1", "SELECT COUNT(*) FROM t", "COMMIT"] {
+        assert_eq!(client.query(sql).error, None, "{sql}");
+    }
+    assert_eq!(
+        checks(),
+        before,
+        "result sets in a transaction were checked"
+    );
+}
+
 /// Runs `steps` on a client with session tracking, straight on the primary and through the
 /// proxy: the tracker data it sees must be the same.
 fn same_items_direct_and_through(s: &Strong, steps: &[&str]) {

@@ -34,7 +34,8 @@ PROFILES = {
                   thread_handling=[OTPC], rounds=1, time=10, warmup=2, tables=4,
                   table_size=10_000),
     # The read barrier (visibility = quorum) beside the modes it is measured against.
-    "visibility": dict(workloads=["read_write", "hot_mixed", "point_select"], threads=[64],
+    "visibility": dict(workloads=["read_write", "read_transactions", "hot_mixed",
+                                  "point_select"], threads=[64],
                        delays=[5], modes=["async", "semisync", "semisync-after-commit",
                                           "strongsync", "visibility-quorum",
                                           "visibility-snapshot"],

@@ -20,7 +20,8 @@ PROXY_MODES = [m for m in MODE_ORDER if MODES[m]["proxy"]]
 RATIOS = [("strongsync", "semisync"), ("strongsync", "semisync-after-commit"),
           ("strongsync", "async"), ("passthrough", "haproxy"), ("passthrough", "async"),
           ("visibility-quorum", "semisync"), ("visibility-quorum", "strongsync"),
-          ("visibility-snapshot", "semisync"), ("visibility-snapshot", "strongsync")]
+          ("visibility-snapshot", "semisync"), ("visibility-snapshot", "strongsync"),
+          ("visibility-snapshot", "visibility-quorum")]
 
 
 def load_runs(path):

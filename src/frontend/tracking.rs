@@ -305,8 +305,10 @@ impl Session {
             return self.setup_mysql_tracking().await;
         }
         // With a probe the read barrier may come on: transactions are tracked so that it can
-        // bound one per snapshot.
-        self.tracking.snapshot_vars = self.shared.probe.is_some();
+        // bound one per snapshot. Not for a client with legacy EOF packets: its result sets
+        // cannot carry the state, and inside a transaction MariaDB then flags every one of them
+        // as a state change, each of which would cost a check.
+        self.tracking.snapshot_vars = self.shared.probe.is_some() && self.deprecate_eof();
         let (check, enable) = self.tracking.queries();
         self.send_query(check);
         self.send_query(enable);
