@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import matrix, memory, profile, report, sysbench
+from . import matrix, memory, profile, report, snapshot, sysbench
 from .procs import BenchError, raise_open_files_limit
 from .topology import MARIADBD, MODES, THREAD_HANDLINGS, Topology
 
@@ -34,11 +34,9 @@ PROFILES = {
                   thread_handling=[OTPC], rounds=1, time=10, warmup=2, tables=4,
                   table_size=10_000),
     # The read barrier (visibility = quorum) beside the modes it is measured against.
-    "visibility": dict(workloads=["read_write", "read_transactions", "hot_mixed",
-                                  "point_select"], threads=[64],
+    "visibility": dict(workloads=["read_write", "hot_mixed", "point_select"], threads=[64],
                        delays=[5], modes=["async", "semisync", "semisync-after-commit",
-                                          "strongsync", "visibility-quorum",
-                                          "visibility-snapshot"],
+                                          "strongsync", "visibility-quorum"],
                        thread_handling=[OTPC], rounds=2, time=10, warmup=2, tables=4,
                        table_size=10_000),
     # Every mode, the new workloads and the primary's restart, as briefly as they can run.
@@ -139,6 +137,19 @@ def parser():
     prof.add_argument("--table-size", type=int, default=10_000)
     hot(prof)
 
+    snap = sub.add_parser("snapshot", help="read-only transactions beside writers through a "
+                          "client with OK terminators: the read barrier bounding each read "
+                          "or each snapshot, against AFTER_SYNC")
+    common(snap)
+    snap.add_argument("--threads", type=int, default=64, help="connections, half of them "
+                      "readers [64]")
+    snap.add_argument("--delay", type=int, default=5, help="one-way replica delay, ms [5]")
+    snap.add_argument("--rounds", type=int, default=3, help="[3]")
+    snap.add_argument("--time", type=int, default=10, help="seconds measured per run [10]")
+    snap.add_argument("--warmup", type=int, default=2, help="[2]")
+    snap.add_argument("--tables", type=int, default=4)
+    snap.add_argument("--table-size", type=int, default=10_000)
+
     r = sub.add_parser("report", help="rebuild summary.md, summary.csv and qps.png of a run")
     r.add_argument("dir")
     r.add_argument("--no-chart", action="store_true")
@@ -158,6 +169,8 @@ def modes_of(args):
     """The modes a command runs in (the memory probe: strongsync's, not listed)."""
     if args.command == "matrix":
         return args.modes
+    if args.command == "snapshot":
+        return snapshot.MODES
     return [args.mode] if args.command == "profile" else []
 
 
@@ -165,6 +178,8 @@ def workloads_of(args):
     """The workloads whose tables a command needs."""
     if args.command == "matrix":
         return args.workloads
+    if args.command == "snapshot":
+        return ["point_select"]
     return [args.workload] if args.command == "profile" else []
 
 
@@ -323,13 +338,16 @@ def run(args):
     print(f"bench: servers in {workdir}, results in {out_dir}", flush=True)
     try:
         topology.up()
-        if args.command in ("matrix", "profile"):
+        if args.command in ("matrix", "profile", "snapshot"):
             sysbench.prepare(topology.primary, workloads_of(args), args,
                              os.path.join(out_dir, "sysbench.log"))
         if args.command == "matrix":
             matrix.run(topology, args, out_dir)
         elif args.command == "profile":
             print(json.dumps(profile.run(topology, args, out_dir), indent=2))
+        elif args.command == "snapshot":
+            tool = os.path.join(os.path.dirname(park_bin), "read-transactions")
+            print(snapshot.run(topology, tool, args, out_dir))
         else:
             result = memory.run(topology, park_bin, args.connections, out_dir,
                                 args.catchup_timeout)

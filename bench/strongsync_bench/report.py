@@ -185,8 +185,6 @@ def targets(summary, memory):
     # The read barrier against the mode with the same guarantee, and what it costs a reader
     # when nothing is being written.
     at_least((OTPC, 5, "read_write", 64), "visibility-quorum", "semisync", 1.0)
-    # One bound per snapshot (innodb_snapshot_isolation = ON): the same target.
-    at_least((OTPC, 5, "read_write", 64), "visibility-snapshot", "semisync", 1.0)
     at_least((OTPC, 5, "hot_mixed", 64), "visibility-quorum", "semisync", 3)
     p95 = ratio(summary, (OTPC, 5, "point_select", 64), "visibility-quorum", "strongsync",
                 "p95_ms")

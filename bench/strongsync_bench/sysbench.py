@@ -24,10 +24,6 @@ WORKLOADS = {
     # The same hot rows, half the events point selects: what readers pay for seeing only what
     # the quorum holds (semisync AFTER_SYNC, strongsync visibility = "quorum").
     "hot_mixed": os.path.join(BENCH_DIR, "hot_mixed.lua"),
-    # Read-only transactions of ten point selects beside autocommit writers: what a
-    # transaction's reads pay under strongsync's visibility = "quorum", bounded one by one or
-    # (innodb_snapshot_isolation = ON) once per snapshot.
-    "read_transactions": os.path.join(BENCH_DIR, "read_transactions.lua"),
 }
 
 # Workloads with tables of their own (name -> database), so that their few rows neither
