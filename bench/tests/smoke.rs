@@ -205,3 +205,46 @@ fn the_memory_probe_parks_every_session_and_releases_them_all() {
         "{memory}"
     );
 }
+
+#[test]
+fn the_snapshot_bench_reads_in_transactions_and_bounds_them_once_only_where_it_should() {
+    let out = tempfile::tempdir().unwrap();
+    let out_arg = format!("--out={}", out.path().display());
+    bench_run(&[
+        "snapshot",
+        "--rounds=1",
+        "--time=2",
+        "--warmup=0",
+        "--threads=4",
+        "--delay=1",
+        "--tables=1",
+        "--table-size=1000",
+        &out_arg,
+    ]);
+    let rows = std::fs::read_to_string(out.path().join("read-transactions.json")).unwrap();
+    // One flat object per run, in mode order.
+    let runs: Vec<&str> = rows.split('}').filter(|r| r.contains("\"mode\"")).collect();
+    let modes = [
+        "semisync",
+        "strongsync",
+        "visibility-quorum",
+        "visibility-snapshot",
+    ];
+    assert_eq!(runs.len(), modes.len(), "{rows}");
+    for (run, mode) in runs.iter().zip(modes) {
+        let run = format!("{run}}}");
+        assert!(run.contains(&format!("\"mode\": \"{mode}\"")), "{run}");
+        assert!(json_number(&run, "reader_tps") > 0.0, "{run}");
+        assert!(json_number(&run, "writer_tps") > 0.0, "{run}");
+        assert_eq!(json_number(&run, "reader_errors"), 0.0, "{run}");
+        assert_eq!(json_number(&run, "writer_errors"), 0.0, "{run}");
+        match mode {
+            // Bounded read by read: no response went on its snapshot's bound.
+            "visibility-quorum" => assert_eq!(json_number(&run, "reads_in_snapshot"), 0.0),
+            "visibility-snapshot" => assert!(json_number(&run, "reads_in_snapshot") > 0.0),
+            _ => {}
+        }
+    }
+    let summary = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    assert!(summary.contains("| visibility-snapshot |"), "{summary}");
+}

@@ -127,8 +127,11 @@ impl Session {
                     s.prepared_reads.remove(&id);
                 }
             }
-            COM_STMT_PREPARE => s.preparing_read = snapshot::reads_snapshot_only(rest),
-            COM_STMT_EXECUTE => {
+            // The text is only looked at where a snapshot may cover it.
+            COM_STMT_PREPARE if may_start => {
+                s.preparing_read = snapshot::reads_snapshot_only(rest);
+            }
+            COM_STMT_EXECUTE if s.bound.is_some() => {
                 s.reading = statement_id(payload).is_some_and(|id| s.prepared_reads.contains(&id));
             }
             COM_QUERY => {
@@ -139,7 +142,7 @@ impl Session {
                     if s.starting && start == Start::Plain {
                         return Replacement::StartWithSnapshot;
                     }
-                } else {
+                } else if s.bound.is_some() {
                     s.reading = snapshot::reads_snapshot_only(rest);
                 }
             }

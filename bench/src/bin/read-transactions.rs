@@ -141,7 +141,9 @@ impl Worker {
                 let (table, id) = (self.next(self.tables), self.next(self.table_size));
                 let c = self.next(u64::MAX - 1);
                 self.conn
-                    .query_drop(format!("UPDATE sbtest{table} SET c = '{c}' WHERE id = {id}"))
+                    .query_drop(format!(
+                        "UPDATE sbtest{table} SET c = '{c}' WHERE id = {id}"
+                    ))
                     .await
             };
             if !self.measuring.load(Ordering::Relaxed) {
