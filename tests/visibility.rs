@@ -696,3 +696,30 @@ async fn the_begin_of_a_snapshot_waits_for_what_the_snapshot_holds_and_its_reads
     assert_eq!(read.result.expect("the read"), vec![42]);
     assert_eq!(reads_in_snapshot(&s), before + 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_statement_of_16_mib_or_more_is_bounded_even_in_a_snapshot() {
+    let s = snapshot_barrier();
+    let opts = mysql_async::OptsBuilder::from_opts(
+        mysql_async::Opts::from_url(
+            &s.proxy
+                .url(support::mariadb::APP_USER, support::mariadb::APP_PASSWORD),
+        )
+        .unwrap(),
+    )
+    .max_allowed_packet(Some(64 << 20));
+    let mut conn = mysql_async::Conn::new(opts).await.unwrap();
+    conn.query_drop("BEGIN").await.unwrap();
+    let _: Vec<i64> = conn.query("SELECT COUNT(*) FROM sbtest.t").await.unwrap();
+    lose_quorum(&s);
+    let gtid = commit_directly(&s.topology.primary, 9);
+    // What reveals the write comes after the first 16 MiB packet of the statement.
+    let padding = "x".repeat(17 << 20);
+    let sql = format!("SELECT LENGTH('{padding}') + LENGTH(@@global.gtid_binlog_pos)");
+    let reader = spawn_read(conn, &sql, s.witness(0));
+    wait_reads_held(&s, 1);
+    s.start_io(0);
+    let read = answer(reader).await;
+    read.result.expect("the read");
+    assert!(position_holds(&read.received, &gtid), "{}", read.received);
+}

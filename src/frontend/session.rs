@@ -256,7 +256,7 @@ impl Session {
             || (self.shared.durability.reads_wait()
                 && (matches!(cmd, COM_PING | COM_RESET_CONNECTION)
                     || sql.is_some_and(reveals_nothing::transaction_control)));
-        match self.note_for_snapshot(packet.payload()) {
+        match self.note_for_snapshot(packet.payload(), !packet.continues()) {
             Replacement::None => self.forward_command(&packet).await?,
             Replacement::StartWithSnapshot => {
                 // Its OK is bounded: that bound covers every read of the snapshot.

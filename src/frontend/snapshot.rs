@@ -106,8 +106,10 @@ fn statement_id(payload: &[u8]) -> Option<u32> {
 // === impl Session (snapshot) ===
 
 impl Session {
-    /// Notes a command for the snapshot cover, and says what to send in its place.
-    pub(super) fn note_for_snapshot(&mut self, payload: &[u8]) -> Replacement {
+    /// Notes a command for the snapshot cover, and says what to send in its place. `whole`:
+    /// `payload` is all of the command (a statement of 16 MiB or more comes in several packets,
+    /// and is never taken for a single `SELECT`: its text is not all here).
+    pub(super) fn note_for_snapshot(&mut self, payload: &[u8], whole: bool) -> Replacement {
         // Result sets must end with an OK (not a legacy EOF) for their state to be seen.
         let may_start = self.shared.durability.reads_wait()
             && self.tracking.active
@@ -128,7 +130,7 @@ impl Session {
                 }
             }
             // The text is only looked at where a snapshot may cover it.
-            COM_STMT_PREPARE if may_start => {
+            COM_STMT_PREPARE if may_start && whole => {
                 s.preparing_read = snapshot::reads_snapshot_only(rest);
             }
             COM_STMT_EXECUTE if s.bound.is_some() => {
@@ -142,7 +144,7 @@ impl Session {
                     if s.starting && start == Start::Plain {
                         return Replacement::StartWithSnapshot;
                     }
-                } else if s.bound.is_some() {
+                } else if s.bound.is_some() && whole {
                     s.reading = snapshot::reads_snapshot_only(rest);
                 }
             }
