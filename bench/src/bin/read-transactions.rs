@@ -1,6 +1,6 @@
 //! `read-transactions`: read-only transactions of ten point selects beside autocommit writers,
 //! through a client that ends result sets with OK packets (`CLIENT_DEPRECATE_EOF`, as
-//! mysql_async, Connector/J and the MySQL C client do; sysbench's MariaDB client does not). What
+//! mysql_async does; sysbench's MariaDB client does not). What
 //! `bench/run snapshot` measures strongsync's one bound per snapshot with.
 //!
 //! Prints one JSON object: reader transactions and writer commits per second, the readers'
