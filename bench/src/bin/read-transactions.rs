@@ -1,7 +1,7 @@
 //! `read-transactions`: read-only transactions of ten point selects beside autocommit writers,
 //! through a client that ends result sets with OK packets (`CLIENT_DEPRECATE_EOF`, as
-//! mysql_async does; sysbench's MariaDB client does not). What
-//! `bench/run snapshot` measures strongsync's one bound per snapshot with.
+//! mysql_async does; sysbench's MariaDB client does not). What `bench/run snapshot` measures
+//! strongsync's one bound per snapshot with.
 //!
 //! Prints one JSON object: reader transactions and writer commits per second, the readers'
 //! p95 transaction latency, and the errors each side got.
