@@ -103,8 +103,9 @@ struct Flags {
     ack_nudge_after: Option<String>,
 
     /// What responses may reveal of transactions their quorum does not hold yet: "commit"
-    /// (anything committed, like semisync AFTER_COMMIT) or "quorum" (nothing: every response
-    /// waits, like AFTER_SYNC; needs a probe account) [default: commit].
+    /// (anything committed, like semisync AFTER_COMMIT), "quorum" (nothing: every response
+    /// waits, like AFTER_SYNC; needs a probe account) or "snapshot" (as quorum, a transaction
+    /// under innodb_snapshot_isolation bounded once for its reads) [default: commit].
     #[arg(long, env = "STRONGSYNC_VISIBILITY", value_name = "MODE")]
     visibility: Option<String>,
 

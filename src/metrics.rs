@@ -317,7 +317,7 @@ impl Metrics {
         self.parked.set(status.parked as i64);
         self.reads_held.set(status.reads_parked as i64);
         self.visibility_quorum
-            .set(i64::from(status.visibility == Visibility::Quorum));
+            .set(i64::from(status.visibility != Visibility::Commit));
         self.quorum.set(status.quorum as i64);
         self.passthrough.set(i64::from(status.passthrough));
         let degraded = status.state == State::Degraded;

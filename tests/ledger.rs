@@ -622,12 +622,12 @@ fn strong_proxy(
     TestProxy::start_with(config)
 }
 
-/// Kills the primary `kills()` times under load; under `visibility = "quorum"` readers run too
-/// and everything they observed must survive as the acknowledged commits must.
+/// Kills the primary `kills()` times under load; under `visibility = "quorum"` or `"snapshot"`
+/// readers run too and everything they observed must survive as the acknowledged commits must.
 fn primary_kills(quorum: usize, on_timeout: OnTimeout, visibility: Visibility) {
     let mut rng = StdRng::seed_from_u64(seed());
     let mut topology = topology();
-    let readers = visibility == Visibility::Quorum;
+    let readers = visibility != Visibility::Commit;
     let proxy = strong_proxy(&topology, quorum, on_timeout, visibility);
     point_replicas_at(&topology, proxy.port());
     wait_for("both replicas through the proxy", PATIENCE, || {
@@ -742,7 +742,7 @@ fn every_acknowledged_commit_survives_primary_kills_at_quorum_1() {
 
 #[test]
 fn every_acknowledged_commit_and_every_observed_row_survive_primary_kills_at_quorum_2() {
-    primary_kills(2, OnTimeout::Block, Visibility::Quorum);
+    primary_kills(2, OnTimeout::Block, Visibility::Snapshot);
 }
 
 /// The control for the observations: strong sync on, but `visibility = "commit"`. Both

@@ -20,12 +20,16 @@ const PROBE_PASSWORD: &str = "probe-secret";
 
 /// One replica through a proxy with the read barrier on and the given policy.
 fn barrier(on_timeout: OnTimeout, ack_timeout: Duration) -> Strong {
+    barrier_as(Visibility::Quorum, on_timeout, ack_timeout)
+}
+
+fn barrier_as(visibility: Visibility, on_timeout: OnTimeout, ack_timeout: Duration) -> Strong {
     Strong::start_with(1, |config, topology| {
         topology.primary.sql(&format!(
             "CREATE USER '{PROBE_USER}'@'%' IDENTIFIED BY '{PROBE_PASSWORD}'"
         ));
         config.durability = DurabilityConfig {
-            visibility: Visibility::Quorum,
+            visibility,
             ..durability(1, on_timeout, ack_timeout)
         };
         config.probe = Some(ProbeAccount {
@@ -500,12 +504,21 @@ async fn everything_a_session_does_works_under_the_barrier() {
     assert_eq!(status.reads_parked, 0);
 }
 
-/// [`barrier`], with `innodb_snapshot_isolation = ON` for every new session on the primary, and
-/// a MyISAM table beside the InnoDB ones.
+/// [`barrier`] with `visibility = "snapshot"`, `innodb_snapshot_isolation = ON` for every new
+/// session on the primary, a secondary index on `sbtest.t.v`, and a MyISAM table beside the
+/// InnoDB ones.
 fn snapshot_barrier() -> Strong {
-    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+    snapshot_isolation(barrier_as(
+        Visibility::Snapshot,
+        OnTimeout::Block,
+        Duration::from_secs(3600),
+    ))
+}
+
+fn snapshot_isolation(s: Strong) -> Strong {
     let primary = &s.topology.primary;
     primary.sql("SET GLOBAL innodb_snapshot_isolation = ON");
+    primary.sql("ALTER TABLE sbtest.t ADD INDEX (v)");
     primary.sql("CREATE TABLE sbtest.m (v INT) ENGINE=MyISAM");
     primary.sql("CREATE TABLE sbtest.u (id INT PRIMARY KEY, k INT UNIQUE)");
     primary.sql("CREATE TABLE sbtest.log (id INT AUTO_INCREMENT PRIMARY KEY)");
@@ -602,7 +615,7 @@ async fn a_transaction_that_may_see_past_its_snapshot_is_bounded_statement_by_st
     let s = snapshot_barrier();
     // (what the session did before BEGIN, what it did in the transaction after its first read,
     // the statement that must then wait for the quorum)
-    let cases: [(&[&str], &[&str], &str); 10] = [
+    let cases: [(&[&str], &[&str], &str); 11] = [
         // It wrote (a unique index is checked against rows deleted since the snapshot).
         (
             &[],
@@ -632,7 +645,13 @@ async fn a_transaction_that_may_see_past_its_snapshot_is_bounded_statement_by_st
             &[],
             "SELECT COUNT(*) FROM sbtest.t",
         ),
-        // Locking reads would show newer rows.
+        // A locking read through a secondary index shows newer rows without error 1020.
+        (
+            &[],
+            &[],
+            "SELECT COUNT(*) FROM sbtest.t WHERE v = 7 LOCK IN SHARE MODE",
+        ),
+        // Locking reads through the clustered index would show newer rows too.
         (
             &["SET SESSION innodb_snapshot_isolation = OFF"],
             &[],
@@ -722,4 +741,20 @@ async fn a_statement_of_16_mib_or_more_is_bounded_even_in_a_snapshot() {
     let read = answer(reader).await;
     read.result.expect("the read");
     assert!(position_holds(&read.received, &gtid), "{}", read.received);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_visibility_quorum_every_read_of_a_transaction_is_bounded_even_under_snapshot_isolation(
+) {
+    let s = snapshot_isolation(barrier(OnTimeout::Block, Duration::from_secs(3600)));
+    let conn = open_snapshot(&s, &[], &[]).await;
+    lose_quorum(&s);
+    let gtid = commit_directly(&s.topology.primary, 5);
+    let reader = spawn_read(conn, "SELECT COUNT(*) FROM sbtest.t", s.witness(0));
+    wait_reads_held(&s, 1);
+    s.start_io(0);
+    let read = answer(reader).await;
+    read.result.expect("the read");
+    assert!(position_holds(&read.received, &gtid), "{}", read.received);
+    assert_eq!(reads_in_snapshot(&s), 0);
 }

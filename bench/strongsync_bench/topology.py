@@ -43,7 +43,7 @@ MODES = {
     # The same with innodb_snapshot_isolation = ON: a transaction's reads are bounded once, by
     # its snapshot.
     "visibility-snapshot": dict(proxy="strongsync", replicas_via_proxy=True, semisync=False,
-                                wait_point=None, quorum=1, visibility="quorum",
+                                wait_point=None, quorum=1, visibility="snapshot",
                                 snapshot_isolation=True),
     # A plain TCP proxy on the same leg to the primary: what the hop costs without strongsync's
     # protocol work. Replicas replicate from the primary, asynchronously, as in `async`.
@@ -248,7 +248,7 @@ password = "{PROBE_PASSWORD}"
         self.write_config(quorum, on_timeout, ack_timeout, visibility)
         self.process.signal(signal.SIGHUP)
         passthrough = 1.0 if quorum is None else 0.0
-        barrier = 1.0 if visibility == "quorum" else 0.0
+        barrier = 0.0 if visibility == "commit" else 1.0
 
         def applied():
             m = self.metrics()

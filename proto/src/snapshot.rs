@@ -11,8 +11,9 @@
 //! sets a flag for a read of a non-transactional table and for a write (a unique secondary
 //! index is checked against rows deleted after the snapshot, so a write's success is not
 //! bounded by it). Statements that read what the tracker does not flag — `SHOW`, `CALL`,
-//! `information_schema`, system variables such as `@@gtid_binlog_pos`, `LOAD_FILE()` — are told
-//! apart by their text ([`reads_snapshot_only`]). The tracker's "unsafe" flag is no help: MariaDB
+//! `information_schema`, system variables such as `@@gtid_binlog_pos`, `LOAD_FILE()`, and
+//! locking reads, which MariaDB checks against the snapshot only through the clustered index —
+//! are told apart by their text ([`reads_snapshot_only`]). The tracker's "unsafe" flag is no help: MariaDB
 //! sets it for anything unsafe for statement-based replication, a `LIMIT` among them; what it
 //! adds beyond the text is what a stored function reads of the server's own state (binlog
 //! positions, files), which semisync `AFTER_SYNC` reveals as well, the binlog holding a
@@ -65,9 +66,19 @@ pub fn reads_snapshot_only(sql: &[u8]) -> bool {
         && after_word.is_some_and(|b| !(b.is_ascii_alphanumeric() || *b == b'_' || *b == b'$'))
         && !sql.contains(&b';')
         && !sql.windows(2).any(|w| w == b"@@")
-        && ![&b"information_schema"[..], b"load_file", b"binlog_gtid_pos"]
-            .iter()
-            .any(|name| contains_ignore_case(sql, name))
+        && ![
+            &b"information_schema"[..],
+            b"load_file",
+            b"binlog_gtid_pos",
+            // A locking read through a secondary index shows rows newer than the snapshot
+            // without error 1020 (MariaDB 10.11.19): it is bounded like a write. The words
+            // alone, wherever they are, so that no blank or comment between `FOR` and
+            // `UPDATE` hides one (a column named `updated` costs a bound, nothing more).
+            b"update",
+            b"share",
+        ]
+        .iter()
+        .any(|name| contains_ignore_case(sql, name))
 }
 
 /// Whether a `SESSION_TRACK_TRANSACTION_STATE` value says the session is in an explicit
@@ -125,7 +136,7 @@ mod tests {
     fn single_selects_read_only_the_snapshot_and_nothing_else_is_trusted_to() {
         for sql in [
             "SELECT c FROM sbtest1 WHERE id=?",
-            "  select\n* from t for update",
+            "  select\n* from t order by id",
             "WITH x AS (SELECT 1) SELECT * FROM x",
             "SELECT(1)",
             "SELECT id FROM ledger WHERE writer = 3 ORDER BY id DESC LIMIT 4",
@@ -143,6 +154,10 @@ mod tests {
             "SELECT v, @@gtid_current_pos FROM t",
             "SELECT LOAD_FILE('/var/lib/mysql/mysql-bin.000001')",
             "SELECT BINLOG_GTID_POS('mysql-bin.000001', 4)",
+            "SELECT id FROM t WHERE k = 5 FOR UPDATE",
+            "SELECT id FROM t WHERE k = 5 LOCK IN SHARE MODE",
+            "select id from t where k = 5 for/**/update",
+            "SELECT id FROM t WHERE k = 5 FOR\n SHARE",
             "/* hint */ SELECT 1",
             "(SELECT 1)",
             "SELECTED",

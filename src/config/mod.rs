@@ -207,10 +207,10 @@ impl Config {
                 "must be between 1 and 64 (to relay without waiting, set durability.passthrough)",
             );
         }
-        if d.visibility == Visibility::Quorum && self.probe.is_none() {
+        if d.visibility != Visibility::Commit && self.probe.is_none() {
             return invalid(
                 "durability.visibility",
-                "\"quorum\" bounds responses by the primary's binlog position, read on strongsync's own connection: configure a [probe] account",
+                "\"quorum\" and \"snapshot\" bound responses by the primary's binlog position, read on strongsync's own connection: configure a [probe] account",
             );
         }
         if d.gtid_index_capacity == 0 {

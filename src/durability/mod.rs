@@ -81,6 +81,9 @@ pub struct Durability {
     /// Responses wait for the quorum to hold what they may reveal (`visibility = "quorum"`,
     /// not passthrough), read by every response.
     reads_wait: AtomicBool,
+    /// A transaction's reads from its snapshot may be bounded once (`visibility = "snapshot"`,
+    /// not passthrough).
+    snapshot_reads: AtomicBool,
     inner: Mutex<Inner>,
     parked: AtomicUsize,
     /// Responses held by the read barrier now.
@@ -150,6 +153,7 @@ impl Durability {
             config: RwLock::new(config),
             passthrough: AtomicBool::new(config.passthrough),
             reads_wait: AtomicBool::new(config.reads_wait()),
+            snapshot_reads: AtomicBool::new(config.snapshot_reads()),
             inner: Mutex::new(Inner {
                 config,
                 registry: Registry::default(),
@@ -202,6 +206,8 @@ impl Durability {
             .store(config.passthrough, Ordering::Relaxed);
         self.reads_wait
             .store(config.reads_wait(), Ordering::Relaxed);
+        self.snapshot_reads
+            .store(config.snapshot_reads(), Ordering::Relaxed);
         waking(|woken| {
             let mut inner = self.lock();
             inner.config = config;
@@ -215,16 +221,22 @@ impl Durability {
         self.reads_wait.load(Ordering::Relaxed)
     }
 
+    /// Whether a transaction's reads from its snapshot may be bounded once, by the snapshot.
+    pub fn snapshot_reads(&self) -> bool {
+        self.snapshot_reads.load(Ordering::Relaxed)
+    }
+
     /// Whether a response may go without a bound of its own because it was read from a
-    /// snapshot that `bound` bounds and the quorum holds `bound`. `held_by` is how many
-    /// replicas were already seen holding it (0 if none yet): replicas that acknowledged a
-    /// transaction keep it, as for a commit acknowledged earlier, so once `quorum` of them held
-    /// it the snapshot stays covered while the quorum is not raised. Otherwise the read barrier
-    /// must be on, strong sync STRONG (under DEGRADED a read goes with what DEGRADED released,
-    /// counted as such) and `quorum` connected replicas hold every transaction of `bound`.
+    /// snapshot that `bound` bounds and the quorum holds `bound` (only under `visibility =
+    /// "snapshot"`). `held_by` is how many replicas were already seen holding it (0 if none
+    /// yet): replicas that acknowledged a transaction keep it, as for a commit acknowledged
+    /// earlier, so once `quorum` of them held it the snapshot stays covered while the quorum is
+    /// not raised. Otherwise strong sync must be STRONG (under DEGRADED a read goes with what
+    /// DEGRADED released, counted as such) and `quorum` connected replicas hold every
+    /// transaction of `bound`.
     /// Returns how many replicas are known to hold it if the response may go, and counts it.
     pub fn read_in_snapshot(&self, bound: &GtidPosition, held_by: usize) -> Option<usize> {
-        if !self.reads_wait() {
+        if !self.snapshot_reads() {
             return None;
         }
         let held_by = {

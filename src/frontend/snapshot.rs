@@ -111,7 +111,7 @@ impl Session {
     /// and is never taken for a single `SELECT`: its text is not all here).
     pub(super) fn note_for_snapshot(&mut self, payload: &[u8], whole: bool) -> Replacement {
         // Result sets must end with an OK (not a legacy EOF) for their state to be seen.
-        let may_start = self.shared.durability.reads_wait()
+        let may_start = self.shared.durability.snapshot_reads()
             && self.tracking.active
             && self.tracking.snapshot_ready
             && self.deprecate_eof();

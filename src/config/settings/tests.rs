@@ -258,4 +258,10 @@ fn visibility_quorum_needs_the_probe_account_and_other_values_are_refused() {
     assert_eq!(config.durability.visibility, Visibility::Quorum);
     let shown = Settings::from_config(&config).to_toml();
     assert!(shown.contains("visibility = \"quorum\""), "{shown}");
+    let snapshot = with_probe.replace("\"quorum\"", "\"snapshot\"");
+    let config = Settings::from_toml(&snapshot).unwrap().resolve().unwrap();
+    assert_eq!(config.durability.visibility, Visibility::Snapshot);
+    assert!(config.durability.reads_wait() && config.durability.snapshot_reads());
+    let error = error_of(&format!("{base}visibility = \"snapshot\""));
+    assert!(error.contains("[probe]"), "{error}");
 }
