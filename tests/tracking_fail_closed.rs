@@ -222,7 +222,7 @@ async fn a_client_sees_exactly_the_tracker_data_it_asked_for() {
         "CALL tracker_off_then_insert()",
         "SET autocommit = 1",
     ];
-    same_items_direct_and_through(&s, &steps);
+    same_items_direct_and_through(&s, &steps, CapabilityFlags::empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -245,7 +245,13 @@ async fn with_transactions_tracked_by_the_proxy_a_client_sees_only_the_transacti
         "INSERT INTO t (v) VALUES (7)",
         "COMMIT",
     ];
-    same_items_direct_and_through(&s, &steps);
+    // With OK terminators the proxy tracks transactions itself; with legacy EOF it does not.
+    for eof in [
+        CapabilityFlags::CLIENT_DEPRECATE_EOF,
+        CapabilityFlags::empty(),
+    ] {
+        same_items_direct_and_through(&s, &steps, eof);
+    }
     let steps = [
         "~SET SESSION session_track_transaction_info = CHARACTERISTICS",
         "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
@@ -253,7 +259,12 @@ async fn with_transactions_tracked_by_the_proxy_a_client_sees_only_the_transacti
         "SELECT 1 INTO @x",
         "COMMIT",
     ];
-    same_items_direct_and_through(&s, &steps);
+    for eof in [
+        CapabilityFlags::CLIENT_DEPRECATE_EOF,
+        CapabilityFlags::empty(),
+    ] {
+        same_items_direct_and_through(&s, &steps, eof);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -280,15 +291,15 @@ async fn a_legacy_eof_client_is_not_checked_after_every_result_set_of_a_transact
     );
 }
 
-/// Runs `steps` on a client with session tracking, straight on the primary and through the
-/// proxy: the tracker data it sees must be the same.
-fn same_items_direct_and_through(s: &Strong, steps: &[&str]) {
+/// Runs `steps` on a client with session tracking (and `caps`), straight on the primary and
+/// through the proxy: the tracker data it sees must be the same.
+fn same_items_direct_and_through(s: &Strong, steps: &[&str], caps: CapabilityFlags) {
     let run = |addr| {
         let mut client = RawClient::connect(
             addr,
             APP_USER,
             APP_PASSWORD,
-            CapabilityFlags::CLIENT_SESSION_TRACK,
+            CapabilityFlags::CLIENT_SESSION_TRACK | caps,
         );
         steps
             .iter()

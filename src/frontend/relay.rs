@@ -130,7 +130,9 @@ impl Session {
                         // packet on it sees them as it asked.
                         self.tracking.filter.keep_state_change = on;
                     }
-                    if let Some(value) = variable_set(&ok, SESSION_TRACK_TRANSACTION_INFO_VAR) {
+                    let switched = variable_set(&ok, SESSION_TRACK_TRANSACTION_INFO_VAR)
+                        .filter(|_| self.tracking.snapshot_vars);
+                    if let Some(value) = switched {
                         // Likewise for the transaction items (set back to the proxy's value
                         // by the check after this response).
                         self.tracking.client_transaction_info(value);

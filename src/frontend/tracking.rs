@@ -96,7 +96,7 @@ pub(super) struct Tracking {
     /// The session's transaction state is tracked and its snapshot settings read (a probe is
     /// configured, so the read barrier may be on, and the server knows
     /// `innodb_snapshot_isolation`).
-    snapshot_vars: bool,
+    pub snapshot_vars: bool,
     /// The session's next transaction started with a consistent snapshot reads only that
     /// snapshot: `REPEATABLE READ`, `innodb_snapshot_isolation = ON`, its state tracked.
     pub snapshot_ready: bool,
@@ -327,8 +327,15 @@ impl Session {
         let checked = Checked::from_row(&probed.row);
         self.tracking.client_list(&checked.list);
         self.tracking.filter.keep_state_change = checked.state_change;
-        self.tracking
-            .client_transaction_info(&checked.transaction_info);
+        if self.tracking.snapshot_vars {
+            self.tracking
+                .client_transaction_info(&checked.transaction_info);
+        } else {
+            // The proxy does not track transactions here: whatever the client asks for of them
+            // is its own, and passes.
+            self.tracking.filter.keep_transaction_state = true;
+            self.tracking.filter.keep_transaction_characteristics = true;
+        }
         self.tracking.last = MariaGtid::parse(&checked.last_gtid).ok();
         self.tracking.check_each = checked.may_hide_next_commit(self.tracking.last);
         if let Some(error) = probed.error.or(self.tracking.enabled(enabled, read_back)) {
