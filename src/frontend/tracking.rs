@@ -297,6 +297,10 @@ impl Session {
     pub(super) async fn setup_tracking(&mut self) -> Result<Phase, Error> {
         self.tracking.reset = false;
         self.tracking.active = false;
+        // Unless the proxy tracks transactions itself (below), whatever the client asks for of
+        // them is its own, and passes.
+        self.tracking.filter.keep_transaction_state = true;
+        self.tracking.filter.keep_transaction_characteristics = true;
         if !self.primary_tracks {
             warn!("primary does not offer session tracking: every response is checked with a query of its own");
             return Ok(Phase::Idle);
@@ -330,11 +334,6 @@ impl Session {
         if self.tracking.snapshot_vars {
             self.tracking
                 .client_transaction_info(&checked.transaction_info);
-        } else {
-            // The proxy does not track transactions here: whatever the client asks for of them
-            // is its own, and passes.
-            self.tracking.filter.keep_transaction_state = true;
-            self.tracking.filter.keep_transaction_characteristics = true;
         }
         self.tracking.last = MariaGtid::parse(&checked.last_gtid).ok();
         self.tracking.check_each = checked.may_hide_next_commit(self.tracking.last);
