@@ -13,9 +13,17 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
+/// One `bench/run` at a time: each picks free ports for its servers by binding and releasing
+/// them, so runs side by side can pick the same one (seen: "Address already in use"), and on
+/// two cores they would only slow each other down.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The runner with this build's binaries: the bench tools from this package, strongsync from
 /// the same target directory (`cargo test --workspace` builds it).
 fn bench_run(args: &[&str]) -> std::process::Output {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let tools = Path::new(env!("CARGO_BIN_EXE_delay-relay"))
         .parent()
         .unwrap();
