@@ -542,3 +542,51 @@ async fn without_a_probe_a_commit_hidden_before_a_local_infile_request_is_releas
         "{status:#}"
     );
 }
+
+/// Makes `@@session.innodb_snapshot_isolation` a variable the primary does not know, as on a
+/// server before 10.6.18 / 10.11.8.
+fn hide_snapshot_isolation(payload: &mut [u8]) {
+    const NAME: &[u8] = b"innodb_snapshot_isolation";
+    if let Some(at) = payload.windows(NAME.len()).position(|w| w == NAME) {
+        payload[at + NAME.len() - 1] = b'X';
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_server_without_snapshot_isolation_the_session_is_set_up_as_before() {
+    let relay_target = std::sync::Mutex::new(None::<TcpRelay>);
+    let s = setup(Strong::start_with(1, |config, topology| {
+        topology
+            .primary
+            .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
+        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.probe = Some(strongsync::config::ProbeAccount {
+            user: "probe".into(),
+            password: "probe-secret".into(),
+            password_file: None,
+        });
+        let relay = TcpRelay::start(config.primary.parse().unwrap());
+        relay.rewrite_packets(Direction::ToTarget, hide_snapshot_isolation);
+        config.primary = relay.addr().to_string();
+        *relay_target.lock().unwrap() = Some(relay);
+    }))
+    .await;
+    // The client's trackers are the server's defaults, as on a direct connection.
+    let mut conn = s.client().await;
+    let info: Option<String> = conn
+        .query_first("SELECT @@session.session_track_transaction_info")
+        .await
+        .unwrap();
+    assert_eq!(info.as_deref(), Some("OFF"));
+    let steps = [
+        "BEGIN",
+        "INSERT INTO t (v) VALUES (5)",
+        "COMMIT",
+        "~SET SESSION session_track_transaction_info = STATE",
+        "BEGIN",
+        "SELECT 1 INTO @x",
+        "COMMIT",
+    ];
+    same_items_direct_and_through(&s, &steps, CapabilityFlags::CLIENT_DEPRECATE_EOF);
+    drop(relay_target);
+}

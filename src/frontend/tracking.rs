@@ -63,6 +63,9 @@ const MARIADB_ENABLE_SNAPSHOT: &str = mariadb_enable!(
     "last_gtid", "session_track_state_change", "session_track_transaction_info";
     ", session_track_transaction_info = CHARACTERISTICS"
 );
+/// MariaDB: the trackers as the server's defaults set them for a new session.
+const MARIADB_DEFAULTS: &str = "SET SESSION session_track_system_variables = DEFAULT, \
+     session_track_state_change = DEFAULT, session_track_transaction_info = DEFAULT";
 /// The value of `session_track_transaction_info` the proxy sets.
 const CHARACTERISTICS: &[u8] = b"CHARACTERISTICS";
 /// MariaDB's error for a system variable it does not know.
@@ -319,14 +322,26 @@ impl Session {
         self.send_query(MARIADB_READ_BACK);
         self.flush_primary().await?;
         let mut probed = self.swallow_response().await?;
-        let enabled = self.swallow_response().await?;
-        let read_back = self.swallow_response().await?;
+        let mut enabled = self.swallow_response().await?;
+        let mut read_back = self.swallow_response().await?;
         if self.tracking.snapshot_vars && probed.code == Some(ER_UNKNOWN_SYSTEM_VARIABLE) {
-            // A server before innodb_snapshot_isolation: every response is bounded.
+            // A server before innodb_snapshot_isolation: every response is bounded one by one.
+            // The setup runs before the client's first command (after a login, a reset or a
+            // change of user), so its trackers were the server's defaults: put them back and
+            // set up again without the transaction tracking.
             self.tracking.snapshot_vars = false;
+            self.send_query(MARIADB_DEFAULTS);
             self.send_query(MARIADB_CHECK);
+            self.send_query(MARIADB_ENABLE);
+            self.send_query(MARIADB_READ_BACK);
             self.flush_primary().await?;
+            let defaults = self.swallow_response().await?;
             probed = self.swallow_response().await?;
+            enabled = self.swallow_response().await?;
+            read_back = self.swallow_response().await?;
+            if let Some(error) = defaults.error {
+                probed.error.get_or_insert(error);
+            }
         }
         let checked = Checked::from_row(&probed.row);
         self.tracking.client_list(&checked.list);
