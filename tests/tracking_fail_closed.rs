@@ -76,21 +76,23 @@ async fn cluster() -> Strong {
     .await
 }
 
+/// Waits under `block` and gives the proxy a probe account (made on the primary).
+fn with_probe(config: &mut strongsync::config::Config, topology: &support::topology::Topology) {
+    topology
+        .primary
+        .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
+    config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+    config.probe = Some(strongsync::config::ProbeAccount {
+        user: "probe".into(),
+        password: "probe-secret".into(),
+        password_file: None,
+    });
+}
+
 /// [`cluster`] with a probe account, so that the proxy tracks transactions too (for the read
 /// barrier's one bound per snapshot).
 async fn cluster_with_probe() -> Strong {
-    setup(Strong::start_with(1, |config, topology| {
-        topology
-            .primary
-            .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
-        config.probe = Some(strongsync::config::ProbeAccount {
-            user: "probe".into(),
-            password: "probe-secret".into(),
-            password_file: None,
-        });
-    }))
-    .await
+    setup(Strong::start_with(1, with_probe)).await
 }
 
 async fn setup(s: Strong) -> Strong {
@@ -245,25 +247,20 @@ async fn with_transactions_tracked_by_the_proxy_a_client_sees_only_the_transacti
         "INSERT INTO t (v) VALUES (7)",
         "COMMIT",
     ];
-    // With OK terminators the proxy tracks transactions itself; with legacy EOF it does not.
-    for eof in [
-        CapabilityFlags::CLIENT_DEPRECATE_EOF,
-        CapabilityFlags::empty(),
-    ] {
-        same_items_direct_and_through(&s, &steps, eof);
-    }
-    let steps = [
+    let one_shot = [
         "~SET SESSION session_track_transaction_info = CHARACTERISTICS",
         "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
         "START TRANSACTION READ ONLY",
         "SELECT 1 INTO @x",
         "COMMIT",
     ];
+    // With OK terminators the proxy tracks transactions itself; with legacy EOF it does not.
     for eof in [
         CapabilityFlags::CLIENT_DEPRECATE_EOF,
         CapabilityFlags::empty(),
     ] {
         same_items_direct_and_through(&s, &steps, eof);
+        same_items_direct_and_through(&s, &one_shot, eof);
     }
 }
 
@@ -499,17 +496,7 @@ fn hidden_commit_then_infile(s: &Strong, held: bool) -> (String, String) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_commit_hidden_before_a_local_infile_request_is_bounded_by_the_probe() {
-    let s = Strong::start_with(1, |config, topology| {
-        topology
-            .primary
-            .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
-        config.probe = Some(strongsync::config::ProbeAccount {
-            user: "probe".into(),
-            password: "probe-secret".into(),
-            password_file: None,
-        });
-    });
+    let s = Strong::start_with(1, with_probe);
     s.stop_io(0);
     s.wait_semisync(0);
     let (received, gtid) = hidden_commit_then_infile(&s, true);
@@ -556,15 +543,7 @@ fn hide_snapshot_isolation(payload: &mut [u8]) {
 async fn on_a_server_without_snapshot_isolation_the_session_is_set_up_as_before() {
     let relay_target = std::sync::Mutex::new(None::<TcpRelay>);
     let s = setup(Strong::start_with(1, |config, topology| {
-        topology
-            .primary
-            .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
-        config.probe = Some(strongsync::config::ProbeAccount {
-            user: "probe".into(),
-            password: "probe-secret".into(),
-            password_file: None,
-        });
+        with_probe(config, topology);
         let relay = TcpRelay::start(config.primary.parse().unwrap());
         relay.rewrite_packets(Direction::ToTarget, hide_snapshot_isolation);
         config.primary = relay.addr().to_string();

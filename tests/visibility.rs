@@ -108,6 +108,32 @@ fn wait_reads_held(s: &Strong, n: usize) {
     });
 }
 
+/// Runs `sql` on `conn` while the replica's I/O thread is stopped: the read barrier must hold it
+/// until the thread runs again, and its answer must come only once the replica has `gtid`.
+async fn held_until_replica_has(
+    s: &Strong,
+    conn: mysql_async::Conn,
+    sql: &str,
+    gtid: &str,
+) -> Read {
+    // A statement of many MiB is named by its start.
+    let what: String = sql.chars().take(80).collect();
+    let reader = spawn_read(conn, sql, s.witness(0));
+    wait_reads_held(s, 1);
+    assert!(
+        !reader.is_finished(),
+        "{what}: answered before the replica ran"
+    );
+    s.start_io(0);
+    let read = answer(reader).await;
+    assert!(
+        position_holds(&read.received, gtid),
+        "{what}: answered when the replica had received only {}",
+        read.received
+    );
+    read
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it() {
     let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
@@ -116,17 +142,8 @@ async fn a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it() {
     lose_quorum(&s);
     let gtid = commit_directly(&s.topology.primary, 42);
 
-    let reader = spawn_read(conn, "SELECT v FROM sbtest.t WHERE v = 42", s.witness(0));
-    wait_reads_held(&s, 1);
-    assert!(!reader.is_finished(), "the reader got its answer early");
-    s.start_io(0);
-    let read = answer(reader).await;
+    let read = held_until_replica_has(&s, conn, "SELECT v FROM sbtest.t WHERE v = 42", &gtid).await;
     assert_eq!(read.result.expect("the read"), vec![42]);
-    assert!(
-        position_holds(&read.received, &gtid),
-        "the reader saw {gtid} when the replica had received only {}",
-        read.received
-    );
     let status = s.proxy.durability().status();
     assert!(status.reads_queued >= 1, "the read never waited");
     assert_eq!(status.reads_released["unresolved"], 0);
@@ -219,20 +236,9 @@ async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_an
         ..commit_visibility
     });
     let gtid = commit_directly(&s.topology.primary, 6);
-    let reader = spawn_read(
-        read.conn,
-        "SELECT v FROM sbtest.t WHERE v = 6",
-        s.witness(0),
-    );
-    wait_reads_held(&s, 1);
-    s.start_io(0);
-    let read = answer(reader).await;
+    let read =
+        held_until_replica_has(&s, read.conn, "SELECT v FROM sbtest.t WHERE v = 6", &gtid).await;
     assert_eq!(read.result.expect("the read"), vec![6]);
-    assert!(
-        position_holds(&read.received, &gtid),
-        "after the reload the reader saw {gtid} when the replica had only {}",
-        read.received
-    );
 
     // A reload back to `commit` lets a held read go at once.
     lose_quorum(&s);
@@ -403,12 +409,8 @@ async fn begin_rollback_ping_and_reset_reveal_nothing_and_go_at_once_while_anyth
     conn.reset().await.unwrap();
     assert_eq!(reads_held(&s), 0);
     // Anything else waits, however harmless it looks.
-    let reader = spawn_read(conn, "SELECT 1", s.witness(0));
-    wait_reads_held(&s, 1);
-    s.start_io(0);
-    let read = answer(reader).await;
+    let read = held_until_replica_has(&s, conn, "SELECT 1", &gtid).await;
     assert_eq!(read.result.expect("the read"), vec![1]);
-    assert!(position_holds(&read.received, &gtid), "{}", read.received);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -579,35 +581,31 @@ async fn reads_of_a_bounded_snapshot_go_at_once_and_what_it_cannot_show_stays_he
 
     // A locking read meets the newer row: the error it gets (and the rollback) says a row
     // changed, so it waits for the quorum like any other revealing answer.
-    let reader = spawn_read(
+    let read = held_until_replica_has(
+        &s,
         conn,
         "SELECT COUNT(*) FROM sbtest.t WHERE v = 42 FOR UPDATE",
-        s.witness(0),
-    );
-    wait_reads_held(&s, 1);
-    s.start_io(0);
-    let read = answer(reader).await;
+        &gtid,
+    )
+    .await;
     let error = read.result.expect_err("a row changed since the snapshot");
     assert!(
         matches!(&error, mysql_async::Error::Server(e) if e.code == 1020),
         "{error}"
     );
-    assert!(position_holds(&read.received, &gtid), "{}", read.received);
 
     // The error ended the transaction: the next read is bounded again.
     s.wait_semisync(1);
     lose_quorum(&s);
     let gtid = commit_directly(&s.topology.primary, 43);
-    let reader = spawn_read(
+    let read = held_until_replica_has(
+        &s,
         read.conn,
         "SELECT COUNT(*) FROM sbtest.t WHERE v = 43",
-        s.witness(0),
-    );
-    wait_reads_held(&s, 1);
-    s.start_io(0);
-    let read = answer(reader).await;
+        &gtid,
+    )
+    .await;
     assert_eq!(read.result.expect("the read"), vec![1]);
-    assert!(position_holds(&read.received, &gtid), "{}", read.received);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -677,17 +675,9 @@ async fn a_transaction_that_may_see_past_its_snapshot_is_bounded_statement_by_st
         let conn = open_snapshot(&s, before, inside).await;
         lose_quorum(&s);
         let gtid = commit_directly(&s.topology.primary, 7);
-        let reader = spawn_read(conn, held, s.witness(0));
-        wait_reads_held(&s, 1);
-        s.start_io(0);
-        let read = answer(reader).await;
+        let read = held_until_replica_has(&s, conn, held, &gtid).await;
         read.result
             .unwrap_or_else(|e| panic!("{before:?} {inside:?} {held}: {e}"));
-        assert!(
-            position_holds(&read.received, &gtid),
-            "{before:?} {inside:?} {held}: answered when the replica had only {}",
-            read.received
-        );
         s.wait_semisync(1);
     }
 }
@@ -699,16 +689,8 @@ async fn the_begin_of_a_snapshot_waits_for_what_the_snapshot_holds_and_its_reads
     lose_quorum(&s);
     let gtid = commit_directly(&s.topology.primary, 42);
     // The snapshot is taken at BEGIN and holds the write: BEGIN's OK waits for the quorum.
-    let begin = spawn_read(conn, "BEGIN", s.witness(0));
-    wait_reads_held(&s, 1);
-    s.start_io(0);
-    let begun = answer(begin).await;
+    let begun = held_until_replica_has(&s, conn, "BEGIN", &gtid).await;
     begun.result.expect("BEGIN");
-    assert!(
-        position_holds(&begun.received, &gtid),
-        "BEGIN answered when the replica had only {}",
-        begun.received
-    );
     // Its reads need no bound of their own.
     let before = reads_in_snapshot(&s);
     let read = read_value(&s, begun.conn, 42).await;
@@ -735,12 +717,8 @@ async fn a_statement_of_16_mib_or_more_is_bounded_even_in_a_snapshot() {
     // What reveals the write comes after the first 16 MiB packet of the statement.
     let padding = "x".repeat(17 << 20);
     let sql = format!("SELECT LENGTH('{padding}') + LENGTH(@@global.gtid_binlog_pos)");
-    let reader = spawn_read(conn, &sql, s.witness(0));
-    wait_reads_held(&s, 1);
-    s.start_io(0);
-    let read = answer(reader).await;
+    let read = held_until_replica_has(&s, conn, &sql, &gtid).await;
     read.result.expect("the read");
-    assert!(position_holds(&read.received, &gtid), "{}", read.received);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -750,11 +728,7 @@ async fn with_visibility_quorum_every_read_of_a_transaction_is_bounded_even_unde
     let conn = open_snapshot(&s, &[], &[]).await;
     lose_quorum(&s);
     let gtid = commit_directly(&s.topology.primary, 5);
-    let reader = spawn_read(conn, "SELECT COUNT(*) FROM sbtest.t", s.witness(0));
-    wait_reads_held(&s, 1);
-    s.start_io(0);
-    let read = answer(reader).await;
+    let read = held_until_replica_has(&s, conn, "SELECT COUNT(*) FROM sbtest.t", &gtid).await;
     read.result.expect("the read");
-    assert!(position_holds(&read.received, &gtid), "{}", read.received);
     assert_eq!(reads_in_snapshot(&s), 0);
 }

@@ -136,7 +136,9 @@ impl Session {
             COM_STMT_EXECUTE if s.bound.is_some() => {
                 s.reading = statement_id(payload).is_some_and(|id| s.prepared_reads.contains(&id));
             }
-            COM_QUERY => {
+            // Nothing to look at for a session that neither starts nor has a covered snapshot
+            // (every session, under `visibility = "commit"` or `"quorum"`).
+            COM_QUERY if may_start || s.bound.is_some() => {
                 if let Some(start) = snapshot::transaction_start(rest) {
                     // A new transaction (the old one, if any, commits implicitly).
                     s.cover(None);
