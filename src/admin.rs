@@ -33,6 +33,20 @@ pub struct Admin {
 struct Status {
     state: &'static str,
     quorum: usize,
+    /// The whole rule, in words (the quorum and its zone parts).
+    quorum_rule: String,
+    /// Zones the acknowledging replicas must span (0 or 1: none).
+    quorum_zones: usize,
+    /// One acknowledging replica must be outside the primary's zone.
+    cross_zone: bool,
+    primary_zone: Option<String>,
+    /// What of the rule the connected semisync replicas cannot meet (null when they can).
+    quorum_unmet: Option<String>,
+    /// The lowest and highest quorum a session may ask for with `@strongsync_quorum`.
+    session_quorum_floor: usize,
+    session_quorum_max: usize,
+    /// When replicas without semisync receive a transaction.
+    async_replicas: String,
     ack_timeout: String,
     on_timeout: String,
     without_quorum: String,
@@ -41,8 +55,11 @@ struct Status {
     head: Option<String>,
     /// The newest GTID per domain acknowledged to a client with its quorum.
     acknowledged_gtid_position: String,
-    /// Replicas holding every transaction in `acknowledged_gtid_position`.
+    /// Replicas holding every transaction in `acknowledged_gtid_position` whose promotion
+    /// leaves replicas that can meet the rule's zone parts.
     failover_candidates: Vec<u32>,
+    /// Every other replica, with why it is not a candidate.
+    not_failover_candidates: Vec<NotCandidate>,
     parked_sessions: usize,
     /// Parked commits past their `ack_timeout` that `on_timeout = block` keeps waiting.
     parked_overdue: usize,
@@ -66,6 +83,12 @@ struct Status {
     reads_in_snapshot: u64,
     primary: PrimaryStatus,
     replicas: Vec<Replica>,
+}
+
+#[derive(Debug, Serialize)]
+struct NotCandidate {
+    server_id: u32,
+    reason: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -96,6 +119,9 @@ struct PrimaryStatus {
 struct Replica {
     server_id: u32,
     address: String,
+    /// Its zone and labels, from the config file.
+    zone: Option<String>,
+    labels: std::collections::BTreeMap<String, String>,
     /// False for a replica that has disconnected, shown as it was last known.
     connected: bool,
     disconnected_seconds: Option<f64>,
@@ -154,12 +180,8 @@ async fn readyz(AppState(admin): AppState<Admin>) -> Response {
     }
     let config = admin.durability.config();
     let status = admin.durability.status();
-    let semisync = status.replicas.iter().filter(|r| r.semisync).count();
-    if !config.passthrough && semisync < config.quorum {
-        let reason = format!(
-            "not ready: {semisync} semisync replica(s) connected, the quorum needs {}\n",
-            config.quorum
-        );
+    if let Some(unmet) = status.quorum_unmet.filter(|_| !config.passthrough) {
+        let reason = format!("not ready: {unmet}\n");
         return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
     }
     (StatusCode::OK, "ready\n").into_response()
@@ -175,6 +197,14 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
             State::Degraded => "degraded",
         },
         quorum: config.quorum,
+        quorum_rule: s.rule.to_string(),
+        quorum_zones: s.rule.zones,
+        cross_zone: s.rule.cross_zone,
+        primary_zone: s.primary_zone.as_deref().map(str::to_owned),
+        quorum_unmet: s.quorum_unmet.as_ref().map(ToString::to_string),
+        session_quorum_floor: s.session_quorum.0,
+        session_quorum_max: s.session_quorum.1,
+        async_replicas: s.async_replicas.to_string(),
         ack_timeout: humantime::format_duration(config.ack_timeout).to_string(),
         on_timeout: config.on_timeout.to_string(),
         without_quorum: config.without_quorum.to_string(),
@@ -183,6 +213,14 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         head: s.head.map(|p| p.to_string()),
         acknowledged_gtid_position: s.acknowledged.to_string(),
         failover_candidates: s.failover_candidates,
+        not_failover_candidates: s
+            .not_candidates
+            .into_iter()
+            .map(|n| NotCandidate {
+                server_id: n.server_id,
+                reason: n.reason,
+            })
+            .collect(),
         parked_sessions: s.parked,
         parked_overdue: s.parked_overdue,
         degraded_seconds_total: s.degraded_total.as_secs_f64(),
@@ -224,6 +262,8 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
             .map(|r| Replica {
                 server_id: r.server_id,
                 address: r.address.to_string(),
+                zone: r.zone.as_deref().map(str::to_owned),
+                labels: r.labels,
                 connected: r.gone_for.is_none(),
                 disconnected_seconds: r.gone_for.map(|d| d.as_secs_f64()),
                 semisync: r.semisync,

@@ -120,6 +120,7 @@ impl ProxyBuilder {
             config.durability,
             Arc::clone(&metrics) as Arc<dyn WaitObserver>,
         );
+        durability.set_topology(config.topology.clone());
         let primary_health = Arc::new(PrimaryHealth::new(
             config.primary.clone(),
             config.timeouts.primary_connect,
@@ -257,6 +258,11 @@ impl Proxy {
             durability.visibility = old.durability.visibility;
             needs_restart.push("durability.visibility");
         }
+        // Zones before the rule: a rule that needs new zones is checked against them.
+        if old.topology != new.topology {
+            info!(topology = ?new.topology, "replica zones and labels reloaded");
+            self.durability.set_topology(new.topology.clone());
+        }
         if old.durability != durability {
             info!(?durability, "strong sync settings reloaded");
             self.durability.reconfigure(durability);
@@ -265,6 +271,7 @@ impl Proxy {
         let mut applied = old.clone();
         applied.log_level.clone_from(&new.log_level);
         applied.durability = self.durability.config();
+        applied.topology.clone_from(&new.topology);
         *held = applied;
         needs_restart
     }

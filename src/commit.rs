@@ -23,6 +23,9 @@ pub struct Commit {
     /// How many of `gtids`, from the first, are the session's own (reported, or bounding what
     /// it may have committed); the rest bound what the response may reveal of others'.
     pub own: usize,
+    /// The quorum the session asked for (`@strongsync_quorum`), if it did; bounded by the
+    /// settings when the commit waits. Reads always wait for the configured quorum.
+    pub quorum: Option<usize>,
 }
 
 /// What a wait holds back.

@@ -109,6 +109,12 @@ struct Flags {
     #[arg(long, env = "STRONGSYNC_VISIBILITY", value_name = "MODE")]
     visibility: Option<String>,
 
+    /// When a replica without semisync receives a transaction: "after_quorum" (once the quorum
+    /// holds it, so it is never ahead of a promoted replica) or "immediate" [default:
+    /// after_quorum]. Zones, labels and session quorums are set in the config file.
+    #[arg(long, env = "STRONGSYNC_ASYNC_REPLICAS", value_name = "WHEN")]
+    async_replicas: Option<String>,
+
     /// Relay only: commits never wait for replicas (measuring the proxy's own cost).
     #[arg(long, env = "STRONGSYNC_PASSTHROUGH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     passthrough: Option<bool>,
@@ -349,6 +355,7 @@ impl Flags {
                 ack_nudge_after: self.ack_nudge_after.clone(),
                 passthrough: self.passthrough,
                 visibility: self.visibility.clone(),
+                async_replicas: self.async_replicas.clone(),
                 ..DurabilitySettings::default()
             },
             probe: ProbeSettings {
@@ -356,6 +363,7 @@ impl Flags {
                 password: self.probe_password.clone(),
                 password_file: self.probe_password_file.clone(),
             },
+            replica: Vec::new(),
         }
     }
 }

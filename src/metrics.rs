@@ -2,7 +2,7 @@
 //! record into it. Gauges that describe strong sync's state are refreshed from
 //! [`Durability::status`](crate::durability::Durability::status) when scraped.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use prometheus::{
@@ -20,8 +20,20 @@ const WAIT_BUCKETS: &[f64] = &[
 ];
 
 /// Why a session is checked after a response (labels of `strongsync_tracking_checks_total`).
-pub const TRACKING_CHECK_REASONS: [&str; 4] =
-    ["state_change", "legacy_eof", "untracked", "domain_switch"];
+pub const TRACKING_CHECK_REASONS: [&str; 5] = [
+    "state_change",
+    "legacy_eof",
+    "untracked",
+    "domain_switch",
+    "session_quorum",
+];
+
+/// Why a session's own quorum was not taken as it asked (labels of
+/// `strongsync_session_quorum_refused_total`).
+pub const SESSION_QUORUM_REFUSALS: [&str; 3] = ["not_a_count", "below_floor", "above_max"];
+
+/// The highest quorum there is (settings bound quorums to it).
+const MAX_QUORUM: usize = 64;
 
 /// Every metric the proxy exports.
 pub struct Metrics {
@@ -98,6 +110,17 @@ pub struct Metrics {
     /// Counter: responses bounded by the probe (the primary's binlog position read on
     /// strongsync's own connection), by result (`ok`, `failed`).
     pub probe_bounds: IntCounterVec,
+    /// Counter: commits released, by the quorum they waited for (0: their session asked for
+    /// none).
+    pub commits_by_quorum: IntCounterVec,
+    /// `commits_by_quorum` per quorum, looked up once each.
+    by_quorum: Vec<OnceLock<IntCounter>>,
+    /// Counter: sessions' `@strongsync_quorum` not taken as asked, by why.
+    pub session_quorum_refused: IntCounterVec,
+    /// Gauge: 1 while the connected semisync replicas cannot meet the quorum rule.
+    pub quorum_unmet: IntGauge,
+    /// Gauge: bytes of the binlog held back from async replicas until the quorum holds them.
+    pub async_held_bytes: IntGauge,
     /// DEGRADED time already counted into `degraded_seconds` (it is refreshed on scrape).
     degraded_counted: Mutex<Duration>,
 }
@@ -250,6 +273,25 @@ impl Metrics {
                 "Responses bounded by the primary's binlog position read on strongsync's own connection (the probe), by result (ok, failed).",
                 &["result"],
             ),
+            commits_by_quorum: counter_vec(
+                "strongsync_commits_by_quorum_total",
+                "Commits released to their client, by the quorum they waited for (a session may ask for its own with @strongsync_quorum; 0: it asked for none).",
+                &["quorum"],
+            ),
+            by_quorum: (0..=MAX_QUORUM).map(|_| OnceLock::new()).collect(),
+            session_quorum_refused: counter_vec(
+                "strongsync_session_quorum_refused_total",
+                "Sessions' @strongsync_quorum not taken as asked, by why (not_a_count: the configured quorum applies; below_floor, above_max: bounded).",
+                &["why"],
+            ),
+            quorum_unmet: gauge(
+                "strongsync_quorum_unmet",
+                "1 while the connected semisync replicas cannot meet the quorum rule (count, zones, outside the primary's zone): commits cannot reach their quorum.",
+            ),
+            async_held_bytes: gauge(
+                "strongsync_async_held_bytes",
+                "Binlog bytes held back from replicas without semisync until the quorum holds them (async_replicas = after_quorum).",
+            ),
             degraded_counted: Mutex::new(Duration::ZERO),
             registry,
         };
@@ -288,6 +330,10 @@ impl Metrics {
             Box::new(self.tracking_checks.clone()),
             Box::new(self.tracking_restored.clone()),
             Box::new(self.probe_bounds.clone()),
+            Box::new(self.commits_by_quorum.clone()),
+            Box::new(self.session_quorum_refused.clone()),
+            Box::new(self.quorum_unmet.clone()),
+            Box::new(self.async_held_bytes.clone()),
         ];
         for c in collectors {
             self.registry
@@ -310,6 +356,9 @@ impl Metrics {
         for result in ["ok", "failed"] {
             self.probe_bounds.with_label_values(&[result]);
         }
+        for why in SESSION_QUORUM_REFUSALS {
+            self.session_quorum_refused.with_label_values(&[why]);
+        }
     }
 
     /// Brings the state gauges up to date with strong sync's status.
@@ -319,6 +368,9 @@ impl Metrics {
         self.visibility_quorum
             .set(i64::from(status.visibility != Visibility::Commit));
         self.quorum.set(status.quorum as i64);
+        self.quorum_unmet.set(i64::from(
+            status.quorum_unmet.is_some() && !status.passthrough,
+        ));
         self.passthrough.set(i64::from(status.passthrough));
         let degraded = status.state == State::Degraded;
         self.durability_state
@@ -390,6 +442,12 @@ impl Metrics {
         self.tracking_checks.with_label_values(&[reason]).inc();
     }
 
+    /// Counts a session's `@strongsync_quorum` not taken as asked, for `why` (one of
+    /// [`SESSION_QUORUM_REFUSALS`]).
+    pub fn session_quorum_refused(&self, why: &str) {
+        self.session_quorum_refused.with_label_values(&[why]).inc();
+    }
+
     /// Counts input rejected as malformed.
     pub fn malformed(&self, kind: &str) {
         self.malformed_input.with_label_values(&[kind]).inc();
@@ -422,6 +480,17 @@ impl WaitObserver for Metrics {
 
     fn read_in_snapshot(&self) {
         self.reads_in_snapshot.inc();
+    }
+
+    fn commit_quorum(&self, quorum: usize) {
+        if let Some(series) = self.by_quorum.get(quorum) {
+            series
+                .get_or_init(|| {
+                    self.commits_by_quorum
+                        .with_label_values(&[&quorum.to_string()])
+                })
+                .inc();
+        }
     }
 
     fn state_changed(&self, to: State) {

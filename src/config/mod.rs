@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::durability::{DurabilityConfig, Visibility};
+use crate::durability::{DurabilityConfig, Topology, Visibility};
 
 /// Everything the proxy needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +27,9 @@ pub struct Config {
     pub timeouts: Timeouts,
     /// Strong sync: quorum, ACK timeout and what happens when it passes.
     pub durability: DurabilityConfig,
+    /// The replicas' zones and labels, and the primary's zone (`[[replica]]`,
+    /// `durability.primary_zone`).
+    pub topology: Topology,
     /// strongsync's own account on the primary, for the probe (see [`crate::probe`]); without
     /// it the probe is off.
     pub probe: Option<ProbeAccount>,
@@ -78,6 +81,11 @@ pub struct Limits {
     /// committed (a legacy EOF hid it, or the statement changed the session's trackers). Past
     /// it what was held is released as unresolved and the response flows on. Default 64 MiB.
     pub max_held_response_bytes: usize,
+    /// Binlog bytes held back from one replica without semisync while the quorum does not
+    /// hold them (`durability.async_replicas = "after_quorum"`). Past it the proxy stops
+    /// reading that replica's dump, so the replica falls behind (it is never sent ahead).
+    /// Default 64 MiB.
+    pub max_async_held_bytes: usize,
 }
 
 /// Timeouts.
@@ -148,6 +156,7 @@ impl Config {
             limits: Limits::default(),
             timeouts: Timeouts::default(),
             durability: DurabilityConfig::default(),
+            topology: Topology::default(),
             probe: None,
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 9104)),
             log_level: "info".into(),
@@ -200,6 +209,9 @@ impl Config {
         if l.max_held_response_bytes < 64 * 1024 {
             return invalid("limits.max_held_response_bytes", "must be at least 64 KiB");
         }
+        if l.max_async_held_bytes < 64 * 1024 {
+            return invalid("limits.max_async_held_bytes", "must be at least 64 KiB");
+        }
         let d = &self.durability;
         if d.quorum == 0 || d.quorum > 64 {
             return invalid(
@@ -213,6 +225,7 @@ impl Config {
                 "\"quorum\" and \"snapshot\" bound responses by the primary's binlog position, read on strongsync's own connection: configure a [probe] account",
             );
         }
+        self.validate_rule()?;
         if d.gtid_index_capacity == 0 {
             return invalid("durability.gtid_index_capacity", "must be at least 1");
         }
@@ -231,6 +244,78 @@ impl Config {
         // Port 0 asks the OS for a free port, so two zero ports never collide.
         if self.admin_listen == self.listen && self.listen.port() != 0 {
             return invalid("admin_listen", "must differ from listen");
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Checks that the quorum rule can be met by the replicas the file names, and that a
+    /// session's bounds make sense.
+    fn validate_rule(&self) -> Result<(), ConfigError> {
+        let invalid = |key, problem: String| Err(ConfigError::Invalid { key, problem });
+        let d = &self.durability;
+        let zones = self.topology.zones();
+        if d.quorum_zones > 1 {
+            if d.quorum_zones > d.quorum {
+                return invalid(
+                    "durability.quorum_zones",
+                    format!(
+                        "{} zones need at least {} acknowledging replicas: raise durability.quorum to {} or more",
+                        d.quorum_zones, d.quorum_zones, d.quorum_zones
+                    ),
+                );
+            }
+            if zones.len() < d.quorum_zones {
+                return invalid(
+                    "durability.quorum_zones",
+                    format!(
+                        "the rule needs replicas in {} zones, and [[replica]] names {} ({}): it could never be met",
+                        d.quorum_zones,
+                        zones.len(),
+                        if zones.is_empty() { "none".into() } else { zones.join(", ") }
+                    ),
+                );
+            }
+        }
+        if d.cross_zone {
+            let Some(primary_zone) = self.topology.primary_zone.as_deref() else {
+                return invalid(
+                    "durability.cross_zone",
+                    "needs durability.primary_zone: without it no replica is known to be outside the primary's zone".into(),
+                );
+            };
+            if !zones.iter().any(|z| *z != primary_zone) {
+                return invalid(
+                    "durability.cross_zone",
+                    format!(
+                        "no [[replica]] has a zone other than the primary's ({primary_zone:?}): the rule could never be met"
+                    ),
+                );
+            }
+        }
+        if d.session_quorum_max > 64 {
+            return invalid("durability.session_quorum_max", "must be at most 64".into());
+        }
+        if d.session_floor() > d.session_quorum_max {
+            return invalid(
+                "durability.session_quorum_floor",
+                format!(
+                    "the floor ({}) is above durability.session_quorum_max ({})",
+                    d.session_floor(),
+                    d.session_quorum_max
+                ),
+            );
+        }
+        if d.session_floor() > d.quorum {
+            return invalid(
+                "durability.session_quorum_floor",
+                format!(
+                    "the floor ({}) is above durability.quorum ({}): sessions that ask for nothing get the quorum",
+                    d.session_floor(),
+                    d.quorum
+                ),
+            );
         }
         Ok(())
     }
@@ -258,6 +343,7 @@ impl Default for Limits {
             max_packet_size: 1 << 30,
             max_handshake_packet_size: 64 * 1024,
             max_held_response_bytes: 64 << 20,
+            max_async_held_bytes: 64 << 20,
         }
     }
 }

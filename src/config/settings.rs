@@ -2,6 +2,7 @@
 //! TOML file and from the command line (which wins), resolved onto the defaults into a
 //! [`Config`]. Every error names the key at fault.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{Config, ConfigError, ProbeAccount, TlsFiles};
+use crate::durability::{ReplicaLabels, Topology};
 
 /// Settings, any of which may be missing (then the default applies). The field names are the
 /// config file's keys.
@@ -48,6 +50,9 @@ pub struct Settings {
     /// strongsync's own account on the primary.
     #[serde(default, skip_serializing_if = "ProbeSettings::is_empty")]
     pub probe: ProbeSettings,
+    /// Replicas named by `server_id`, with their zone and labels (`[[replica]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replica: Vec<ReplicaSettings>,
 }
 
 /// `[probe]`.
@@ -93,6 +98,9 @@ pub struct LimitSettings {
     /// Most bytes of a response held while its GTID is resolved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_held_response_bytes: Option<i64>,
+    /// Binlog bytes held back from one async replica until the quorum holds them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_async_held_bytes: Option<i64>,
 }
 
 /// `[timeouts]`.
@@ -138,9 +146,41 @@ pub struct DurabilitySettings {
     /// Relay only, never wait.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passthrough: Option<bool>,
-    /// `commit` or `quorum`.
+    /// `commit`, `quorum` or `snapshot`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub visibility: Option<String>,
+    /// Zones the acknowledging replicas must span.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quorum_zones: Option<i64>,
+    /// One acknowledging replica must be outside the primary's zone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_zone: Option<bool>,
+    /// The primary's zone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primary_zone: Option<String>,
+    /// The lowest quorum a session may ask for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_quorum_floor: Option<i64>,
+    /// The highest quorum a session may ask for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_quorum_max: Option<i64>,
+    /// `after_quorum` or `immediate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub async_replicas: Option<String>,
+}
+
+/// `[[replica]]`: one replica the operator names, by the `server_id` it sends with its dump.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaSettings {
+    /// The replica's `server_id`.
+    pub server_id: i64,
+    /// Its zone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// Anything else to show in `/status`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 // === impl Settings ===
@@ -204,6 +244,10 @@ impl Settings {
                     b.limits.max_held_response_bytes,
                     o.limits.max_held_response_bytes,
                 ),
+                max_async_held_bytes: pick(
+                    b.limits.max_async_held_bytes,
+                    o.limits.max_async_held_bytes,
+                ),
             },
             timeouts: TimeoutSettings {
                 primary_connect: pick(b.timeouts.primary_connect, o.timeouts.primary_connect),
@@ -224,6 +268,24 @@ impl Settings {
                 ),
                 passthrough: pick(b.durability.passthrough, o.durability.passthrough),
                 visibility: pick(b.durability.visibility, o.durability.visibility),
+                quorum_zones: pick(b.durability.quorum_zones, o.durability.quorum_zones),
+                cross_zone: pick(b.durability.cross_zone, o.durability.cross_zone),
+                primary_zone: pick(b.durability.primary_zone, o.durability.primary_zone),
+                session_quorum_floor: pick(
+                    b.durability.session_quorum_floor,
+                    o.durability.session_quorum_floor,
+                ),
+                session_quorum_max: pick(
+                    b.durability.session_quorum_max,
+                    o.durability.session_quorum_max,
+                ),
+                async_replicas: pick(b.durability.async_replicas, o.durability.async_replicas),
+            },
+            // Replicas are named in the file only.
+            replica: if o.replica.is_empty() {
+                b.replica
+            } else {
+                o.replica
             },
         }
     }
@@ -290,6 +352,11 @@ impl Settings {
             "limits.max_held_response_bytes",
             l.max_held_response_bytes,
         )?;
+        set_count(
+            &mut c.limits.max_async_held_bytes,
+            "limits.max_async_held_bytes",
+            l.max_async_held_bytes,
+        )?;
         let t = &self.timeouts;
         if let Some(v) = &t.primary_connect {
             c.timeouts.primary_connect = duration("timeouts.primary_connect", v)?;
@@ -328,6 +395,28 @@ impl Settings {
         if let Some(v) = &d.visibility {
             c.durability.visibility = parse("durability.visibility", v)?;
         }
+        set_count(
+            &mut c.durability.quorum_zones,
+            "durability.quorum_zones",
+            d.quorum_zones,
+        )?;
+        if let Some(v) = d.cross_zone {
+            c.durability.cross_zone = v;
+        }
+        if let Some(v) = d.session_quorum_floor {
+            let mut floor = 0;
+            set_count(&mut floor, "durability.session_quorum_floor", Some(v))?;
+            c.durability.session_quorum_floor = Some(floor);
+        }
+        set_count(
+            &mut c.durability.session_quorum_max,
+            "durability.session_quorum_max",
+            d.session_quorum_max,
+        )?;
+        if let Some(v) = &d.async_replicas {
+            c.durability.async_replicas = parse("durability.async_replicas", v)?;
+        }
+        c.topology = self.topology()?;
         c.probe = self.probe.resolve()?;
         c.validate()?;
         Ok(c)
@@ -352,6 +441,7 @@ impl Settings {
                 max_packet_size: Some(config.limits.max_packet_size as i64),
                 max_handshake_packet_size: Some(config.limits.max_handshake_packet_size as i64),
                 max_held_response_bytes: Some(config.limits.max_held_response_bytes as i64),
+                max_async_held_bytes: Some(config.limits.max_async_held_bytes as i64),
             },
             timeouts: TimeoutSettings {
                 primary_connect: Some(show(config.timeouts.primary_connect)),
@@ -368,7 +458,23 @@ impl Settings {
                 gtid_index_capacity: Some(d.gtid_index_capacity as i64),
                 passthrough: Some(d.passthrough),
                 visibility: Some(d.visibility.to_string()),
+                quorum_zones: Some(d.quorum_zones as i64),
+                cross_zone: Some(d.cross_zone),
+                primary_zone: config.topology.primary_zone.as_deref().map(str::to_owned),
+                session_quorum_floor: d.session_quorum_floor.map(|f| f as i64),
+                session_quorum_max: Some(d.session_quorum_max as i64),
+                async_replicas: Some(d.async_replicas.to_string()),
             },
+            replica: config
+                .topology
+                .replicas
+                .iter()
+                .map(|(server_id, r)| ReplicaSettings {
+                    server_id: i64::from(*server_id),
+                    zone: r.zone.as_deref().map(str::to_owned),
+                    labels: r.labels.clone(),
+                })
+                .collect(),
             // A password is shown by the file it came from, never itself.
             probe: config
                 .probe
@@ -380,6 +486,44 @@ impl Settings {
                 })
                 .unwrap_or_default(),
         }
+    }
+
+    /// The replicas' zones and labels, and the primary's zone.
+    fn topology(&self) -> Result<Topology, ConfigError> {
+        let invalid = |problem: String| ConfigError::Invalid {
+            key: "replica",
+            problem,
+        };
+        let zone = |z: &Option<String>, key: &'static str| match z.as_deref().map(str::trim) {
+            Some("") => Err(ConfigError::Invalid {
+                key,
+                problem: "a zone cannot be empty (leave it out for none)".into(),
+            }),
+            z => Ok(z.map(Into::into)),
+        };
+        let mut topology = Topology {
+            primary_zone: zone(&self.durability.primary_zone, "durability.primary_zone")?,
+            ..Topology::default()
+        };
+        for r in &self.replica {
+            let server_id = u32::try_from(r.server_id)
+                .ok()
+                .filter(|id| *id != 0)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "server_id {} is not between 1 and 4294967295",
+                        r.server_id
+                    ))
+                })?;
+            let labels = ReplicaLabels {
+                zone: zone(&r.zone, "replica.zone")?,
+                labels: r.labels.clone(),
+            };
+            if topology.replicas.insert(server_id, labels).is_some() {
+                return Err(invalid(format!("server_id {server_id} is named twice")));
+            }
+        }
+        Ok(topology)
     }
 
     /// TOML text of these settings.

@@ -77,6 +77,11 @@ impl GtidPosition {
         })
     }
 
+    /// The newest GTID of each of `other`'s domains that this does not hold.
+    pub fn missing<'a>(&'a self, other: &'a GtidPosition) -> impl Iterator<Item = &'a MariaGtid> {
+        other.0.values().filter(|theirs| !self.holds(theirs))
+    }
+
     /// The newest GTID of each domain, by domain.
     pub fn gtids(&self) -> impl Iterator<Item = &MariaGtid> {
         self.0.values()

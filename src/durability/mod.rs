@@ -18,6 +18,7 @@ mod quorum;
 mod registry;
 mod replica;
 mod status;
+mod topology;
 mod wait;
 mod waiters;
 
@@ -44,12 +45,14 @@ pub use degraded::{DomainRange, ReleasedWithoutQuorum};
 pub use held::GtidPosition;
 use index::{GtidIndex, Lookup};
 pub use policy::{
-    DurabilityConfig, NotAcknowledged, OnTimeout, Outcome, State, Visibility, WithoutQuorum,
-    OUTCOMES,
+    AsyncReplicas, DurabilityConfig, NotAcknowledged, OnTimeout, Outcome, SessionQuorum, State,
+    Visibility, WithoutQuorum, OUTCOMES,
 };
+pub use quorum::{QuorumRule, Unmet};
 use registry::{Holders, Registry};
 pub use replica::{AckError, ReplicaHandle};
-pub use status::{DurabilityStatus, ReplicaStatus, UnresolvedRelease};
+pub use status::{DurabilityStatus, NotCandidate, ReplicaStatus, UnresolvedRelease};
+pub use topology::{ReplicaLabels, Topology};
 use waiters::{waking, Until, Verdict, Waiters};
 
 /// Releases without quorum of unknown GTIDs remembered for `/status`, the most recent ones.
@@ -67,6 +70,10 @@ pub trait WaitObserver: Send + Sync + 'static {
 
     /// A response went without a bound of its own: its transaction's snapshot was held.
     fn read_in_snapshot(&self) {}
+
+    /// A commit was released that waited for `quorum` replicas (0: its session asked for
+    /// none).
+    fn commit_quorum(&self, _quorum: usize) {}
 
     /// The durability state changed to `to`.
     fn state_changed(&self, _to: State) {}
@@ -106,6 +113,8 @@ pub struct Durability {
 struct Inner {
     /// The settings in force, read by commits under the lock they look with.
     config: DurabilityConfig,
+    /// The replicas' zones and labels.
+    topology: Arc<Topology>,
     registry: Registry,
     waiters: Waiters,
     index: GtidIndex,
@@ -120,6 +129,9 @@ struct Inner {
     /// Recent releases of commits whose GTIDs could not be learnt.
     unresolved: VecDeque<Arc<UnresolvedRelease>>,
     observer: Option<Arc<dyn WaitObserver>>,
+    /// The quorum position under the configured rule, for the pipes of async replicas (which
+    /// are also told when the settings change).
+    quorum_watch: tokio::sync::watch::Sender<Option<Position>>,
 }
 
 /// The state, with what DEGRADED owes.
@@ -156,6 +168,7 @@ impl Durability {
             snapshot_reads: AtomicBool::new(config.snapshot_reads()),
             inner: Mutex::new(Inner {
                 config,
+                topology: Arc::default(),
                 registry: Registry::default(),
                 waiters: Waiters::default(),
                 index: GtidIndex::new(capacity),
@@ -166,6 +179,7 @@ impl Durability {
                 acknowledged: Arc::default(),
                 unresolved: VecDeque::new(),
                 observer: observer.clone(),
+                quorum_watch: tokio::sync::watch::Sender::new(None),
             }),
             parked: AtomicUsize::new(0),
             reads_parked: AtomicUsize::new(0),
@@ -213,7 +227,32 @@ impl Durability {
             inner.config = config;
             inner.positions_changed(woken);
             inner.waiters.all(woken);
+            // Pipes of async replicas look at the settings again too.
+            inner.quorum_watch.send_modify(|_| {});
         });
+    }
+
+    /// The quorum position under the configured rule, as it moves (and a change whenever the
+    /// settings change).
+    pub fn watch_quorum(&self) -> tokio::sync::watch::Receiver<Option<Position>> {
+        self.lock().quorum_watch.subscribe()
+    }
+
+    /// Applies the replicas' zones and labels: the quorum position is recomputed and parked
+    /// commits look again under them.
+    pub fn set_topology(&self, topology: Topology) {
+        waking(|woken| {
+            let mut inner = self.lock();
+            inner.registry.relabel(&topology);
+            inner.topology = Arc::new(topology);
+            inner.positions_changed(woken);
+            inner.waiters.all(woken);
+        });
+    }
+
+    /// The replicas' zones and labels in force.
+    pub fn topology(&self) -> Arc<Topology> {
+        Arc::clone(&self.lock().topology)
     }
 
     /// Whether every response waits for the quorum to hold what it may reveal.
@@ -228,37 +267,41 @@ impl Durability {
 
     /// Whether a response may go without a bound of its own because it was read from a
     /// snapshot that `bound` bounds and the quorum holds `bound` (only under `visibility =
-    /// "snapshot"`). `held_by` is how many replicas were already seen holding it (0 if none
-    /// yet): replicas that acknowledged a transaction keep it, as for a commit acknowledged
-    /// earlier, so once `quorum` of them held it the snapshot stays covered while the quorum is
-    /// not raised. Otherwise strong sync must be STRONG (under DEGRADED a read goes with what
-    /// DEGRADED released, counted as such) and `quorum` connected replicas hold every
-    /// transaction of `bound`.
-    /// Returns how many replicas are known to hold it if the response may go, and counts it.
-    pub fn read_in_snapshot(&self, bound: &GtidPosition, held_by: usize) -> Option<usize> {
+    /// "snapshot"`). `held_under` is the rule under which the quorum was already seen holding
+    /// it (`None` if not yet): replicas that acknowledged a transaction keep it, as for a
+    /// commit acknowledged earlier, so once the quorum held it the snapshot stays covered while
+    /// the rule stays. Otherwise strong sync must be STRONG (under DEGRADED a read goes with
+    /// what DEGRADED released, counted as such) and connected replicas meeting the rule must
+    /// hold every transaction of `bound`.
+    /// Returns the rule it is known to be held under if the response may go, and counts it.
+    pub fn read_in_snapshot(
+        &self,
+        bound: &GtidPosition,
+        held_under: Option<QuorumRule>,
+    ) -> Option<QuorumRule> {
         if !self.snapshot_reads() {
             return None;
         }
-        let held_by = {
+        let held_under = {
             let inner = self.lock();
-            let k = inner.config.quorum;
-            if held_by >= k {
-                Some(held_by)
+            let rule = inner.config.rule();
+            if held_under == Some(rule) {
+                held_under
             } else {
                 let held = matches!(inner.state, DurableState::Strong)
                     && bound.gtids().all(|gtid| {
-                        matches!(inner.plan(std::slice::from_ref(gtid), k), Plan::Held)
+                        matches!(inner.plan(std::slice::from_ref(gtid), &rule), Plan::Held)
                     });
-                held.then_some(k)
+                held.then_some(rule)
             }
         };
-        if held_by.is_some() {
+        if held_under.is_some() {
             self.reads_in_snapshot.fetch_add(1, Ordering::Relaxed);
             if let Some(observer) = &self.observer {
                 observer.read_in_snapshot();
             }
         }
-        held_by
+        held_under
     }
 
     /// From now on, commits abandoned while parked count as released by shutdown.
@@ -376,25 +419,45 @@ impl Inner {
     /// wakes the commits it reaches, moves those counted by connect states, drops the index
     /// entries it passes, and checks whether DEGRADED may end.
     fn positions_changed(&mut self, woken: &mut Vec<std::task::Waker>) {
-        let k = self.config.quorum;
-        let quorum = self.registry.update_quorum(k);
+        let configured = self.config.rule();
+        let quorum = self.registry.update_quorum(&configured);
+        self.quorum_watch.send_if_modified(|held| {
+            let moved = *held != quorum;
+            *held = quorum;
+            moved
+        });
         if let Some(slowest) = self.registry.slowest() {
             self.lag.forget_before(slowest);
         }
         for slot in self.waiters.take_any_move() {
             self.replan(slot, woken);
         }
-        if let Some(q) = quorum {
+        // Nearly always one rule: the configured one (sessions may ask for their own).
+        let mut rules: smallvec::SmallVec<[QuorumRule; 2]> = self.waiters.rules().collect();
+        if !rules.contains(&configured) {
+            rules.push(configured);
+        }
+        for rule in rules {
+            let reached = if rule == configured {
+                quorum
+            } else {
+                self.registry.quorum_under(&rule)
+            };
+            let Some(q) = reached else { continue };
             let Inner {
                 waiters,
                 acknowledged,
                 ..
             } = self;
-            waiters.reached(q, woken, |gtids| {
+            waiters.reached(&rule, q, woken, |gtids| {
                 for gtid in gtids {
                     Arc::make_mut(acknowledged).advance(*gtid);
                 }
             });
+        }
+        // Entries the configured quorum holds go; a session's own rule finds them as bounded
+        // by their domain's floor, which can only make it wait longer, never less.
+        if let Some(q) = quorum {
             self.index.prune_through(q);
         }
         self.maybe_strong();
@@ -411,7 +474,8 @@ impl Inner {
     /// Puts a commit taken out of its index under what it waits for now, or wakes it if the
     /// quorum holds it.
     fn replan(&mut self, slot: usize, woken: &mut Vec<std::task::Waker>) {
-        match self.plan(self.waiters.gtids(slot), self.config.quorum) {
+        let rule = self.waiters.rule(slot);
+        match self.plan(self.waiters.gtids(slot), &rule) {
             Plan::Held => {
                 let Inner {
                     waiters,
@@ -427,15 +491,15 @@ impl Inner {
         }
     }
 
-    /// What a commit of `gtids` waits for under quorum `k`: the first transaction whose end is
+    /// What a commit of `gtids` waits for under `rule`: the first transaction whose end is
     /// not known yet, else the end of the last one the quorum does not hold — or any replica
     /// moving, if some counted only by what they connected with.
-    fn plan(&self, gtids: &[MariaGtid], k: usize) -> Plan {
+    fn plan(&self, gtids: &[MariaGtid], rule: &QuorumRule) -> Plan {
         let mut target = None;
         let mut by_connect_state = false;
         for gtid in gtids {
             let (holders, end) = self.holders(gtid);
-            if holders.count >= k {
+            if holders.tally.meets(rule) {
                 continue;
             }
             let Some(end) = end else {
@@ -454,7 +518,7 @@ impl Inner {
     }
 
     /// Who holds `gtid`, and where it ends if that is known.
-    fn holders(&self, gtid: &MariaGtid) -> (Holders, Option<Position>) {
+    fn holders(&self, gtid: &MariaGtid) -> (Holders<'_>, Option<Position>) {
         let end = match self.index.lookup(gtid) {
             Lookup::Exact(p) | Lookup::AtMost(p) => Some(p),
             Lookup::Unknown => None,
@@ -465,15 +529,17 @@ impl Inner {
     /// DEGRADED ends once enough semisync replicas are connected and the quorum holds every
     /// commit released without it.
     fn maybe_strong(&mut self) {
-        let k = self.config.quorum;
+        let rule = self.config.rule();
         let DurableState::Degraded {
             since, released, ..
         } = &self.state
         else {
             return;
         };
-        if self.registry.semisync_count() < k
-            || released.newest().any(|gtid| self.holders(gtid).0.count < k)
+        if self.registry.unmet(&rule).is_some()
+            || released
+                .newest()
+                .any(|gtid| !self.holders(gtid).0.tally.meets(&rule))
         {
             return;
         }

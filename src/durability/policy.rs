@@ -6,6 +6,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use super::quorum::QuorumRule;
+
 /// Settings of strong sync. All but `gtid_index_capacity` can change while the proxy runs
 /// ([`Durability::reconfigure`](super::Durability::reconfigure)); parked commits follow a
 /// change at once.
@@ -33,6 +35,39 @@ pub struct DurabilityConfig {
     /// What other sessions may see of a transaction before its quorum holds it. Default
     /// `commit`.
     pub visibility: Visibility,
+    /// Zones the replicas holding a transaction must span (0 or 1: no zone rule). Default 0.
+    pub quorum_zones: usize,
+    /// One of the replicas holding a transaction must be outside the primary's zone. Default
+    /// false.
+    pub cross_zone: bool,
+    /// The lowest quorum a session may ask for (`SET @strongsync_quorum = n`); `None`: the
+    /// configured `quorum` (sessions may raise it, not lower it). Default `None`.
+    pub session_quorum_floor: Option<usize>,
+    /// The highest quorum a session may ask for. Default 64.
+    pub session_quorum_max: usize,
+    /// When a replica without semisync receives a transaction. Default `after_quorum`.
+    pub async_replicas: AsyncReplicas,
+}
+
+/// When a replica without semisync (one that never acknowledges) receives a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsyncReplicas {
+    /// Once the quorum holds it: an async replica is never ahead of the replicas a failover
+    /// promotes, so it never holds a transaction the new primary lacks.
+    AfterQuorum,
+    /// As soon as the primary sends it (as a MariaDB primary does).
+    Immediate,
+}
+
+/// How a session's own quorum stands against the settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionQuorum {
+    /// It asked for this, within the bounds.
+    Taken(usize),
+    /// It asked for less than the floor: the floor applies.
+    BelowFloor(usize),
+    /// It asked for more than the maximum: the maximum applies.
+    AboveMax(usize),
 }
 
 /// What a response may reveal of transactions the quorum does not hold yet.
@@ -97,16 +132,20 @@ pub enum Outcome {
     ClientGone,
     /// The proxy shut down while it waited.
     Shutdown,
+    /// Its session asked for no quorum (`@strongsync_quorum = 0`, where the floor allows it):
+    /// released at once.
+    NoneAsked,
 }
 
 /// Every outcome, in the order of the counters.
-pub const OUTCOMES: [Outcome; 6] = [
+pub const OUTCOMES: [Outcome; 7] = [
     Outcome::Quorum,
     Outcome::Timeout,
     Outcome::Degraded,
     Outcome::Unresolved,
     Outcome::ClientGone,
     Outcome::Shutdown,
+    Outcome::NoneAsked,
 ];
 
 /// A commit released without its quorum, with an error for its client: `on_timeout = error`,
@@ -148,6 +187,32 @@ impl fmt::Display for NotAcknowledged {
 // === impl DurabilityConfig ===
 
 impl DurabilityConfig {
+    /// The rule every commit waits for unless its session asked otherwise.
+    pub fn rule(&self) -> QuorumRule {
+        QuorumRule {
+            count: self.quorum,
+            zones: self.quorum_zones,
+            cross_zone: self.cross_zone,
+        }
+    }
+
+    /// The lowest quorum a session may ask for.
+    pub fn session_floor(&self) -> usize {
+        self.session_quorum_floor.unwrap_or(self.quorum)
+    }
+
+    /// The quorum a session that asked for `asked` gets (`None`: it did not ask).
+    pub fn session_quorum(&self, asked: Option<usize>) -> SessionQuorum {
+        match asked {
+            None => SessionQuorum::Taken(self.quorum),
+            Some(n) if n < self.session_floor() => SessionQuorum::BelowFloor(self.session_floor()),
+            Some(n) if n > self.session_quorum_max => {
+                SessionQuorum::AboveMax(self.session_quorum_max)
+            }
+            Some(n) => SessionQuorum::Taken(n),
+        }
+    }
+
     /// Whether responses wait for the quorum to hold what they may reveal.
     pub fn reads_wait(&self) -> bool {
         self.visibility != Visibility::Commit && !self.passthrough
@@ -171,6 +236,7 @@ impl Outcome {
             Outcome::Unresolved => "unresolved",
             Outcome::ClientGone => "client_gone",
             Outcome::Shutdown => "shutdown",
+            Outcome::NoneAsked => "none_asked",
         }
     }
 
@@ -238,6 +304,40 @@ impl FromStr for Visibility {
     }
 }
 
+impl fmt::Display for AsyncReplicas {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AsyncReplicas::AfterQuorum => "after_quorum",
+            AsyncReplicas::Immediate => "immediate",
+        })
+    }
+}
+
+impl FromStr for AsyncReplicas {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "after_quorum" => Ok(AsyncReplicas::AfterQuorum),
+            "immediate" => Ok(AsyncReplicas::Immediate),
+            other => Err(format!("expected after_quorum or immediate, got {other:?}")),
+        }
+    }
+}
+
+// === impl SessionQuorum ===
+
+impl SessionQuorum {
+    /// The quorum that applies.
+    pub fn get(self) -> usize {
+        match self {
+            SessionQuorum::Taken(n) | SessionQuorum::BelowFloor(n) | SessionQuorum::AboveMax(n) => {
+                n
+            }
+        }
+    }
+}
+
 impl FromStr for OnTimeout {
     type Err = String;
 
@@ -274,6 +374,11 @@ impl Default for DurabilityConfig {
             gtid_index_capacity: 100_000,
             passthrough: false,
             visibility: Visibility::Commit,
+            quorum_zones: 0,
+            cross_zone: false,
+            session_quorum_floor: None,
+            session_quorum_max: 64,
+            async_replicas: AsyncReplicas::AfterQuorum,
         }
     }
 }

@@ -15,7 +15,8 @@ use strongsync_proto::position::Position;
 use tokio::time::Instant;
 
 use super::held::GtidPosition;
-use super::quorum;
+use super::quorum::{QuorumRule, Tally, Unmet};
+use super::topology::Topology;
 use super::ReplicaStatus;
 
 /// Disconnected replicas remembered, the most recent ones.
@@ -27,9 +28,11 @@ pub(super) struct Registry {
     connected: HashMap<u32, Replica>,
     departed: HashMap<u32, Departed>,
     next_pipe: u64,
-    /// The k-th highest position held by connected semisync replicas (see
-    /// [`update_quorum`](Self::update_quorum)).
+    /// The highest position held by connected semisync replicas that meet the configured rule
+    /// (see [`update_quorum`](Self::update_quorum)).
     quorum: Option<Position>,
+    /// The primary's zone, for `cross_zone`.
+    primary_zone: Option<Arc<str>>,
 }
 
 /// One replica.
@@ -38,6 +41,8 @@ pub(super) struct Replica {
     /// Which dump this record belongs to (a reconnect replaces it).
     pub pipe: u64,
     pub address: Arc<str>,
+    /// Its zone, from the config file.
+    pub zone: Option<Arc<str>>,
     /// It asked for semisync, so it acknowledges and counts towards the quorum.
     pub semisync: bool,
     /// The highest position it acknowledged.
@@ -62,10 +67,10 @@ pub(super) struct Departed {
 }
 
 /// Who holds a transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) struct Holders {
+#[derive(Debug, Clone, Default)]
+pub(super) struct Holders<'a> {
     /// Connected semisync replicas that hold it.
-    pub count: usize,
+    pub tally: Tally<'a>,
     /// Of those, the ones counted only by the GTIDs they connected with (their position has
     /// not reached it): a commit counted this way is woken by any replica that moves.
     pub by_connect_state: usize,
@@ -83,6 +88,7 @@ impl Registry {
         address: String,
         semisync: bool,
         connect_state: GtidPosition,
+        zone: Option<Arc<str>>,
     ) -> u64 {
         self.next_pipe += 1;
         self.departed.remove(&server_id);
@@ -91,6 +97,7 @@ impl Registry {
             Replica {
                 pipe: self.next_pipe,
                 address: address.into(),
+                zone,
                 semisync,
                 acked: None,
                 covered: None,
@@ -138,16 +145,42 @@ impl Registry {
         true
     }
 
-    /// Recomputes the quorum position for quorum `k`: the k-th highest position held by the
-    /// connected semisync replicas.
-    pub(super) fn update_quorum(&mut self, k: usize) -> Option<Position> {
+    /// Takes in the zones the config file gives now, for the replicas connected and departed.
+    pub(super) fn relabel(&mut self, topology: &Topology) {
+        self.primary_zone = topology.primary_zone.clone();
+        for (server_id, replica) in &mut self.connected {
+            replica.zone = topology.zone_of(*server_id);
+        }
+        for (server_id, departed) in &mut self.departed {
+            departed.replica.zone = topology.zone_of(*server_id);
+        }
+    }
+
+    /// Recomputes the quorum position under the configured `rule`.
+    pub(super) fn update_quorum(&mut self, rule: &QuorumRule) -> Option<Position> {
+        self.quorum = self.quorum_under(rule);
+        self.quorum
+    }
+
+    /// The highest position held by connected semisync replicas that meet `rule`.
+    pub(super) fn quorum_under(&self, rule: &QuorumRule) -> Option<Position> {
         let held = self
             .connected
             .values()
             .filter(|r| r.semisync)
-            .map(Replica::holds_through);
-        self.quorum = quorum::quorum_position(held, k);
-        self.quorum
+            .map(|r| (r.zone.as_deref(), r.holds_through()));
+        rule.position(held, self.primary_zone.as_deref())
+    }
+
+    /// What of `rule` the connected semisync replicas cannot meet whatever they acknowledge,
+    /// if anything.
+    pub(super) fn unmet(&self, rule: &QuorumRule) -> Option<Unmet> {
+        let primary_zone = self.primary_zone.as_deref();
+        let mut tally = Tally::default();
+        for r in self.connected.values().filter(|r| r.semisync) {
+            tally.add(r.zone.as_deref(), primary_zone);
+        }
+        tally.unmet(rule, primary_zone)
     }
 
     /// The quorum position as last computed.
@@ -161,12 +194,14 @@ impl Registry {
     }
 
     /// Who holds `gtid`, which ends at or before `end` when that is known.
-    pub(super) fn holders(&self, gtid: &MariaGtid, end: Option<Position>) -> Holders {
+    pub(super) fn holders(&self, gtid: &MariaGtid, end: Option<Position>) -> Holders<'_> {
         let mut holders = Holders::default();
         for r in self.connected.values().filter(|r| r.semisync) {
             let by_position = end.is_some_and(|end| r.holds_through() >= Some(end));
             if by_position || r.held.holds(gtid) {
-                holders.count += 1;
+                holders
+                    .tally
+                    .add(r.zone.as_deref(), self.primary_zone.as_deref());
                 holders.by_connect_state += usize::from(!by_position);
             }
         }
@@ -244,6 +279,8 @@ impl Replica {
         ReplicaStatus {
             server_id,
             address: Arc::clone(&self.address),
+            zone: self.zone.clone(),
+            labels: Default::default(),
             semisync: self.semisync,
             acked: self.acked,
             holds_through: self.holds_through(),
@@ -272,20 +309,22 @@ mod tests {
     #[test]
     fn the_quorum_counts_semisync_replicas_by_the_position_they_hold_through() {
         let mut reg = Registry::default();
-        let a = reg.admit(2, "a".into(), true, GtidPosition::default());
-        let b = reg.admit(3, "b".into(), true, GtidPosition::default());
-        let plain = reg.admit(4, "c".into(), false, GtidPosition::default());
+        let a = reg.admit(2, "a".into(), true, GtidPosition::default(), None);
+        let b = reg.admit(3, "b".into(), true, GtidPosition::default(), None);
+        let plain = reg.admit(4, "c".into(), false, GtidPosition::default(), None);
         let now = Instant::now();
         reg.get_mut(2, a).unwrap().acknowledged(p(300), now);
         reg.get_mut(3, b).unwrap().covered(p(200));
         reg.get_mut(4, plain).unwrap().covered(p(900));
-        assert_eq!(reg.update_quorum(1), Some(p(300)));
-        assert_eq!(reg.update_quorum(2), Some(p(200)));
+        let k = QuorumRule::count;
+        assert_eq!(reg.update_quorum(&k(1)), Some(p(300)));
+        assert_eq!(reg.update_quorum(&k(2)), Some(p(200)));
         assert_eq!(
-            reg.update_quorum(3),
+            reg.update_quorum(&k(3)),
             None,
             "the async replica does not count"
         );
+        assert_eq!(reg.unmet(&k(3)), Some(Unmet::Count { have: 2, need: 3 }));
         assert_eq!(reg.semisync_count(), 2);
         assert_eq!(reg.slowest(), Some(p(200)));
     }
@@ -295,11 +334,13 @@ mod tests {
         // Domains 0 and 1 interleave: 0-1-1 ends at 100, 1-1-1 at 200, 0-1-2 at 300, 1-1-2 at
         // 400. A replica that connected holding 0-1-1 and 1-1-2 does not hold 0-1-2.
         let mut reg = Registry::default();
-        reg.admit(2, "a".into(), true, state("0-1-1,1-1-2"));
-        let held = |reg: &Registry, gtid: &str, end: u64| reg.holders(&g(gtid), Some(p(end)));
-        assert_eq!(held(&reg, "0-1-1", 100).count, 1);
-        assert_eq!(held(&reg, "1-1-2", 400).count, 1);
-        assert_eq!(held(&reg, "0-1-2", 300).count, 0);
+        reg.admit(2, "a".into(), true, state("0-1-1,1-1-2"), None);
+        let held = |reg: &Registry, gtid: &str, end: u64| {
+            reg.holders(&g(gtid), Some(p(end))).tally.count()
+        };
+        assert_eq!(held(&reg, "0-1-1", 100), 1);
+        assert_eq!(held(&reg, "1-1-2", 400), 1);
+        assert_eq!(held(&reg, "0-1-2", 300), 0);
         assert_eq!(reg.holders(&g("1-1-2"), None).by_connect_state, 1);
     }
 
@@ -307,8 +348,8 @@ mod tests {
     fn a_reconnect_replaces_the_old_registration_and_departed_replicas_are_kept() {
         let mut reg = Registry::default();
         let now = Instant::now();
-        let old = reg.admit(2, "a".into(), true, state("0-1-4"));
-        let new = reg.admit(2, "a".into(), true, state("0-1-9"));
+        let old = reg.admit(2, "a".into(), true, state("0-1-4"), None);
+        let new = reg.admit(2, "a".into(), true, state("0-1-9"), None);
         assert!(
             reg.get_mut(2, old).is_none(),
             "the old dump no longer counts"
@@ -318,14 +359,14 @@ mod tests {
         assert!(reg.leave(2, new, now));
         let (_, gone) = reg.departed().next().unwrap();
         assert_eq!(gone.replica.held.to_string(), "0-1-9");
-        reg.admit(2, "a".into(), true, GtidPosition::default());
+        reg.admit(2, "a".into(), true, GtidPosition::default(), None);
         assert_eq!(reg.departed().count(), 0, "back: no longer departed");
     }
 
     #[test]
     fn held_gtids_follow_what_is_covered_and_stay_bounded() {
         let mut reg = Registry::default();
-        let pipe = reg.admit(2, "a".into(), true, state("1-1-9"));
+        let pipe = reg.admit(2, "a".into(), true, state("1-1-9"), None);
         let r = reg.get_mut(2, pipe).unwrap();
         for seq in 1..=6u64 {
             r.relayed(p(seq * 100), g(&format!("0-1-{seq}")), 4);

@@ -50,11 +50,13 @@ impl Durability {
     ) -> ReplicaHandle {
         let pipe = waking(|woken| {
             let mut inner = self.lock();
+            let zone = inner.topology.zone_of(server_id);
             let pipe = inner.registry.admit(
                 server_id,
                 address.to_string(),
                 semisync,
                 connect_state.clone(),
+                zone,
             );
             inner.positions_changed(woken);
             inner.waiters.all(woken);
@@ -179,10 +181,9 @@ impl Drop for ReplicaHandle {
                 .leave(self.server_id, self.pipe, Instant::now());
             if left {
                 inner.positions_changed(woken);
-                let config = inner.config;
-                let short = inner.registry.semisync_count() < config.quorum;
-                if short && config.without_quorum == WithoutQuorum::Immediate {
-                    // Waiters must apply the timeout policy now rather than at their deadline.
+                if inner.config.without_quorum == WithoutQuorum::Immediate {
+                    // Waiters whose rule the replicas left can no longer meet must apply the
+                    // timeout policy now rather than at their deadline.
                     inner.waiters.all(woken);
                 }
             }

@@ -9,8 +9,10 @@ use std::time::Duration;
 use strongsync_proto::position::Position;
 use tokio::time::Instant;
 
+use super::quorum::{QuorumRule, Tally, Unmet};
 use super::{
-    Durability, DurableState, GtidPosition, ReleasedWithoutQuorum, State, Visibility, OUTCOMES,
+    AsyncReplicas, Durability, DurableState, GtidPosition, ReleasedWithoutQuorum, State,
+    Visibility, OUTCOMES,
 };
 
 /// The snapshot.
@@ -20,6 +22,17 @@ pub struct DurabilityStatus {
     pub state: State,
     /// Configured quorum.
     pub quorum: usize,
+    /// The whole rule commits wait for (the quorum, and its zone parts).
+    pub rule: QuorumRule,
+    /// The primary's zone, as configured.
+    pub primary_zone: Option<Arc<str>>,
+    /// What of the rule the connected semisync replicas cannot meet, if anything: commits
+    /// cannot reach their quorum until it changes.
+    pub quorum_unmet: Option<Unmet>,
+    /// The lowest and highest quorum a session may ask for.
+    pub session_quorum: (usize, usize),
+    /// When replicas without semisync receive a transaction.
+    pub async_replicas: AsyncReplicas,
     /// Commits do not wait (relay only).
     pub passthrough: bool,
     /// The highest position held by `quorum` connected semisync replicas.
@@ -54,8 +67,11 @@ pub struct DurabilityStatus {
     /// The newest GTID per domain whose commit was acknowledged to its client with its
     /// quorum (since the proxy started).
     pub acknowledged: Arc<GtidPosition>,
-    /// Replicas, connected or departed, that hold every one of those: safe to promote.
+    /// Replicas, connected or departed, that hold every one of those and, once promoted, leave
+    /// replicas that can still meet the rule's zone parts: safe to promote.
     pub failover_candidates: Vec<u32>,
+    /// The other replicas, each with why it is not a candidate.
+    pub not_candidates: Vec<NotCandidate>,
     /// Commits acknowledged to their clients without their quorum since strong sync was last
     /// STRONG, per domain: what a failover now may lose.
     pub released_without_quorum: ReleasedWithoutQuorum,
@@ -70,6 +86,10 @@ pub struct ReplicaStatus {
     pub server_id: u32,
     /// Where it connected from.
     pub address: Arc<str>,
+    /// Its zone, from the config file.
+    pub zone: Option<Arc<str>>,
+    /// Its labels, from the config file (empty if it has none).
+    pub labels: std::collections::BTreeMap<String, String>,
     /// It asked for semisync (and so counts towards the quorum).
     pub semisync: bool,
     /// The highest position it acknowledged.
@@ -88,6 +108,15 @@ pub struct ReplicaStatus {
     pub held: Arc<GtidPosition>,
     /// Time since it disconnected (`None` while connected).
     pub gone_for: Option<Duration>,
+}
+
+/// A replica that is not a failover candidate, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotCandidate {
+    /// Its `server_id`.
+    pub server_id: u32,
+    /// Why: what acknowledged commits it lacks, or what of the rule the others would miss.
+    pub reason: String,
 }
 
 /// A commit released to its client although what it committed could not be learnt.
@@ -142,6 +171,8 @@ impl Durability {
             DurableState::Strong => (Duration::ZERO, ReleasedWithoutQuorum::default()),
         };
         let state = inner.state.public();
+        let quorum_unmet = inner.registry.unmet(&config.rule());
+        let topology = Arc::clone(&inner.topology);
         let quorum_position = inner.registry.quorum();
         let head = inner.head;
         let gtid_index_entries = inner.index.len();
@@ -152,16 +183,21 @@ impl Durability {
 
         replicas.sort_by_key(|r| r.server_id);
         departed.sort_by_key(|r| r.server_id);
-        let mut failover_candidates: Vec<u32> = replicas
-            .iter()
-            .chain(&departed)
-            .filter(|r| r.held.covers(&acknowledged))
-            .map(|r| r.server_id)
-            .collect();
-        failover_candidates.sort_unstable();
+        for r in replicas.iter_mut().chain(&mut departed) {
+            if let Some(labels) = topology.replicas.get(&r.server_id) {
+                r.labels = labels.labels.clone();
+            }
+        }
+        let (failover_candidates, not_candidates) =
+            candidates(&replicas, &departed, &acknowledged, &config.rule());
         DurabilityStatus {
             state,
             quorum: config.quorum,
+            rule: config.rule(),
+            primary_zone: topology.primary_zone.clone(),
+            quorum_unmet,
+            session_quorum: (config.session_floor(), config.session_quorum_max),
+            async_replicas: config.async_replicas,
             passthrough: config.passthrough,
             quorum_position,
             head,
@@ -187,8 +223,59 @@ impl Durability {
             departed,
             acknowledged,
             failover_candidates,
+            not_candidates,
             released_without_quorum,
             unresolved,
         }
     }
+}
+
+/// Which replicas (connected or departed) are safe to promote: each holds every commit
+/// acknowledged with its quorum, and, if the rule has zone parts, the other replicas would
+/// still meet them with it as the primary (with its zone as the primary's). The rest, with why.
+fn candidates(
+    replicas: &[ReplicaStatus],
+    departed: &[ReplicaStatus],
+    acknowledged: &GtidPosition,
+    rule: &QuorumRule,
+) -> (Vec<u32>, Vec<NotCandidate>) {
+    let all: Vec<&ReplicaStatus> = replicas.iter().chain(departed).collect();
+    let zone_parts = QuorumRule { count: 0, ..*rule };
+    let mut candidates = Vec::new();
+    let mut not = Vec::new();
+    for r in &all {
+        let missing: Vec<String> = r
+            .held
+            .missing(acknowledged)
+            .map(ToString::to_string)
+            .collect();
+        let reason = if !missing.is_empty() {
+            Some(format!(
+                "lacks acknowledged commit(s) {} (holds {})",
+                missing.join(","),
+                r.held
+            ))
+        } else if rule.zones > 1 || rule.cross_zone {
+            let new_primary = r.zone.as_deref();
+            let mut others = Tally::default();
+            for other in all.iter().filter(|o| o.server_id != r.server_id) {
+                others.add(other.zone.as_deref(), new_primary);
+            }
+            others.unmet(&zone_parts, new_primary).map(|unmet| {
+                format!("once it is the primary, the other replicas leave the rule unmet: {unmet}")
+            })
+        } else {
+            None
+        };
+        match reason {
+            None => candidates.push(r.server_id),
+            Some(reason) => not.push(NotCandidate {
+                server_id: r.server_id,
+                reason,
+            }),
+        }
+    }
+    candidates.sort_unstable();
+    not.sort_by_key(|n| n.server_id);
+    (candidates, not)
 }

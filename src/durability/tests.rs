@@ -23,6 +23,7 @@ fn commit(seqs: &[u64]) -> Commit {
         unresolved: None,
         kind: crate::commit::WaitKind::Commit,
         own: seqs.len(),
+        quorum: None,
     }
 }
 
@@ -251,6 +252,7 @@ async fn passthrough_never_waits_and_unknown_gtids_are_not_waited_for() {
         unresolved: Some(crate::commit::Unresolved::HiddenBeforeInfile),
         kind: crate::commit::WaitKind::Commit,
         own: 0,
+        quorum: None,
     };
     assert_eq!(Arc::clone(&d).wait(unresolved).await, Release::Proceed);
     assert_eq!(d.status().released["unresolved"], 1);
@@ -542,6 +544,7 @@ fn commit_of(gtids: &[MariaGtid]) -> Commit {
         unresolved: None,
         kind: crate::commit::WaitKind::Commit,
         own: gtids.len(),
+        quorum: None,
     }
 }
 
@@ -688,6 +691,7 @@ async fn an_unresolved_commit_waits_for_what_was_learnt_and_is_counted_and_liste
         unresolved: Some(crate::commit::Unresolved::HeldPastLimit { limit: 10 }),
         kind: crate::commit::WaitKind::Commit,
         own: 1,
+        quorum: None,
     };
     let waiting = park(&d, partly_known).await;
     settle().await;
@@ -806,6 +810,7 @@ async fn a_commit_bounded_by_others_transactions_names_only_its_own_in_its_error
     // Its own 0-1-5, then the binlog position read after its response: someone's 0-1-6.
     let bounded = Commit {
         own: 1,
+        quorum: None,
         ..commit(&[5, 6])
     };
     let waiting = park(&d, bounded).await;
@@ -818,4 +823,201 @@ async fn a_commit_bounded_by_others_transactions_names_only_its_own_in_its_error
         }
         other => panic!("{other:?}"),
     }
+}
+
+fn zoned(zones: &[(u32, &str)], primary_zone: Option<&str>) -> Topology {
+    Topology {
+        primary_zone: primary_zone.map(Into::into),
+        replicas: zones
+            .iter()
+            .map(|(id, zone)| {
+                (
+                    *id,
+                    ReplicaLabels {
+                        zone: Some((*zone).into()),
+                        labels: Default::default(),
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+fn asking(seqs: &[u64], quorum: usize) -> Commit {
+    Commit {
+        quorum: Some(quorum),
+        ..commit(seqs)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_two_zone_rule_waits_for_the_other_zone_and_a_reload_applies_to_the_next_commit() {
+    let d = Durability::new(DurabilityConfig {
+        quorum: 2,
+        quorum_zones: 2,
+        on_timeout: OnTimeout::Block,
+        ..DurabilityConfig::default()
+    });
+    d.set_topology(zoned(&[(2, "a"), (3, "a"), (4, "b")], Some("a")));
+    let replicas: Vec<_> = [2, 3, 4]
+        .iter()
+        .map(|id| d.admit_replica(*id, addr(), true, GtidPosition::default()))
+        .collect();
+    for r in &replicas {
+        r.transaction_relayed(Some(gtid(1)), at(100));
+    }
+    let waiting = park(&d, commit(&[1])).await;
+    replicas[0]
+        .acknowledged(at(100), Some(at(100)), None)
+        .unwrap();
+    replicas[1]
+        .acknowledged(at(100), Some(at(100)), None)
+        .unwrap();
+    settle().await;
+    assert!(!waiting.is_finished(), "two replicas, one zone");
+    assert_eq!(d.status().quorum_position, None);
+    replicas[2]
+        .acknowledged(at(100), Some(at(100)), None)
+        .unwrap();
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+    assert_eq!(d.status().quorum_position, Some(at(100)));
+
+    // Relabelled: 4 joins zone a, so no two zones hold the next one, which waits.
+    for r in &replicas {
+        r.transaction_relayed(Some(gtid(2)), at(200));
+    }
+    d.set_topology(zoned(&[(2, "a"), (3, "a"), (4, "a")], Some("a")));
+    let next = park(&d, commit(&[2])).await;
+    for r in &replicas {
+        r.acknowledged(at(200), Some(at(200)), None).unwrap();
+    }
+    settle().await;
+    assert!(!next.is_finished(), "every replica now in one zone");
+    assert_eq!(
+        d.status().quorum_unmet,
+        Some(Unmet::Zones {
+            have: vec!["a".into()],
+            need: 2
+        })
+    );
+    // The rule reloaded without zones: it goes.
+    d.reconfigure(DurabilityConfig {
+        quorum_zones: 0,
+        ..d.config()
+    });
+    assert_eq!(next.await.unwrap(), Release::Proceed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cross_zone_rule_needs_a_replica_outside_the_primarys_zone() {
+    let d = Durability::new(DurabilityConfig {
+        quorum: 1,
+        cross_zone: true,
+        on_timeout: OnTimeout::Block,
+        ..DurabilityConfig::default()
+    });
+    d.set_topology(zoned(&[(2, "a"), (3, "b")], Some("a")));
+    let near = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let far = d.admit_replica(3, addr(), true, GtidPosition::default());
+    near.transaction_relayed(Some(gtid(1)), at(100));
+    far.transaction_relayed(Some(gtid(1)), at(100));
+    let waiting = park(&d, commit(&[1])).await;
+    near.acknowledged(at(100), Some(at(100)), None).unwrap();
+    settle().await;
+    assert!(!waiting.is_finished(), "only the primary's zone holds it");
+    far.acknowledged(at(100), Some(at(100)), None).unwrap();
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_quorum_raises_lowers_within_the_floor_and_never_degrades_the_proxy() {
+    let d = Durability::new(DurabilityConfig {
+        quorum: 1,
+        session_quorum_floor: Some(0),
+        on_timeout: OnTimeout::Degrade,
+        ack_timeout: Duration::from_secs(10),
+        ..DurabilityConfig::default()
+    });
+    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let b = d.admit_replica(3, addr(), true, GtidPosition::default());
+    for r in [&a, &b] {
+        r.transaction_relayed(Some(gtid(1)), at(100));
+    }
+    // None asked: released at once, counted as such.
+    let none = tokio::spawn(Arc::clone(&d).wait(asking(&[1], 0)));
+    assert_eq!(none.await.unwrap(), Release::Proceed);
+    assert_eq!(d.status().released["none_asked"], 1);
+
+    // Two asked: one ACK (the configured quorum) is not enough.
+    let two = park(&d, asking(&[1], 2)).await;
+    let one = park(&d, commit(&[1])).await;
+    a.acknowledged(at(100), Some(at(100)), None).unwrap();
+    assert_eq!(one.await.unwrap(), Release::Proceed);
+    settle().await;
+    assert!(!two.is_finished(), "asked for two");
+    b.acknowledged(at(100), Some(at(100)), None).unwrap();
+    assert_eq!(two.await.unwrap(), Release::Proceed);
+
+    // Three asked of two replicas: at its timeout the client is told, the proxy stays STRONG.
+    a.transaction_relayed(Some(gtid(2)), at(200));
+    let three = park(&d, asking(&[2], 3)).await;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    match three.await.unwrap() {
+        Release::Fail(error) => assert_eq!(error.quorum, 3),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(d.status().state, State::Strong);
+
+    // The floor: with the default (the quorum), asking for none still waits for one.
+    d.reconfigure(DurabilityConfig {
+        session_quorum_floor: None,
+        ..d.config()
+    });
+    b.transaction_relayed(Some(gtid(3)), at(300));
+    let floored = park(&d, asking(&[3], 0)).await;
+    b.acknowledged(at(300), Some(at(300)), None).unwrap();
+    assert_eq!(floored.await.unwrap(), Release::Proceed);
+    assert_eq!(d.status().released["none_asked"], 1, "not released at once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn failover_candidates_honour_the_zone_rule_and_say_why_not() {
+    let d = Durability::new(DurabilityConfig {
+        quorum: 2,
+        quorum_zones: 2,
+        on_timeout: OnTimeout::Block,
+        ..DurabilityConfig::default()
+    });
+    d.set_topology(zoned(&[(2, "a"), (3, "a"), (4, "b")], Some("a")));
+    let replicas: Vec<_> = [2, 3, 4]
+        .iter()
+        .map(|id| d.admit_replica(*id, addr(), true, GtidPosition::default()))
+        .collect();
+    for r in &replicas {
+        r.transaction_relayed(Some(gtid(1)), at(100));
+    }
+    let waiting = park(&d, commit(&[1])).await;
+    replicas[0]
+        .acknowledged(at(100), Some(at(100)), None)
+        .unwrap();
+    replicas[2]
+        .acknowledged(at(100), Some(at(100)), None)
+        .unwrap();
+    waiting.await.unwrap();
+    let status = d.status();
+    // 3 lacks the commit; 4 holds it, but promoting it leaves replicas in zone a only.
+    assert_eq!(status.failover_candidates, vec![2]);
+    let why: Vec<(u32, &str)> = status
+        .not_candidates
+        .iter()
+        .map(|n| (n.server_id, n.reason.as_str()))
+        .collect();
+    assert_eq!(why.len(), 2, "{why:?}");
+    assert_eq!(why[0].0, 3);
+    assert!(
+        why[0].1.contains("lacks acknowledged commit(s) 0-1-1"),
+        "{why:?}"
+    );
+    assert_eq!(why[1].0, 4);
+    assert!(why[1].1.contains("1 zone(s) (a)"), "{why:?}");
 }

@@ -47,9 +47,13 @@ struct Park<'a> {
     durability: &'a Durability,
     gtids: &'a [MariaGtid],
     kind: WaitKind,
+    /// The quorum its session asked for, if it did.
+    asked: Option<usize>,
     slot: Option<usize>,
     /// The settings of the last look.
     config: DurabilityConfig,
+    /// The quorum it waited for at the last look.
+    quorum: usize,
 }
 
 /// Counts the commit as parked for as long as it waits (and as overdue once `block` keeps it
@@ -78,7 +82,9 @@ impl Durability {
             .clone()
             .or_else(|| (gtids.len() < commit.gtids.len()).then_some(Unresolved::NotFollowed));
         let mut parked = Parked::new(&self, commit.kind);
-        let (outcome, release) = self.decide(&gtids, &mut parked).await;
+        // A session's own quorum is for its commits; what a read may reveal is others'.
+        let asked = commit.quorum.filter(|_| commit.kind == WaitKind::Commit);
+        let (outcome, release, quorum) = self.decide(&gtids, asked, &mut parked).await;
         // A commit's error names what it committed, not the others' transactions its
         // response was also bounded by.
         let release = match release {
@@ -98,6 +104,11 @@ impl Durability {
         parked.done = true;
         let waited = parked.since.elapsed();
         self.count(commit.kind, outcome, waited);
+        if commit.kind == WaitKind::Commit {
+            if let Some(observer) = &self.observer {
+                observer.commit_quorum(quorum);
+            }
+        }
         if let Some(reason) = unresolved {
             let listed = list(&gtids);
             match commit.kind {
@@ -120,13 +131,21 @@ impl Durability {
         release
     }
 
-    async fn decide(&self, gtids: &[MariaGtid], parked: &mut Parked<'_>) -> (Outcome, Release) {
+    /// How the commit is released, and the quorum it waited for.
+    async fn decide(
+        &self,
+        gtids: &[MariaGtid],
+        asked: Option<usize>,
+        parked: &mut Parked<'_>,
+    ) -> (Outcome, Release, usize) {
         let mut park = Park {
             durability: self,
             gtids,
             kind: parked.kind,
+            asked,
             slot: None,
             config: DurabilityConfig::default(),
+            quorum: 0,
         };
         // One timer for the whole wait, set by the first look and moved only by a reload.
         let timer = tokio::time::sleep_until(parked.since);
@@ -134,29 +153,47 @@ impl Durability {
         loop {
             let step = poll_fn(|cx| park.poll(cx, timer.as_mut(), parked)).await;
             match step {
-                Step::Released(outcome, release) => return (outcome, release),
+                Step::Released(outcome, release) => return (outcome, release, park.quorum),
                 Step::TimedOut => {
-                    if let Some(done) = self.timed_out(gtids, parked, &park.config) {
-                        return done;
+                    if let Some((outcome, release)) =
+                        self.timed_out(gtids, parked, &park.config, park.quorum)
+                    {
+                        return (outcome, release, park.quorum);
                     }
                 }
             }
         }
     }
 
-    /// Looks at the shared state (under its lock): released, or parked to be woken.
+    /// Looks at the shared state (under its lock): released, or parked to be woken. Returns
+    /// the settings it looked under and the quorum it waits for under them.
     fn look(
         &self,
         inner: &mut Inner,
         gtids: &[MariaGtid],
         kind: WaitKind,
+        asked: Option<usize>,
+        waker: &std::task::Waker,
+    ) -> (Look, DurabilityConfig, usize) {
+        let config = inner.config;
+        let k = config.session_quorum(asked).get();
+        let (look, config) = self.look_under(inner, gtids, kind, k, waker);
+        (look, config, k)
+    }
+
+    fn look_under(
+        &self,
+        inner: &mut Inner,
+        gtids: &[MariaGtid],
+        kind: WaitKind,
+        k: usize,
         waker: &std::task::Waker,
     ) -> (Look, DurabilityConfig) {
         let config = inner.config;
         if self.releasing.load(Ordering::Relaxed) {
             let error = NotAcknowledged {
                 gtids: list(gtids),
-                quorum: config.quorum,
+                quorum: k,
                 waited: Duration::ZERO,
                 shutdown: true,
                 read: kind == WaitKind::Read,
@@ -166,48 +203,59 @@ impl Durability {
                 config,
             );
         }
-        if let DurableState::Degraded { released, .. } = &mut inner.state {
+        if config.passthrough || (kind == WaitKind::Read && !config.reads_wait()) {
+            // Switched to relaying only (or, for a read, to `visibility = "commit"`) while
+            // this wait was parked: it stops waiting too.
+            return (Look::Released(Outcome::Degraded, Release::Proceed), config);
+        }
+        if k == 0 {
+            return (Look::Released(Outcome::NoneAsked, Release::Proceed), config);
+        }
+        // A session that raised its quorum asked for more than DEGRADED gives up: it still
+        // waits for what it asked, or is told it did not get it.
+        let raised = k > config.quorum;
+        if let (DurableState::Degraded { released, .. }, false) = (&mut inner.state, raised) {
             // A read acknowledges nothing: it only goes with what DEGRADED released.
             if kind == WaitKind::Commit {
                 released.record(gtids);
             }
             return (Look::Released(Outcome::Degraded, Release::Proceed), config);
         }
-        if config.passthrough || (kind == WaitKind::Read && !config.reads_wait()) {
-            // Switched to relaying only (or, for a read, to `visibility = "commit"`) while
-            // this wait was parked: it stops waiting too.
-            return (Look::Released(Outcome::Degraded, Release::Proceed), config);
-        }
-        let k = config.quorum;
-        let short = inner.registry.semisync_count() < k;
-        if short
+        let rule = config.rule().with_count(k);
+        if inner.registry.unmet(&rule).is_some()
             && config.without_quorum == WithoutQuorum::Immediate
             && config.on_timeout != OnTimeout::Block
         {
             return (Look::NoQuorum, config);
         }
-        let look = match inner.plan(gtids, k) {
+        let look = match inner.plan(gtids, &rule) {
             Plan::Held => {
                 for gtid in gtids {
                     Arc::make_mut(&mut inner.acknowledged).advance(*gtid);
                 }
                 Look::Released(Outcome::Quorum, Release::Proceed)
             }
-            Plan::Wait(until) => Look::Parked(inner.waiters.park(gtids, until, waker)),
+            Plan::Wait(until) => Look::Parked(inner.waiters.park(gtids, rule, until, waker)),
         };
         (look, config)
     }
 
-    /// The commit's time is up (or there is no quorum to wait for): the policy decides.
-    /// `None` means keep waiting.
+    /// The commit's time is up (or there is no quorum to wait for): the policy decides, for a
+    /// commit that waited for `quorum`. `None` means keep waiting.
     fn timed_out(
         &self,
         gtids: &[MariaGtid],
         parked: &mut Parked,
         config: &DurabilityConfig,
+        quorum: usize,
     ) -> Option<(Outcome, Release)> {
         let waited = parked.since.elapsed();
-        match config.on_timeout {
+        // A session's raised quorum never degrades the proxy: its client is told instead.
+        let on_timeout = match config.on_timeout {
+            OnTimeout::Degrade if quorum > config.quorum => OnTimeout::Error,
+            policy => policy,
+        };
+        match on_timeout {
             OnTimeout::Block => {
                 if !parked.overdue {
                     parked.overdue = true;
@@ -226,7 +274,7 @@ impl Durability {
                     let reason = format!(
                         "{what} {} did not reach its quorum of {} within {:?} ({} semisync replica(s) connected)",
                         list(gtids),
-                        config.quorum,
+                        config.rule().with_count(quorum),
                         waited,
                         inner.registry.semisync_count()
                     );
@@ -242,7 +290,7 @@ impl Durability {
             OnTimeout::Error => {
                 let error = NotAcknowledged {
                     gtids: list(gtids),
-                    quorum: config.quorum,
+                    quorum,
                     waited,
                     shutdown: false,
                     read: parked.kind == WaitKind::Read,
@@ -310,10 +358,11 @@ impl Park<'_> {
                 },
             };
             if look {
-                let (look, config) =
+                let (look, config, quorum) =
                     self.durability
-                        .look(&mut inner, self.gtids, self.kind, cx.waker());
+                        .look(&mut inner, self.gtids, self.kind, self.asked, cx.waker());
                 self.config = config;
+                self.quorum = quorum;
                 match look {
                     Look::Released(outcome, release) => {
                         return Poll::Ready(Step::Released(outcome, release))

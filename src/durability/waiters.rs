@@ -1,5 +1,5 @@
 //! The wait queue: parked commits, each in one slot for as long as it waits, indexed by what it
-//! waits for — the quorum position reaching a binlog position, a transaction's end becoming
+//! waits for — the quorum position under its rule reaching a binlog position, a transaction's end becoming
 //! known, or (for the rare commit counted partly by what reconnected replicas said they had)
 //! any replica moving on. A commit is moved between indexes under the lock as what it waits
 //! for changes (its transaction relayed: to its end position) and woken once, with a verdict:
@@ -14,8 +14,13 @@ use smallvec::SmallVec;
 use strongsync_proto::gtid::MariaGtid;
 use strongsync_proto::position::Position;
 
+use super::quorum::QuorumRule;
+
 /// The GTIDs of one commit (nearly always one).
 pub(super) type Gtids = SmallVec<[MariaGtid; 2]>;
+
+/// Commits waiting for one rule's quorum position to reach theirs, by position.
+type ByPosition = BTreeSet<(Position, usize)>;
 
 /// What a parked commit waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +46,8 @@ pub(super) enum Verdict {
 #[derive(Debug)]
 pub(super) struct Entry {
     pub gtids: Gtids,
+    /// The rule it waits for (sessions may ask for their own quorum).
+    rule: QuorumRule,
     until: Until,
     waker: Waker,
     verdict: Option<Verdict>,
@@ -50,7 +57,8 @@ pub(super) struct Entry {
 #[derive(Debug, Default)]
 pub(super) struct Waiters {
     slots: Slab<Entry>,
-    by_position: BTreeSet<(Position, usize)>,
+    /// Per rule waited for (nearly always one: the configured one), by position.
+    by_position: SmallVec<[(QuorumRule, ByPosition); 2]>,
     by_gtid: HashMap<MariaGtid, SmallVec<[usize; 1]>>,
     any_move: Vec<usize>,
 }
@@ -59,9 +67,16 @@ pub(super) struct Waiters {
 
 impl Waiters {
     /// Parks a commit until `until`; returns its slot.
-    pub(super) fn park(&mut self, gtids: &[MariaGtid], until: Until, waker: &Waker) -> usize {
+    pub(super) fn park(
+        &mut self,
+        gtids: &[MariaGtid],
+        rule: QuorumRule,
+        until: Until,
+        waker: &Waker,
+    ) -> usize {
         let slot = self.slots.insert(Entry {
             gtids: Gtids::from_slice(gtids),
+            rule,
             until,
             waker: waker.clone(),
             verdict: None,
@@ -86,7 +101,7 @@ impl Waiters {
         }
         let entry = self.slots.remove(slot);
         if entry.verdict.is_none() {
-            self.unindex(slot, entry.until);
+            self.unindex(slot, entry.rule, entry.until);
         }
     }
 
@@ -107,6 +122,21 @@ impl Waiters {
         self.slots.get(slot).map_or(&[], |e| &e.gtids)
     }
 
+    /// The rule the commit in `slot` waits for.
+    pub(super) fn rule(&self, slot: usize) -> QuorumRule {
+        self.slots
+            .get(slot)
+            .map_or_else(QuorumRule::default, |e| e.rule)
+    }
+
+    /// The rules commits wait for by position now.
+    pub(super) fn rules(&self) -> impl Iterator<Item = QuorumRule> + '_ {
+        self.by_position
+            .iter()
+            .filter(|(_, parked)| !parked.is_empty())
+            .map(|(rule, _)| *rule)
+    }
+
     /// Puts a commit taken out of its index back under what it now waits for, without waking
     /// it.
     pub(super) fn wait_for(&mut self, slot: usize, until: Until) {
@@ -116,33 +146,38 @@ impl Waiters {
         }
     }
 
-    /// The quorum position is now `quorum`: wakes every commit parked at or before it as
-    /// acknowledged, and hands each woken commit's GTIDs to `acknowledged`.
+    /// The quorum position under `rule` is now `quorum`: wakes every commit of that rule
+    /// parked at or before it as acknowledged, and hands each woken commit's GTIDs to
+    /// `acknowledged`.
     pub(super) fn reached(
         &mut self,
+        rule: &QuorumRule,
         quorum: Position,
         woken: &mut Vec<Waker>,
         mut acknowledged: impl FnMut(&[MariaGtid]),
     ) {
-        while let Some(&(position, slot)) = self.by_position.first() {
+        let Waiters {
+            slots, by_position, ..
+        } = self;
+        let Some((_, parked)) = by_position.iter_mut().find(|(r, _)| r == rule) else {
+            return;
+        };
+        while let Some(&(position, slot)) = parked.first() {
             if position > quorum {
                 break;
             }
-            self.by_position.pop_first();
-            if let Some(entry) = self.slots.get(slot) {
+            parked.pop_first();
+            if let Some(entry) = slots.get_mut(slot) {
                 acknowledged(&entry.gtids);
+                entry.wake(Verdict::Acknowledged, woken);
             }
-            self.wake(slot, Verdict::Acknowledged, woken);
         }
     }
 
     /// Wakes a commit taken out of its index with `verdict`.
     pub(super) fn wake(&mut self, slot: usize, verdict: Verdict, woken: &mut Vec<Waker>) {
         if let Some(entry) = self.slots.get_mut(slot) {
-            if entry.verdict.is_none() {
-                entry.verdict = Some(verdict);
-                woken.push(entry.waker.clone());
-            }
+            entry.wake(verdict, woken);
         }
     }
 
@@ -171,17 +206,27 @@ impl Waiters {
     fn index(&mut self, slot: usize, until: Until) {
         match until {
             Until::Position(position) => {
-                self.by_position.insert((position, slot));
+                let rule = self.rule(slot);
+                let at = match self.by_position.iter().position(|(r, _)| *r == rule) {
+                    Some(at) => at,
+                    None => {
+                        self.by_position.push((rule, ByPosition::new()));
+                        self.by_position.len() - 1
+                    }
+                };
+                self.by_position[at].1.insert((position, slot));
             }
             Until::Relayed(gtid) => self.by_gtid.entry(gtid).or_default().push(slot),
             Until::AnyMove => self.any_move.push(slot),
         }
     }
 
-    fn unindex(&mut self, slot: usize, until: Until) {
+    fn unindex(&mut self, slot: usize, rule: QuorumRule, until: Until) {
         match until {
             Until::Position(position) => {
-                self.by_position.remove(&(position, slot));
+                if let Some((_, parked)) = self.by_position.iter_mut().find(|(r, _)| *r == rule) {
+                    parked.remove(&(position, slot));
+                }
             }
             Until::Relayed(gtid) => {
                 if let Some(list) = self.by_gtid.get_mut(&gtid) {
@@ -192,6 +237,17 @@ impl Waiters {
                 }
             }
             Until::AnyMove => self.any_move.retain(|s| *s != slot),
+        }
+    }
+}
+
+// === impl Entry ===
+
+impl Entry {
+    fn wake(&mut self, verdict: Verdict, woken: &mut Vec<Waker>) {
+        if self.verdict.is_none() {
+            self.verdict = Some(verdict);
+            woken.push(self.waker.clone());
         }
     }
 }
@@ -228,6 +284,12 @@ mod tests {
     use super::*;
     use crate::durability::testing::at as p;
 
+    const R: QuorumRule = QuorumRule {
+        count: 1,
+        zones: 0,
+        cross_zone: false,
+    };
+
     fn g(seq_no: u64) -> MariaGtid {
         MariaGtid {
             domain: 0,
@@ -256,19 +318,21 @@ mod tests {
         let mut w = Waiters::default();
         let (early_count, early_waker) = counter();
         let (_, late_waker) = counter();
-        let early = w.park(&[g(1)], Until::Position(p(100)), &early_waker);
-        let late = w.park(&[g(2)], Until::Position(p(300)), &late_waker);
+        let early = w.park(&[g(1)], R, Until::Position(p(100)), &early_waker);
+        let late = w.park(&[g(2)], R, Until::Position(p(300)), &late_waker);
         let mut woken = Vec::new();
         let mut acked = Vec::new();
-        w.reached(p(100), &mut woken, |gtids| acked.extend_from_slice(gtids));
+        w.reached(&R, p(100), &mut woken, |gtids| {
+            acked.extend_from_slice(gtids)
+        });
         assert_eq!((woken.len(), acked.as_slice()), (1, &[g(1)][..]));
         woken.drain(..).for_each(Waker::wake);
         assert_eq!(early_count.0.load(Ordering::Relaxed), 1);
         assert_eq!(w.verdict(early, &early_waker), Some(Verdict::Acknowledged));
         assert_eq!(w.verdict(late, &late_waker), None);
-        w.reached(p(299), &mut woken, |_| {});
+        w.reached(&R, p(299), &mut woken, |_| {});
         assert!(woken.is_empty());
-        w.reached(p(300), &mut woken, |_| {});
+        w.reached(&R, p(300), &mut woken, |_| {});
         assert_eq!(woken.len(), 1);
         w.remove(early);
         w.remove(late);
@@ -279,38 +343,63 @@ mod tests {
     fn a_relayed_commit_moves_to_its_position_without_being_woken() {
         let mut w = Waiters::default();
         let (count, waker) = counter();
-        let slot = w.park(&[g(4)], Until::Relayed(g(4)), &waker);
+        let slot = w.park(&[g(4)], R, Until::Relayed(g(4)), &waker);
         assert!(w.take_relayed(&g(5)).is_empty());
         let taken = w.take_relayed(&g(4));
         assert_eq!(taken.as_slice(), &[slot]);
         w.wait_for(slot, Until::Position(p(400)));
         let mut woken = Vec::new();
-        w.reached(p(400), &mut woken, |_| {});
+        w.reached(&R, p(400), &mut woken, |_| {});
         assert_eq!(woken.len(), 1, "woken once, by the quorum");
         woken.drain(..).for_each(Waker::wake);
         assert_eq!(count.0.load(Ordering::Relaxed), 1);
     }
 
     #[test]
+    fn each_rule_is_woken_by_its_own_quorum_position() {
+        let mut w = Waiters::default();
+        let (_, waker) = counter();
+        let two = QuorumRule { count: 2, ..R };
+        let one = w.park(&[g(1)], R, Until::Position(p(100)), &waker);
+        let both = w.park(&[g(1)], two, Until::Position(p(100)), &waker);
+        assert_eq!(w.rules().collect::<Vec<_>>(), vec![R, two]);
+        let mut woken = Vec::new();
+        w.reached(&R, p(100), &mut woken, |_| {});
+        assert_eq!(w.verdict(one, &waker), Some(Verdict::Acknowledged));
+        assert_eq!(
+            w.verdict(both, &waker),
+            None,
+            "two replicas are not there yet"
+        );
+        w.reached(&two, p(100), &mut woken, |_| {});
+        assert_eq!(w.verdict(both, &waker), Some(Verdict::Acknowledged));
+        w.remove(one);
+        w.remove(both);
+        assert_eq!(w.rules().count(), 0);
+    }
+
+    #[test]
     fn removed_commits_are_never_woken_and_all_wakes_everyone_to_look_again() {
         let mut w = Waiters::default();
         let (_, waker) = counter();
-        let a = w.park(&[g(1)], Until::Position(p(100)), &waker);
-        let b = w.park(&[g(1)], Until::Relayed(g(1)), &waker);
-        let keep = w.park(&[g(1)], Until::Relayed(g(1)), &waker);
-        let c = w.park(&[g(2)], Until::AnyMove, &waker);
+        let a = w.park(&[g(1)], R, Until::Position(p(100)), &waker);
+        let b = w.park(&[g(1)], R, Until::Relayed(g(1)), &waker);
+        let keep = w.park(&[g(1)], R, Until::Relayed(g(1)), &waker);
+        let c = w.park(&[g(2)], R, Until::AnyMove, &waker);
         for slot in [a, b, c] {
             w.remove(slot);
         }
         assert_eq!(w.len(), 1);
         assert_eq!(w.take_relayed(&g(1)).as_slice(), &[keep]);
         w.wait_for(keep, Until::Relayed(g(1)));
-        let other = w.park(&[g(3)], Until::Position(p(5)), &waker);
+        let other = w.park(&[g(3)], R, Until::Position(p(5)), &waker);
         let mut woken = Vec::new();
         w.all(&mut woken);
         assert_eq!(woken.len(), 2);
         assert_eq!(w.verdict(other, &waker), Some(Verdict::LookAgain));
-        w.reached(p(10), &mut woken, |_| panic!("nobody is indexed any more"));
+        w.reached(&R, p(10), &mut woken, |_| {
+            panic!("nobody is indexed any more")
+        });
         assert_eq!(w.len(), 0);
     }
 

@@ -160,8 +160,13 @@ impl ResponseCommits {
         }
     }
 
-    /// Takes what has been reported so far, with the packet the held part starts at.
-    pub(super) fn take(&mut self, connection_id: u32) -> (Commit, Option<Mark>) {
+    /// Takes what has been reported so far, with the packet the held part starts at; `quorum`
+    /// is what the session asked for, if it did.
+    pub(super) fn take(
+        &mut self,
+        connection_id: u32,
+        quorum: Option<usize>,
+    ) -> (Commit, Option<Mark>) {
         let kind = if std::mem::take(&mut self.own) {
             WaitKind::Commit
         } else {
@@ -173,6 +178,7 @@ impl ResponseCommits {
             unresolved: self.unresolved.take(),
             kind,
             own: std::mem::take(&mut self.own_gtids),
+            quorum,
         };
         (commit, self.hold.take())
     }

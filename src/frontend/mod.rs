@@ -3,6 +3,7 @@
 
 mod barrier;
 mod commits;
+mod held_back;
 mod listener;
 mod login;
 mod own_query;

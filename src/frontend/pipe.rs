@@ -14,6 +14,9 @@
 //! replica takes a heartbeat between any two events (it checks only that the position is not
 //! behind its own, and does not count it in an event group), so a large transaction still
 //! streaming does not hold back the ACK of the one before it.
+//!
+//! A replica without semisync gets the events as the primary sent them, once the quorum holds
+//! them under `async_replicas = "after_quorum"` (see [`HeldBack`]).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -32,12 +35,13 @@ use strongsync_proto::semisync::{self, Ack};
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
+use super::held_back::HeldBack;
 use super::replica::AcceptedDump;
 use super::session::Session;
 use super::Shared;
 use crate::conn::Conn;
 use crate::deadline;
-use crate::durability::{ReplicaHandle, StreamCoverage};
+use crate::durability::{AsyncReplicas, ReplicaHandle, StreamCoverage};
 use crate::error::{Error, ReplicaError};
 use crate::primary::PrimaryStream;
 use crate::stream::ClientStream;
@@ -77,6 +81,10 @@ pub(super) struct ReplicaPipe {
     covered: Option<Position>,
     ack_latency: Histogram,
     acks: IntCounter,
+    /// A replica without semisync: what is held back until the quorum holds it, and the
+    /// quorum position as it moves.
+    held: HeldBack,
+    quorum: tokio::sync::watch::Receiver<Option<Position>>,
 }
 
 /// One thing that happened on a dump.
@@ -84,6 +92,8 @@ enum DumpEvent {
     Primary(Packet),
     Replica(Packet),
     Remind,
+    /// The quorum position moved (or the settings changed).
+    Quorum,
 }
 
 // === impl ReplicaPipe ===
@@ -106,6 +116,8 @@ impl ReplicaPipe {
             dump.connect_state,
         );
         let (ack_latency, acks) = shared.metrics.ack_latency_of(dump.server_id);
+        let held = HeldBack::new(shared.metrics.async_held_bytes.clone());
+        let quorum = shared.durability.watch_quorum();
         let pipe = ReplicaPipe {
             shared,
             replica: client,
@@ -125,6 +137,8 @@ impl ReplicaPipe {
             covered: None,
             ack_latency,
             acks,
+            held,
+            quorum,
         };
         (pipe, dump.first)
     }
@@ -154,12 +168,17 @@ impl ReplicaPipe {
             return self.flush_replica().await;
         }
         let hard_stop = self.shared.hard_stop.clone();
+        let limit = self.shared.config.limits.max_async_held_bytes;
         loop {
-            if !self.primary.has_buffered_packet() {
+            // Past the limit the dump is not read: the replica falls behind.
+            let full = self.held.bytes() >= limit;
+            if full || !self.primary.has_buffered_packet() {
+                self.release_held();
                 self.ask_for_owed_ack();
                 self.flush_replica().await?;
                 self.count_relayed_bytes();
             }
+            let holding = !self.held.is_empty();
             // Read while an ACK is owed, at every turn: the setting is live.
             let remind_at = self
                 .unacked
@@ -167,7 +186,7 @@ impl ReplicaPipe {
             let event = tokio::select! {
                 biased;
                 () = hard_stop.cancelled() => return Err(Error::Shutdown),
-                packet = self.primary.read_packet() => match packet.map_err(Error::from_primary) {
+                packet = self.primary.read_packet(), if !full => match packet.map_err(Error::from_primary) {
                     Ok(packet) => DumpEvent::Primary(packet),
                     // The primary ends a dump by closing it (STOP SLAVE kills it by id).
                     Err(Error::PrimaryClosed) => return Ok(()),
@@ -175,12 +194,21 @@ impl ReplicaPipe {
                 },
                 packet = self.replica.read_packet() => DumpEvent::Replica(packet.map_err(Error::from_client)?),
                 () = deadline::sleep_until(remind_at) => DumpEvent::Remind,
+                // The sender lives as long as strong sync: an error is the proxy going away.
+                changed = self.quorum.changed(), if holding => match changed {
+                    Ok(()) => DumpEvent::Quorum,
+                    Err(_) => return Err(Error::Shutdown),
+                },
             };
             let go_on = match event {
                 DumpEvent::Primary(packet) => self.on_primary_packet(&packet)?,
                 DumpEvent::Replica(packet) => self.on_replica_packet(&packet)?,
                 DumpEvent::Remind => {
                     self.remind();
+                    true
+                }
+                DumpEvent::Quorum => {
+                    self.release_held();
                     true
                 }
             };
@@ -202,17 +230,20 @@ impl ReplicaPipe {
                     }
                 }
                 None => {
-                    let seq = self.advance();
-                    self.replica.forward_as(packet, seq);
+                    let gate = self.held.gate(None);
+                    self.send_async(packet, gate);
                 }
             }
             return Ok(true);
         }
         let payload = packet.payload();
         if payload.first() != Some(&0x00) {
-            // EOF or ERR: the end of the dump, passed on as it is.
-            let seq = self.advance();
-            self.replica.forward_as(packet, seq);
+            // EOF or ERR: the end of the dump, passed on as it is — unless events are held
+            // back before it: the replica is then closed on, and asks again.
+            if self.held.is_empty() {
+                let seq = self.advance();
+                self.replica.forward_as(packet, seq);
+            }
             return Ok(false);
         }
         let event = &payload[1..];
@@ -222,8 +253,8 @@ impl ReplicaPipe {
             .map_err(Error::PrimaryProtocol)?;
         self.note(&seen);
         if !self.semisync {
-            let seq = self.advance();
-            self.replica.forward_as(packet, seq);
+            let gate = self.held.gate(self.reached_by(&seen));
+            self.send_async(packet, gate);
         } else if packet.continues() {
             self.large = Some((BytesMut::from(event), seen));
         } else {
@@ -269,6 +300,56 @@ impl ReplicaPipe {
         };
         if let Some(covered) = covered.filter(|_| self.semisync) {
             self.covered = self.covered.max(Some(covered));
+        }
+    }
+
+    /// The binlog position the stream reaches with an event, if it says.
+    fn reached_by(&self, seen: &EventSeen) -> Option<Position> {
+        match seen.end {
+            Some(end) => Some(end),
+            None if seen.header.kind == HEARTBEAT_EVENT && seen.header.log_pos != 0 => {
+                self.tracker.position().map(|at| Position {
+                    offset: u64::from(seen.header.log_pos),
+                    ..at
+                })
+            }
+            None => None,
+        }
+    }
+
+    /// Whether packets for a replica without semisync wait for the quorum.
+    fn holds_back(&self) -> bool {
+        let config = self.shared.durability.config();
+        config.async_replicas == AsyncReplicas::AfterQuorum && !config.passthrough
+    }
+
+    /// Sends a packet to a replica without semisync, or holds it back until the quorum holds
+    /// what it brings the replica to (`gate`).
+    fn send_async(&mut self, packet: &Packet, gate: Option<Position>) {
+        if self.holds_back() {
+            let quorum = *self.quorum.borrow();
+            if !self.held.may_pass(gate, quorum) {
+                self.held.hold(gate, packet.clone());
+                return;
+            }
+        } else {
+            self.release_held();
+        }
+        let seq = self.advance();
+        self.replica.forward_as(packet, seq);
+    }
+
+    /// Sends what the quorum now holds of what was held back (everything, once the settings
+    /// no longer hold async replicas back).
+    fn release_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let all = !self.holds_back();
+        let quorum = *self.quorum.borrow_and_update();
+        while let Some(packet) = self.held.release(quorum, all) {
+            let seq = self.advance();
+            self.replica.forward_as(&packet, seq);
         }
     }
 

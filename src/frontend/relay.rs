@@ -31,6 +31,9 @@ impl Session {
         let mut commits = ResponseCommits::new(barrier);
         commits.snapshot = self.snapshot.for_response();
         let check_every = self.tracking.checks_every_response();
+        if self.tracking.take_names_quorum() && self.mariadb {
+            commits.need_check(CheckReason::SessionQuorum);
+        }
         loop {
             if reader.awaits_client() {
                 self.answer_infile_request(&mut commits).await?;
@@ -186,7 +189,7 @@ impl Session {
             }
         }
         if commits.has_news() {
-            let (commit, hold) = commits.take(self.connection_id);
+            let (commit, hold) = commits.take(self.connection_id, self.tracking.quorum);
             if commits.discard {
                 // The client already has its error; later commits of the batch wait for no one.
             } else {

@@ -20,7 +20,7 @@ use strongsync_proto::snapshot::{self, Start};
 
 use super::commits::ResponseCommits;
 use super::session::Session;
-use crate::durability::GtidPosition;
+use crate::durability::{GtidPosition, QuorumRule};
 
 /// Prepared statements remembered as single `SELECT`s per session; past this, a new one is
 /// bounded like any other statement.
@@ -32,8 +32,8 @@ pub(super) struct Snapshot {
     /// The transaction in progress started with a consistent snapshot taken before the
     /// primary's binlog was at this position (its `BEGIN` was bounded by it).
     bound: Option<Arc<GtidPosition>>,
-    /// How many replicas were seen holding `bound` (0: not yet).
-    held_by: usize,
+    /// The quorum rule under which `bound` was seen held (`None`: not yet).
+    held_under: Option<QuorumRule>,
     /// The command in flight starts such a transaction.
     starting: bool,
     /// The command in flight is a single `SELECT`.
@@ -87,7 +87,7 @@ impl Snapshot {
     /// From now on the transaction reads from the snapshot `bound` bounds (or from none).
     fn cover(&mut self, bound: Option<Arc<GtidPosition>>) {
         self.bound = bound;
-        self.held_by = 0;
+        self.held_under = None;
     }
 
     fn forget(&mut self) {
@@ -165,10 +165,10 @@ impl Session {
         else {
             return false;
         };
-        let held_by = self.snapshot.held_by;
-        match self.shared.durability.read_in_snapshot(bound, held_by) {
-            Some(held_by) => {
-                self.snapshot.held_by = held_by;
+        let held_under = self.snapshot.held_under;
+        match self.shared.durability.read_in_snapshot(bound, held_under) {
+            Some(rule) => {
+                self.snapshot.held_under = Some(rule);
                 true
             }
             None => false,

@@ -10,7 +10,7 @@
 //! for anything committed that it had not been told of. The client keeps seeing exactly the
 //! tracker data it asked for.
 
-use strongsync_proto::command::COM_RESET_CONNECTION;
+use strongsync_proto::command::{COM_QUERY, COM_RESET_CONNECTION, COM_STMT_PREPARE};
 use strongsync_proto::gtid::{Gtid, MariaGtid, TrackedGtid};
 use strongsync_proto::ok::{
     TrackingFilter, LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR, SESSION_TRACK_TRANSACTION_INFO_VAR,
@@ -21,6 +21,7 @@ use super::commits::ResponseCommits;
 use super::own_query::Swallowed;
 use super::session::{Phase, Session};
 use crate::commit::Unresolved;
+use crate::durability::SessionQuorum;
 use crate::error::Error;
 
 /// MariaDB: what the session committed last and how its tracking stands. Its columns are
@@ -29,7 +30,7 @@ macro_rules! mariadb_check {
     () => {
         "SELECT @@last_gtid, @@session.session_track_system_variables, \
          @@session.session_track_state_change, @@session.gtid_domain_id, @@session.server_id, \
-         @@session.gtid_seq_no"
+         @@session.gtid_seq_no, @strongsync_quorum"
     };
 }
 const MARIADB_CHECK: &str = mariadb_check!();
@@ -103,6 +104,12 @@ pub(super) struct Tracking {
     /// The session's next transaction started with a consistent snapshot reads only that
     /// snapshot: `REPEATABLE READ`, `innodb_snapshot_isolation = ON`, its state tracked.
     pub snapshot_ready: bool,
+    /// The quorum the session asked for (`@strongsync_quorum`), as last read; `None`: it did
+    /// not ask (or asked for something that is not a count).
+    pub quorum: Option<usize>,
+    /// The command in flight names `@strongsync_quorum`: its response is checked, since
+    /// MariaDB reports no state change for an assignment inside a `SELECT`.
+    names_quorum: bool,
 }
 
 /// Why a response is checked.
@@ -117,6 +124,20 @@ pub(super) enum CheckReason {
     /// The session's next commit may not be reported (it switched domain or server id, or
     /// forced a sequence number).
     DomainSwitch,
+    /// The statement names `@strongsync_quorum`.
+    SessionQuorum,
+}
+
+/// What a session's `@strongsync_quorum` says.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+enum AskedQuorum {
+    /// NULL: never set (or set back to NULL).
+    #[default]
+    Unset,
+    /// A count.
+    Count(usize),
+    /// Something else, as text.
+    Invalid(String),
 }
 
 /// The session's tracking as [`MARIADB_CHECK`] read it.
@@ -128,6 +149,8 @@ struct Checked {
     domain: Option<u32>,
     server_id: Option<u32>,
     seq_no: u64,
+    /// The session's `@strongsync_quorum`.
+    quorum: AskedQuorum,
     /// The rest only from [`MARIADB_CHECK_SNAPSHOT`].
     transaction_info: Vec<u8>,
     isolation: Vec<u8>,
@@ -141,11 +164,22 @@ impl Tracking {
         self.filter.client_tracks = tracks;
     }
 
-    /// Notes a command that resets the session's trackers behind the proxy's back.
+    /// Notes a command that resets the session's trackers behind the proxy's back, or that
+    /// names `@strongsync_quorum`.
     pub(super) fn note_command(&mut self, payload: &[u8]) {
-        if payload.first() == Some(&COM_RESET_CONNECTION) {
-            self.reset = true;
+        match payload.split_first() {
+            Some((&COM_RESET_CONNECTION, _)) => self.reset = true,
+            Some((&(COM_QUERY | COM_STMT_PREPARE), text)) => {
+                self.names_quorum = names_session_quorum(text);
+            }
+            _ => {}
         }
+    }
+
+    /// Whether the response in flight must be checked because its command named
+    /// `@strongsync_quorum` (asked once per command).
+    pub(super) fn take_names_quorum(&mut self) -> bool {
+        std::mem::take(&mut self.names_quorum)
     }
 
     /// Takes in the answers to [`MARIADB_ENABLE`] and [`MARIADB_READ_BACK`]: tracking is on if
@@ -228,6 +262,21 @@ impl Tracking {
     }
 }
 
+/// The user variable a session sets to ask for its own quorum.
+const SESSION_QUORUM_VAR: &[u8] = b"strongsync_quorum";
+
+/// Whether SQL text names the variable (in any case, as MariaDB's variable names go): a scan
+/// for its `_`, then a comparison around each.
+fn names_session_quorum(text: &[u8]) -> bool {
+    const UNDERSCORE_AT: usize = 10;
+    debug_assert_eq!(SESSION_QUORUM_VAR[UNDERSCORE_AT], b'_');
+    memchr::memchr_iter(b'_', text).any(|at| {
+        at.checked_sub(UNDERSCORE_AT)
+            .and_then(|start| text.get(start..start + SESSION_QUORUM_VAR.len()))
+            .is_some_and(|word| word.eq_ignore_ascii_case(SESSION_QUORUM_VAR))
+    })
+}
+
 /// True if a `session_track_system_variables` value includes `name` (or everything).
 fn tracks(list: &[u8], name: &[u8]) -> bool {
     list.split(|&b| b == b',')
@@ -248,9 +297,19 @@ impl Checked {
             domain: number(3),
             server_id: number(4),
             seq_no: number(5).map_or(0, u64::from),
-            transaction_info: text(6),
-            isolation: text(7),
-            snapshot_isolation: text(8) == b"1",
+            quorum: match row.get(6).cloned().flatten() {
+                None => AskedQuorum::Unset,
+                Some(value) => std::str::from_utf8(&value)
+                    .ok()
+                    .and_then(|v| v.trim().parse().ok())
+                    .map_or_else(
+                        || AskedQuorum::Invalid(String::from_utf8_lossy(&value).into_owned()),
+                        AskedQuorum::Count,
+                    ),
+            },
+            transaction_info: text(7),
+            isolation: text(8),
+            snapshot_isolation: text(9) == b"1",
         }
     }
 
@@ -287,6 +346,7 @@ impl CheckReason {
             CheckReason::LegacyEof => "legacy_eof",
             CheckReason::Untracked => "untracked",
             CheckReason::DomainSwitch => "domain_switch",
+            CheckReason::SessionQuorum => "session_quorum",
         }
     }
 }
@@ -344,6 +404,7 @@ impl Session {
             }
         }
         let checked = Checked::from_row(&probed.row);
+        self.take_quorum(&checked.quorum);
         self.tracking.client_list(&checked.list);
         self.tracking.filter.keep_state_change = checked.state_change;
         if self.tracking.snapshot_vars {
@@ -445,6 +506,7 @@ impl Session {
             }
         }
         self.tracking.take_in(&checked);
+        self.take_quorum(&checked.quorum);
         if checked.intact(self.tracking.snapshot_vars) && self.primary_tracks {
             self.tracking.active = true;
             self.tracking.snapshot_settings(&checked, true);
@@ -457,6 +519,36 @@ impl Session {
         let tracked = self.tracking.active;
         self.tracking.snapshot_settings(&checked, tracked);
         Ok(())
+    }
+
+    /// Takes in the quorum the session asks for. A value that is not a count is taken as no
+    /// ask (the configured quorum); one outside the configured bounds is bounded when its
+    /// commits wait. Both are counted, so that an operator sees sessions asking for what they
+    /// do not get.
+    fn take_quorum(&mut self, asked: &AskedQuorum) {
+        let quorum = match asked {
+            AskedQuorum::Unset => None,
+            AskedQuorum::Count(n) => Some(*n),
+            AskedQuorum::Invalid(value) => {
+                debug!(connection_id = self.connection_id, %value, "@strongsync_quorum is not a count: the configured quorum applies");
+                self.shared.metrics.session_quorum_refused("not_a_count");
+                None
+            }
+        };
+        if quorum != self.tracking.quorum {
+            let config = self.shared.durability.config();
+            match config.session_quorum(quorum) {
+                SessionQuorum::BelowFloor(_) => {
+                    self.shared.metrics.session_quorum_refused("below_floor");
+                }
+                SessionQuorum::AboveMax(_) => {
+                    self.shared.metrics.session_quorum_refused("above_max");
+                }
+                SessionQuorum::Taken(_) => {}
+            }
+            debug!(connection_id = self.connection_id, asked = ?quorum, applies = config.session_quorum(quorum).get(), "session quorum");
+            self.tracking.quorum = quorum;
+        }
     }
 
     /// What is held must go before the session can say what it committed (or the session

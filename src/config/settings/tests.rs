@@ -35,6 +35,21 @@ without_quorum = "immediate"
 ack_nudge_after = "500ms"
 gtid_index_capacity = 1000
 passthrough = false
+quorum_zones = 2
+cross_zone = true
+primary_zone = "dc1"
+session_quorum_floor = 1
+session_quorum_max = 3
+async_replicas = "immediate"
+
+[[replica]]
+server_id = 2
+zone = "dc1"
+
+[[replica]]
+server_id = 3
+zone = "dc2"
+labels = { rack = "r7", role = "dr" }
 "#;
 
 fn error_of(toml: &str) -> String {
@@ -58,6 +73,22 @@ fn a_full_file_resolves_and_round_trips() {
     assert_eq!(config.shutdown_grace, Duration::from_secs(15));
     assert_eq!(config.worker_threads, Some(1));
     assert!(config.tls.is_some());
+    assert_eq!(
+        config.durability.rule(),
+        crate::durability::QuorumRule {
+            count: 2,
+            zones: 2,
+            cross_zone: true
+        }
+    );
+    assert_eq!(config.durability.session_floor(), 1);
+    assert_eq!(
+        config.durability.async_replicas,
+        crate::durability::AsyncReplicas::Immediate
+    );
+    assert_eq!(config.topology.zone_of(3).as_deref(), Some("dc2"));
+    assert_eq!(config.topology.replicas[&3].labels["role"], "dr");
+    assert_eq!(config.topology.primary_zone.as_deref(), Some("dc1"));
     let printed = Settings::from_config(&config).to_toml();
     let again = Settings::from_toml(&printed).unwrap().resolve().unwrap();
     assert_eq!(again, config, "{printed}");
@@ -78,7 +109,7 @@ fn command_line_settings_win() {
     let cli = Settings {
         primary: Some("db2:3306".into()),
         durability: DurabilitySettings {
-            quorum: Some(1),
+            quorum: Some(3),
             ..DurabilitySettings::default()
         },
         ..Settings::default()
@@ -86,7 +117,7 @@ fn command_line_settings_win() {
     let config = file.overridden_by(cli).resolve().unwrap();
     assert_eq!(
         (config.primary.as_str(), config.durability.quorum),
-        ("db2:3306", 1)
+        ("db2:3306", 3)
     );
     assert_eq!(
         config.durability.ack_timeout,
@@ -264,4 +295,61 @@ fn visibility_quorum_needs_the_probe_account_and_other_values_are_refused() {
     assert!(config.durability.reads_wait() && config.durability.snapshot_reads());
     let error = error_of(&format!("{base}visibility = \"snapshot\""));
     assert!(error.contains("[probe]"), "{error}");
+}
+
+#[test]
+fn a_rule_the_named_replicas_can_never_meet_is_refused() {
+    let with = |durability: &str, replicas: &str| {
+        format!("primary = \"db:3306\"\n[durability]\n{durability}\n{replicas}")
+    };
+    let two_zones =
+        "[[replica]]\nserver_id = 2\nzone = \"a\"\n[[replica]]\nserver_id = 3\nzone = \"b\"\n";
+    let one_zone =
+        "[[replica]]\nserver_id = 2\nzone = \"a\"\n[[replica]]\nserver_id = 3\nzone = \"a\"\n";
+    let table: [(String, &str); 9] = [
+        (
+            with("quorum = 2\nquorum_zones = 2", one_zone),
+            "[[replica]] names 1 (a)",
+        ),
+        (with("quorum = 2\nquorum_zones = 2", ""), "names 0 (none)"),
+        (
+            with("quorum = 1\nquorum_zones = 2", two_zones),
+            "raise durability.quorum to 2",
+        ),
+        (
+            with("cross_zone = true", two_zones),
+            "needs durability.primary_zone",
+        ),
+        (
+            with("cross_zone = true\nprimary_zone = \"a\"", one_zone),
+            "no [[replica]] has a zone other than the primary's",
+        ),
+        (
+            with("quorum = 2\nsession_quorum_floor = 3", ""),
+            "above durability.quorum",
+        ),
+        (with("session_quorum_max = 65", ""), "at most 64"),
+        (
+            with(
+                "",
+                "[[replica]]\nserver_id = 2\n[[replica]]\nserver_id = 2\n",
+            ),
+            "server_id 2 is named twice",
+        ),
+        (
+            with("async_replicas = \"later\"", ""),
+            "after_quorum or immediate",
+        ),
+    ];
+    for (toml, want) in table {
+        let error = error_of(&toml);
+        assert!(error.contains(want), "{toml}\n-> {error}");
+    }
+    for ok in [
+        with("quorum = 2\nquorum_zones = 2", two_zones),
+        with("cross_zone = true\nprimary_zone = \"a\"", two_zones),
+        with("quorum = 2\nsession_quorum_floor = 0", ""),
+    ] {
+        Settings::from_toml(&ok).unwrap().resolve().unwrap();
+    }
 }

@@ -104,7 +104,7 @@ fn the_clients_view_follows_what_it_set_itself() {
 
 #[test]
 fn a_session_reads_only_its_snapshots_under_repeatable_read_with_snapshot_isolation() {
-    let row = |values: [&str; 9]| -> Vec<Option<Vec<u8>>> {
+    let row = |values: [&str; 10]| -> Vec<Option<Vec<u8>>> {
         values.iter().map(|v| Some(v.as_bytes().to_vec())).collect()
     };
     let checked = |info: &str, isolation: &str, snapshot_isolation: &str| {
@@ -115,6 +115,7 @@ fn a_session_reads_only_its_snapshots_under_repeatable_read_with_snapshot_isolat
             "0",
             "1",
             "0",
+            "2",
             info,
             isolation,
             snapshot_isolation,
@@ -126,6 +127,7 @@ fn a_session_reads_only_its_snapshots_under_repeatable_read_with_snapshot_isolat
     };
     let ready = checked("CHARACTERISTICS", "REPEATABLE-READ", "1");
     assert!(ready.intact(true));
+    assert_eq!(ready.quorum, AskedQuorum::Count(2));
     t.snapshot_settings(&ready, true);
     assert!(t.snapshot_ready);
     t.snapshot_settings(&ready, false);
@@ -150,4 +152,48 @@ fn a_session_reads_only_its_snapshots_under_repeatable_read_with_snapshot_isolat
     let mut old = Tracking::default();
     old.snapshot_settings(&ready, true);
     assert!(!old.snapshot_ready);
+}
+
+#[test]
+fn the_session_quorum_is_a_count_or_nothing() {
+    let with = |value: Option<&str>| {
+        let mut row: Vec<Option<Vec<u8>>> = vec![Some(b"0".to_vec()); 6];
+        row.push(value.map(|v| v.as_bytes().to_vec()));
+        Checked::from_row(&row).quorum
+    };
+    assert_eq!(with(None), AskedQuorum::Unset);
+    assert_eq!(with(Some("3")), AskedQuorum::Count(3));
+    assert_eq!(with(Some("0")), AskedQuorum::Count(0));
+    for bad in ["2.5", "-1", "two", ""] {
+        assert_eq!(with(Some(bad)), AskedQuorum::Invalid(bad.into()), "{bad}");
+    }
+}
+
+#[test]
+fn finds_the_session_quorum_variable_named_in_any_case() {
+    for text in [
+        &b"SET @strongsync_quorum = 2"[..],
+        b"select 3 into @StrongSync_Quorum",
+        b"SET @a=1,@strongsync_quorum:=0",
+        b"strongsync_quorum",
+    ] {
+        assert!(
+            names_session_quorum(text),
+            "{}",
+            String::from_utf8_lossy(text)
+        );
+    }
+    for text in [
+        &b"SET @strongsync_quorun = 2"[..],
+        b"SELECT 1",
+        b"_quorum",
+        b"strongsync_",
+        b"",
+    ] {
+        assert!(
+            !names_session_quorum(text),
+            "{}",
+            String::from_utf8_lossy(text)
+        );
+    }
 }
