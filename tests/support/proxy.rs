@@ -71,6 +71,8 @@ pub struct TestProxy {
     admin: SocketAddr,
     pub recorder: Recorder,
     durability: Arc<Durability>,
+    config: Config,
+    reload: tokio::sync::mpsc::UnboundedSender<(Config, mpsc::Sender<Vec<&'static str>>)>,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<thread::JoinHandle<()>>,
 }
@@ -97,6 +99,9 @@ impl TestProxy {
         let listening = recorder.clone();
         let (addr_tx, addr_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let (reload_tx, mut reload_rx) =
+            tokio::sync::mpsc::unbounded_channel::<(Config, mpsc::Sender<Vec<&'static str>>)>();
+        let started = config.clone();
         let thread = thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -121,9 +126,16 @@ impl TestProxy {
                         Arc::clone(proxy.durability()),
                     ))
                     .unwrap();
-                tokio::task::spawn_blocking(move || stop_rx.recv())
-                    .await
-                    .ok();
+                let stopped = tokio::task::spawn_blocking(move || stop_rx.recv());
+                tokio::pin!(stopped);
+                loop {
+                    tokio::select! {
+                        _ = &mut stopped => break,
+                        Some((config, done)) = reload_rx.recv() => {
+                            let _ = done.send(proxy.reload(&config));
+                        }
+                    }
+                }
                 proxy.shutdown(Duration::from_secs(5)).await;
             });
         });
@@ -133,6 +145,8 @@ impl TestProxy {
             admin,
             recorder,
             durability,
+            config: started,
+            reload: reload_tx,
             stop: Some(stop_tx),
             thread: Some(thread),
         }
@@ -145,6 +159,22 @@ impl TestProxy {
     /// The admin HTTP port.
     pub fn admin_addr(&self) -> SocketAddr {
         self.admin
+    }
+
+    /// Reloads the proxy with its configuration as `change` leaves it, as SIGHUP does with a
+    /// changed file (the configuration is validated first). Returns the settings that need a
+    /// restart.
+    pub fn reload(&mut self, change: impl FnOnce(&mut Config)) -> Vec<&'static str> {
+        let mut config = self.config.clone();
+        change(&mut config);
+        config.validate().expect("a valid configuration");
+        let (done_tx, done_rx) = mpsc::channel();
+        self.reload
+            .send((config.clone(), done_tx))
+            .expect("the proxy runs");
+        let needs_restart = done_rx.recv().expect("the proxy reloaded");
+        self.config = config;
+        needs_restart
     }
 
     /// Strong sync's state.

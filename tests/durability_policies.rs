@@ -1,0 +1,341 @@
+//! Durability policies beyond a count of replicas, against a real MariaDB primary and replicas
+//! replicating through the proxy: quorum rules over zones, a quorum per session, and replicas
+//! without semisync held behind the quorum. Every claim is read from the replicas themselves
+//! (`Gtid_IO_Pos`), at the moment a client got its answer.
+
+mod support;
+
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use strongsync::durability::{AsyncReplicas, DurabilityConfig, OnTimeout, ReplicaLabels, Topology};
+use strongsync::Config;
+use support::admin;
+use support::mariadb::wait_for;
+use support::strong::{
+    answered, newest_gtid, position_holds, spawn_watched, Strong, Witness, PATIENCE,
+};
+use support::topology::Topology as Servers;
+
+/// Commits wait for ever (under `block`): only the replicas release them.
+fn blocking(quorum: usize) -> DurabilityConfig {
+    DurabilityConfig {
+        quorum,
+        on_timeout: OnTimeout::Block,
+        ack_timeout: Duration::from_secs(3600),
+        ..DurabilityConfig::default()
+    }
+}
+
+/// Replica `i` of `servers` in `zones[i]`, the primary in `primary`.
+fn zones(servers: &Servers, zones: &[&str], primary: &str) -> Topology {
+    Topology {
+        primary_zone: Some(primary.into()),
+        replicas: servers
+            .replicas
+            .iter()
+            .zip(zones)
+            .map(|(replica, zone)| {
+                (
+                    replica.server_id(),
+                    ReplicaLabels {
+                        zone: Some((*zone).into()),
+                        labels: [(
+                            "host".to_owned(),
+                            format!("replica-{}", replica.server_id()),
+                        )]
+                        .into(),
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+const INSERT: &str = "INSERT INTO sbtest.t (v) VALUES (1)";
+
+/// What each replica has received, read when a client gets its answer.
+fn every_witness(s: &Strong) -> Vec<Witness> {
+    (0..s.topology.replicas.len())
+        .map(|i| s.witness(i))
+        .collect()
+}
+
+/// Waits until each of `replicas` has received `gtid` (read from the replica itself).
+fn wait_received(s: &Strong, replicas: &[usize], gtid: &str) {
+    for &i in replicas {
+        let witness = s.witness(i);
+        wait_for(&format!("replica {i} to receive {gtid}"), PATIENCE, || {
+            position_holds(&witness.received(), gtid)
+        });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_zones_hold_a_commit_until_the_other_zone_has_it_and_a_reload_applies_to_the_next() {
+    // Replicas 0 and 1 share the primary's zone "a"; replica 2 is alone in "b".
+    let mut s = Strong::start_with(3, |config, servers| {
+        config.durability = DurabilityConfig {
+            quorum_zones: 2,
+            ..blocking(2)
+        };
+        config.topology = zones(servers, &["a", "a", "b"], "a");
+    });
+    let status = admin::status(s.proxy.admin_addr());
+    assert_eq!(status["quorum_rule"], "2 replica(s) in at least 2 zones");
+    assert_eq!(status["replicas"][2]["zone"], "b");
+    assert_eq!(status["replicas"][2]["labels"]["host"], "replica-4");
+
+    s.stop_io(2);
+    s.wait_semisync(2);
+    let ready = admin::get(s.proxy.admin_addr(), "/readyz");
+    assert_eq!(ready.status, 503);
+    assert!(
+        ready
+            .body
+            .contains("replicas in 1 zone(s) (a), the quorum needs 2"),
+        "{}",
+        ready.body
+    );
+    let parked = s.park(INSERT, every_witness(&s)).await;
+    let gtid = newest_gtid(&s.topology.primary, 0);
+    // Two replicas have it, both in zone a: the commit stays parked.
+    wait_received(&s, &[0, 1], &gtid);
+    assert!(!parked.is_finished());
+    assert_eq!(s.parked(), 1);
+    s.start_io(2);
+    let done = answered(parked).await;
+    done.result.unwrap();
+    assert!(
+        position_holds(&done.received[2], &gtid),
+        "zone b had {gtid} when the client was told: {:?}",
+        done.received
+    );
+    assert_eq!(admin::get(s.proxy.admin_addr(), "/readyz").status, 200);
+
+    // Reloaded: replica 1 moves to zone b, replica 2 to zone a. Now replica 1 is the one
+    // the next commit needs.
+    let relabelled = zones(&s.topology, &["a", "b", "a"], "a");
+    let needs_restart = s.proxy.reload(|c| c.topology = relabelled);
+    assert!(needs_restart.is_empty(), "{needs_restart:?}");
+    s.stop_io(1);
+    s.wait_semisync(2);
+    let parked = s.park(INSERT, every_witness(&s)).await;
+    let gtid = newest_gtid(&s.topology.primary, 0);
+    wait_received(&s, &[0, 2], &gtid);
+    assert!(!parked.is_finished(), "0 and 2 are now both in zone a");
+    s.start_io(1);
+    let done = answered(parked).await;
+    done.result.unwrap();
+    assert!(
+        position_holds(&done.received[1], &gtid),
+        "{:?}",
+        done.received
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cross_zone_holds_a_commit_until_a_replica_outside_the_primarys_zone_has_it() {
+    let s = Strong::start_with(2, |config, servers| {
+        config.durability = DurabilityConfig {
+            cross_zone: true,
+            ..blocking(1)
+        };
+        config.topology = zones(servers, &["a", "b"], "a");
+    });
+    s.stop_io(1);
+    s.wait_semisync(1);
+    let parked = s.park(INSERT, vec![s.witness(0), s.witness(1)]).await;
+    let gtid = newest_gtid(&s.topology.primary, 0);
+    wait_received(&s, &[0], &gtid);
+    assert!(!parked.is_finished(), "only the primary's zone has it");
+    let status = admin::status(s.proxy.admin_addr());
+    assert_eq!(
+        status["quorum_unmet"],
+        "no replica outside the primary's zone \"a\", the quorum needs one"
+    );
+    s.start_io(1);
+    let done = answered(parked).await;
+    done.result.unwrap();
+    assert!(
+        position_holds(&done.received[1], &gtid),
+        "{:?}",
+        done.received
+    );
+}
+
+/// A connection to the proxy whose session asks for `sql` first.
+async fn session(s: &Strong, setup: &str) -> mysql_async::Conn {
+    let mut conn = s.client().await;
+    conn.query_drop(setup).await.unwrap();
+    conn
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_raises_its_quorum_or_asks_for_none_and_starts_from_the_default() {
+    let s = Strong::start_with(2, |config, _| {
+        config.durability = DurabilityConfig {
+            session_quorum_floor: Some(0),
+            ..blocking(1)
+        };
+    });
+    // Raised to two, by SET and by an assignment MariaDB reports no state change for.
+    for setup in [
+        "SET @strongsync_quorum = 2",
+        "SELECT 2 INTO @strongsync_quorum",
+    ] {
+        s.stop_io(1);
+        s.wait_semisync(1);
+        let conn = session(&s, setup).await;
+        let before = s.parked();
+        let parked = spawn_watched(conn, INSERT, every_witness(&s));
+        wait_for("the commit to park", PATIENCE, || s.parked() == before + 1);
+        let gtid = newest_gtid(&s.topology.primary, 0);
+        wait_received(&s, &[0], &gtid);
+        assert!(
+            !parked.is_finished(),
+            "{setup}: one replica of the two asked for"
+        );
+        s.start_io(1);
+        let done = answered(parked).await;
+        done.result.unwrap();
+        assert!(
+            position_holds(&done.received[1], &gtid),
+            "{setup}: {:?}",
+            done.received
+        );
+    }
+
+    // None: released with no replica connected at all.
+    s.stop_all();
+    let mut none = session(&s, "SET @strongsync_quorum = 0").await;
+    none.query_drop(INSERT).await.unwrap();
+    let gtid = newest_gtid(&s.topology.primary, 0);
+    for i in 0..2 {
+        assert!(!position_holds(&s.witness(i).received(), &gtid));
+    }
+    assert_eq!(s.released("none_asked"), 1);
+    let scrape = admin::metrics(s.proxy.admin_addr());
+    assert_eq!(
+        scrape.get("strongsync_commits_by_quorum_total{quorum=\"0\"}"),
+        1.0
+    );
+    assert!(scrape.get("strongsync_commits_by_quorum_total{quorum=\"2\"}") >= 2.0);
+
+    // COM_RESET_CONNECTION, and a new connection, start from the configured quorum.
+    none.reset().await.unwrap();
+    let before = s.parked();
+    let reset = spawn_watched(none, INSERT, every_witness(&s));
+    wait_for("the reset session's commit to park", PATIENCE, || {
+        s.parked() == before + 1
+    });
+    let fresh = spawn_watched(s.client().await, INSERT, every_witness(&s));
+    wait_for("the new session's commit to park", PATIENCE, || {
+        s.parked() == before + 2
+    });
+    s.start_io(0);
+    answered(reset).await.result.unwrap();
+    answered(fresh).await.result.unwrap();
+    assert_eq!(s.released("none_asked"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_cannot_go_below_the_floor() {
+    // The default floor: the configured quorum.
+    let s = Strong::start(2, blocking(1));
+    s.stop_all();
+    let conn = session(&s, "SET @strongsync_quorum = 0").await;
+    let parked = spawn_watched(conn, INSERT, vec![s.witness(0)]);
+    wait_for("the commit to park", PATIENCE, || s.parked() == 1);
+    let scrape = admin::metrics(s.proxy.admin_addr());
+    assert_eq!(
+        scrape.get("strongsync_session_quorum_refused_total{why=\"below_floor\"}"),
+        1.0
+    );
+    s.start_io(0);
+    let done = answered(parked).await;
+    done.result.unwrap();
+    let gtid = newest_gtid(&s.topology.primary, 0);
+    assert!(
+        position_holds(&done.received[0], &gtid),
+        "{:?}",
+        done.received
+    );
+    assert_eq!(s.released("none_asked"), 0);
+}
+
+/// Replicas 0 and 1 with semisync, replica 2 without, through a proxy set up by `adjust`.
+fn with_async_replica(adjust: impl FnOnce(&mut Config)) -> Strong {
+    let s = Strong::start_with(3, |config, _| {
+        config.durability = blocking(1);
+        adjust(config);
+    });
+    s.attach(2, false);
+    s.wait_semisync(2);
+    s
+}
+
+fn held_bytes(s: &Strong) -> f64 {
+    admin::metrics(s.proxy.admin_addr()).get("strongsync_async_held_bytes")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_async_replica_never_passes_the_quorum_and_catches_up_when_it_moves() {
+    let mut s = with_async_replica(|config| {
+        config.limits.max_async_held_bytes = 64 * 1024;
+    });
+    let mut conn = s.client().await;
+    conn.query_drop(INSERT).await.unwrap();
+    let first = newest_gtid(&s.topology.primary, 0);
+    wait_received(&s, &[2], &first);
+
+    s.stop_io(0);
+    s.stop_io(1);
+    s.wait_semisync(0);
+    let parked = s.park(INSERT, vec![s.witness(2)]).await;
+    let gtid = newest_gtid(&s.topology.primary, 0);
+    // The async replica's pipe has the transaction and holds it back.
+    wait_for("the async replica's pipe to hold it", PATIENCE, || {
+        held_bytes(&s) > 0.0
+    });
+    assert!(
+        !position_holds(&s.witness(2).received(), &gtid),
+        "the async replica received {gtid} before the quorum held it"
+    );
+    // More than the limit comes while the quorum stalls: the pipe stops reading its dump.
+    let bulk = spawn_watched(
+        s.client().await,
+        "INSERT INTO sbtest.t (v) SELECT seq FROM seq_1_to_20000",
+        vec![],
+    );
+    wait_for("the pipe to fill up", PATIENCE, || {
+        held_bytes(&s) >= 64.0 * 1024.0
+    });
+    assert!(
+        held_bytes(&s) < 1024.0 * 1024.0,
+        "held back: {} bytes",
+        held_bytes(&s)
+    );
+    assert!(!position_holds(&s.witness(2).received(), &gtid));
+
+    // The quorum moves: the async replica catches up, never past it.
+    s.start_io(0);
+    let done = answered(parked).await;
+    done.result.unwrap();
+    answered(bulk).await.result.unwrap();
+    let newest = newest_gtid(&s.topology.primary, 0);
+    wait_received(&s, &[2], &newest);
+    wait_for("nothing held back", PATIENCE, || held_bytes(&s) == 0.0);
+
+    // `immediate`: it runs ahead of the quorum, as a MariaDB primary's replicas do.
+    s.proxy
+        .reload(|c| c.durability.async_replicas = AsyncReplicas::Immediate);
+    s.stop_io(0);
+    s.wait_semisync(0);
+    let parked = s.park(INSERT, vec![s.witness(2)]).await;
+    let ahead = newest_gtid(&s.topology.primary, 0);
+    wait_received(&s, &[2], &ahead);
+    assert!(!parked.is_finished());
+    s.start_io(0);
+    answered(parked).await.result.unwrap();
+}
