@@ -184,14 +184,27 @@ async fn a_replica_that_reconnects_before_acknowledging_counts_by_its_gtid_state
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_replica_without_semisync_gets_plain_events_and_never_counts() {
+async fn a_replica_without_semisync_gets_plain_events_after_the_quorum_and_never_counts() {
     let (_primary, proxy) = setup(Duration::from_secs(3600));
     let mut plain = FakeReplica::start(proxy.addr(), 8, false, "");
+    let mut semisync = FakeReplica::start(proxy.addr(), 9, true, "");
     let insert = parked_insert(&proxy).await;
+    // The semisync replica gets the transaction, flagged; the async one only once the quorum
+    // holds it (`async_replicas = "after_quorum"`, the default), and without the flag.
+    let flagged = semisync.until(|e| e.ack_requested && e.kind == XID_EVENT);
+    semisync.ack_event(&flagged);
+    tokio::time::timeout(PATIENCE, insert)
+        .await
+        .expect("released")
+        .unwrap();
     let xid = plain.until(|e| e.kind == XID_EVENT);
     assert!(!xid.ack_requested);
+    assert_eq!(xid.log_pos, flagged.log_pos);
+
     // An async replica that acknowledges anyway is disconnected, and its ACK counts for
     // nothing.
+    let second = parked_insert(&proxy).await;
+    let unacked = semisync.until(|e| e.ack_requested && e.kind == XID_EVENT);
     plain.ack_event(&xid);
     assert!(plain.is_closed_within(PATIENCE));
     assert_eq!(
@@ -200,12 +213,9 @@ async fn a_replica_without_semisync_gets_plain_events_and_never_counts() {
         "an async replica does not release anything"
     );
     let status = proxy.durability().status();
-    assert_eq!(status.replicas.iter().filter(|r| r.semisync).count(), 0);
-
-    let mut semisync = FakeReplica::start(proxy.addr(), 9, true, "");
-    let flagged = semisync.until(|e| e.ack_requested && e.kind == XID_EVENT);
-    semisync.ack_event(&flagged);
-    tokio::time::timeout(PATIENCE, insert)
+    assert_eq!(status.replicas.iter().filter(|r| r.semisync).count(), 1);
+    semisync.ack_event(&unacked);
+    tokio::time::timeout(PATIENCE, second)
         .await
         .expect("released")
         .unwrap();

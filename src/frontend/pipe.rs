@@ -287,23 +287,17 @@ impl ReplicaPipe {
                 }
             }
             // A heartbeat says how far the primary has read the binlog for this replica.
-            None if seen.header.kind == HEARTBEAT_EVENT && seen.header.log_pos != 0 => {
-                match self.tracker.position() {
-                    Some(at) => self.coverage.read_through(Position {
-                        offset: u64::from(seen.header.log_pos),
-                        ..at
-                    }),
-                    None => None,
-                }
-            }
-            None => None,
+            None => self
+                .reached_by(seen)
+                .and_then(|at| self.coverage.read_through(at)),
         };
         if let Some(covered) = covered.filter(|_| self.semisync) {
             self.covered = self.covered.max(Some(covered));
         }
     }
 
-    /// The binlog position the stream reaches with an event, if it says.
+    /// The binlog position the stream reaches with an event, if it says: its end, or for a
+    /// heartbeat the position it carries.
     fn reached_by(&self, seen: &EventSeen) -> Option<Position> {
         match seen.end {
             Some(end) => Some(end),
