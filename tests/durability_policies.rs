@@ -13,7 +13,7 @@ use strongsync::Config;
 use support::admin;
 use support::mariadb::wait_for;
 use support::strong::{
-    answered, newest_gtid, position_holds, spawn_watched, Strong, Witness, PATIENCE,
+    answered, newest_gtid, position_holds, spawn_watched, Strong, Watched, Witness, PATIENCE,
 };
 use support::topology::Topology as Servers;
 
@@ -61,6 +61,24 @@ fn every_witness(s: &Strong) -> Vec<Witness> {
         .collect()
 }
 
+/// Starts replica `i` again and expects the parked commit's OK, with replica `i` holding `gtid`
+/// when it came.
+async fn released_once_it_has(
+    s: &Strong,
+    parked: tokio::task::JoinHandle<Watched>,
+    i: usize,
+    gtid: &str,
+) {
+    s.start_io(i);
+    let done = answered(parked).await;
+    done.result.unwrap();
+    assert!(
+        position_holds(&done.received[i], gtid),
+        "replica {i} had not received {gtid} when the client was told: {:?}",
+        done.received
+    );
+}
+
 /// Waits until each of `replicas` has received `gtid` (read from the replica itself).
 fn wait_received(s: &Strong, replicas: &[usize], gtid: &str) {
     for &i in replicas {
@@ -103,15 +121,19 @@ async fn two_zones_hold_a_commit_until_the_other_zone_has_it_and_a_reload_applie
     wait_received(&s, &[0, 1], &gtid);
     assert!(!parked.is_finished());
     assert_eq!(s.parked(), 1);
-    s.start_io(2);
-    let done = answered(parked).await;
-    done.result.unwrap();
-    assert!(
-        position_holds(&done.received[2], &gtid),
-        "zone b had {gtid} when the client was told: {:?}",
-        done.received
-    );
+    released_once_it_has(&s, parked, 2, &gtid).await;
     assert_eq!(admin::get(s.proxy.admin_addr(), "/readyz").status, 200);
+    // Every replica holds the commit, but promoting the one in zone b leaves zone a alone.
+    let status = admin::status(s.proxy.admin_addr());
+    assert_eq!(status["failover_candidates"], serde_json::json!([2, 3]));
+    assert_eq!(status["not_failover_candidates"][0]["server_id"], 4);
+    let why = status["not_failover_candidates"][0]["reason"]
+        .as_str()
+        .unwrap();
+    assert!(
+        why.contains("the other replicas leave the rule unmet: replicas in 1 zone(s) (a)"),
+        "{why}"
+    );
 
     // Reloaded: replica 1 moves to zone b, replica 2 to zone a. Now replica 1 is the one
     // the next commit needs.
@@ -124,14 +146,7 @@ async fn two_zones_hold_a_commit_until_the_other_zone_has_it_and_a_reload_applie
     let gtid = newest_gtid(&s.topology.primary, 0);
     wait_received(&s, &[0, 2], &gtid);
     assert!(!parked.is_finished(), "0 and 2 are now both in zone a");
-    s.start_io(1);
-    let done = answered(parked).await;
-    done.result.unwrap();
-    assert!(
-        position_holds(&done.received[1], &gtid),
-        "{:?}",
-        done.received
-    );
+    released_once_it_has(&s, parked, 1, &gtid).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -154,14 +169,7 @@ async fn cross_zone_holds_a_commit_until_a_replica_outside_the_primarys_zone_has
         status["quorum_unmet"],
         "no replica outside the primary's zone \"a\", the quorum needs one"
     );
-    s.start_io(1);
-    let done = answered(parked).await;
-    done.result.unwrap();
-    assert!(
-        position_holds(&done.received[1], &gtid),
-        "{:?}",
-        done.received
-    );
+    released_once_it_has(&s, parked, 1, &gtid).await;
 }
 
 /// A connection to the proxy whose session asks for `sql` first.
@@ -196,14 +204,7 @@ async fn a_session_raises_its_quorum_or_asks_for_none_and_starts_from_the_defaul
             !parked.is_finished(),
             "{setup}: one replica of the two asked for"
         );
-        s.start_io(1);
-        let done = answered(parked).await;
-        done.result.unwrap();
-        assert!(
-            position_holds(&done.received[1], &gtid),
-            "{setup}: {:?}",
-            done.received
-        );
+        released_once_it_has(&s, parked, 1, &gtid).await;
     }
 
     // None: released with no replica connected at all.
@@ -252,15 +253,8 @@ async fn sessions_cannot_go_below_the_floor() {
         scrape.get("strongsync_session_quorum_refused_total{why=\"below_floor\"}"),
         1.0
     );
-    s.start_io(0);
-    let done = answered(parked).await;
-    done.result.unwrap();
     let gtid = newest_gtid(&s.topology.primary, 0);
-    assert!(
-        position_holds(&done.received[0], &gtid),
-        "{:?}",
-        done.received
-    );
+    released_once_it_has(&s, parked, 0, &gtid).await;
     assert_eq!(s.released("none_asked"), 0);
 }
 

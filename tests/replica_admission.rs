@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use strongsync::durability::OnTimeout;
+use strongsync::durability::{AsyncReplicas, DurabilityConfig, OnTimeout};
 use support::admin;
 use support::fake_replica::FakeReplica;
 use support::mariadb::{wait_for, REPL_PASSWORD, REPL_USER};
@@ -183,13 +183,17 @@ async fn a_replica_reconnecting_with_interleaved_domains_is_credited_with_exactl
     // A holds the commit's domain (0) only up to an earlier transaction, and domain 1 up to a
     // transaction written after the commit: a single position made of its connect state would
     // cover the commit.
+    // B relays everything through the proxy without semisync, as the primary writes it
+    // (`async_replicas = "immediate"`: no quorum holds anything here): the proxy learns where
+    // each transaction ends, and B never counts.
     let s = Strong::start(
         2,
-        durability(1, OnTimeout::Block, Duration::from_secs(3600)),
+        DurabilityConfig {
+            async_replicas: AsyncReplicas::Immediate,
+            ..durability(1, OnTimeout::Block, Duration::from_secs(3600))
+        },
     );
     let primary = &s.topology.primary;
-    // B relays everything through the proxy without semisync: the proxy learns where each
-    // transaction ends, and B never counts.
     s.stop_io(0);
     s.stop_io(1);
     s.wait_semisync(0);

@@ -843,15 +843,9 @@ fn zoned(zones: &[(u32, &str)], primary_zone: Option<&str>) -> Topology {
     }
 }
 
-fn asking(seqs: &[u64], quorum: usize) -> Commit {
-    Commit {
-        quorum: Some(quorum),
-        ..commit(seqs)
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_two_zone_rule_waits_for_the_other_zone_and_a_reload_applies_to_the_next_commit() {
+/// Quorum 2 in 2 zones under `block`: replicas 2 and 3 in zone a (the primary's), 4 in zone b,
+/// each relayed 0-1-1 (ending at 100).
+fn two_of_three_zones() -> (Arc<Durability>, Vec<ReplicaHandle>) {
     let d = Durability::new(DurabilityConfig {
         quorum: 2,
         quorum_zones: 2,
@@ -866,6 +860,19 @@ async fn a_two_zone_rule_waits_for_the_other_zone_and_a_reload_applies_to_the_ne
     for r in &replicas {
         r.transaction_relayed(Some(gtid(1)), at(100));
     }
+    (d, replicas)
+}
+
+fn asking(seqs: &[u64], quorum: usize) -> Commit {
+    Commit {
+        quorum: Some(quorum),
+        ..commit(seqs)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_two_zone_rule_waits_for_the_other_zone_and_a_reload_applies_to_the_next_commit() {
+    let (d, replicas) = two_of_three_zones();
     let waiting = park(&d, commit(&[1])).await;
     replicas[0]
         .acknowledged(at(100), Some(at(100)), None)
@@ -982,20 +989,7 @@ async fn a_session_quorum_raises_lowers_within_the_floor_and_never_degrades_the_
 
 #[tokio::test(start_paused = true)]
 async fn failover_candidates_honour_the_zone_rule_and_say_why_not() {
-    let d = Durability::new(DurabilityConfig {
-        quorum: 2,
-        quorum_zones: 2,
-        on_timeout: OnTimeout::Block,
-        ..DurabilityConfig::default()
-    });
-    d.set_topology(zoned(&[(2, "a"), (3, "a"), (4, "b")], Some("a")));
-    let replicas: Vec<_> = [2, 3, 4]
-        .iter()
-        .map(|id| d.admit_replica(*id, addr(), true, GtidPosition::default()))
-        .collect();
-    for r in &replicas {
-        r.transaction_relayed(Some(gtid(1)), at(100));
-    }
+    let (d, replicas) = two_of_three_zones();
     let waiting = park(&d, commit(&[1])).await;
     replicas[0]
         .acknowledged(at(100), Some(at(100)), None)
