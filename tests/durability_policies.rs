@@ -11,7 +11,7 @@ use mysql_async::prelude::*;
 use strongsync::durability::{AsyncReplicas, DurabilityConfig, OnTimeout, ReplicaLabels, Topology};
 use strongsync::Config;
 use support::admin;
-use support::mariadb::wait_for;
+use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use support::strong::{
     answered, newest_gtid, position_holds, spawn_watched, Strong, Watched, Witness, PATIENCE,
 };
@@ -223,20 +223,36 @@ async fn a_session_raises_its_quorum_or_asks_for_none_and_starts_from_the_defaul
     );
     assert!(scrape.get("strongsync_commits_by_quorum_total{quorum=\"2\"}") >= 2.0);
 
-    // COM_RESET_CONNECTION, and a new connection, start from the configured quorum.
-    none.reset().await.unwrap();
+    // COM_RESET_CONNECTION, COM_CHANGE_USER and a new connection start from the configured
+    // quorum.
+    assert!(none.reset().await.unwrap(), "COM_RESET_CONNECTION was sent");
+    let mut changed = session(&s, "SET @strongsync_quorum = 0").await;
+    changed
+        .change_user(
+            mysql_async::ChangeUserOpts::default()
+                .with_user(Some(APP_USER.into()))
+                .with_pass(Some(APP_PASSWORD.into())),
+        )
+        .await
+        .unwrap();
     let before = s.parked();
-    let reset = spawn_watched(none, INSERT, every_witness(&s));
-    wait_for("the reset session's commit to park", PATIENCE, || {
-        s.parked() == before + 1
-    });
-    let fresh = spawn_watched(s.client().await, INSERT, every_witness(&s));
-    wait_for("the new session's commit to park", PATIENCE, || {
-        s.parked() == before + 2
-    });
+    let mut waiting = Vec::new();
+    for (what, conn) in [
+        ("reset", none),
+        ("changed user", changed),
+        ("new", s.client().await),
+    ] {
+        waiting.push(spawn_watched(conn, INSERT, every_witness(&s)));
+        wait_for(
+            &format!("the {what} session's commit to park"),
+            PATIENCE,
+            || s.parked() == before + waiting.len(),
+        );
+    }
     s.start_io(0);
-    answered(reset).await.result.unwrap();
-    answered(fresh).await.result.unwrap();
+    for parked in waiting {
+        answered(parked).await.result.unwrap();
+    }
     assert_eq!(s.released("none_asked"), 1);
 }
 
