@@ -26,6 +26,7 @@
 pub mod binlog;
 pub mod capabilities;
 pub mod command;
+pub mod compress;
 pub mod error;
 pub mod gtid;
 pub mod handshake;

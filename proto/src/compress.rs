@@ -1,0 +1,351 @@
+//! The compressed protocol (`CLIENT_COMPRESS`): a layer of frames under the packets, each
+//! `u24 compressed_len | u8 seq | u24 plain_len` then the body — zlib of `plain_len` bytes, or
+//! those bytes as they are when `plain_len` is 0. A frame carries any run of the packet stream:
+//! several packets, or part of one. Frames count their own sequence ids. Sans-IO: the decoder
+//! takes whole frames off a buffer and appends what they carry to another, the encoder turns
+//! a run of packet bytes into frames.
+
+use bytes::{Buf, BufMut, BytesMut};
+use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+
+use crate::ProtoError;
+
+/// Bytes of a frame header.
+pub const FRAME_HEADER_LEN: usize = 7;
+/// The most bytes one frame may carry (a u24).
+pub const MAX_FRAME_PLAIN: usize = 0xFF_FFFF;
+/// Runs shorter than this go uncompressed (MariaDB's `MIN_COMPRESS_LENGTH`): zlib would only
+/// make them longer.
+pub const MIN_COMPRESS_LENGTH: usize = 50;
+/// Output grows by at most this much at a time while a frame inflates, so a frame that claims
+/// much and carries little costs little.
+const INFLATE_STEP: usize = 64 * 1024;
+
+/// Takes frames off a byte stream, inflating what they carry, within a limit on each frame's
+/// plain size that is checked before anything is inflated.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    max_plain: usize,
+    inflate: Decompress,
+}
+
+/// Turns runs of packet bytes into frames.
+#[derive(Debug)]
+pub struct FrameEncoder {
+    deflate: Compress,
+}
+
+// === impl FrameDecoder ===
+
+impl FrameDecoder {
+    /// A decoder that refuses frames carrying more than `max_plain` bytes (at most
+    /// [`MAX_FRAME_PLAIN`]).
+    pub fn new(max_plain: usize) -> Self {
+        FrameDecoder {
+            max_plain: max_plain.min(MAX_FRAME_PLAIN),
+            inflate: Decompress::new(true),
+        }
+    }
+
+    /// Changes the limit.
+    pub fn set_max_plain(&mut self, max_plain: usize) {
+        self.max_plain = max_plain.min(MAX_FRAME_PLAIN);
+    }
+
+    /// Bytes still missing from the frame at the front of `src` (0 if it is whole). A header
+    /// that breaks the limit is an error here already, so that a reader never waits for (or
+    /// reserves room for) a frame it will refuse.
+    ///
+    /// # Errors
+    /// [`ProtoError::TooLarge`] for a frame that claims more than the limit.
+    pub fn missing(&self, src: &[u8]) -> Result<usize, ProtoError> {
+        let Some(header) = src.get(..FRAME_HEADER_LEN) else {
+            return Ok(FRAME_HEADER_LEN - src.len());
+        };
+        let (body, _) = self.header(header)?;
+        Ok((FRAME_HEADER_LEN + body).saturating_sub(src.len()))
+    }
+
+    /// Takes the frame at the front of `src`, if it is whole, and appends what it carries to
+    /// `dst`; returns its sequence id. `Ok(None)`: more bytes are needed (nothing is taken).
+    ///
+    /// # Errors
+    /// A frame that claims more than the limit, whose body does not inflate, or inflates to
+    /// more or fewer bytes than it claims. `dst` may then hold part of it; the stream is
+    /// unusable anyway.
+    pub fn decode(
+        &mut self,
+        src: &mut BytesMut,
+        dst: &mut BytesMut,
+    ) -> Result<Option<u8>, ProtoError> {
+        let Some(header) = src.get(..FRAME_HEADER_LEN) else {
+            return Ok(None);
+        };
+        let (body_len, plain_len) = self.header(header)?;
+        let seq = header[3];
+        if src.len() < FRAME_HEADER_LEN + body_len {
+            return Ok(None);
+        }
+        src.advance(FRAME_HEADER_LEN);
+        let body = src.split_to(body_len);
+        if plain_len == 0 {
+            // Stored: the body is the plain bytes.
+            dst.extend_from_slice(&body);
+        } else {
+            self.inflate_into(&body, plain_len, dst)?;
+        }
+        Ok(Some(seq))
+    }
+
+    /// The body length and the plain length a header announces (0: stored).
+    fn header(&self, header: &[u8]) -> Result<(usize, usize), ProtoError> {
+        let body =
+            usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+        let plain =
+            usize::from(header[4]) | usize::from(header[5]) << 8 | usize::from(header[6]) << 16;
+        let carried = if plain == 0 { body } else { plain };
+        if carried > self.max_plain {
+            return Err(ProtoError::TooLarge {
+                len: carried,
+                max: self.max_plain,
+            });
+        }
+        Ok((body, plain))
+    }
+
+    /// Inflates `body`, which must come out as exactly `plain_len` bytes, onto `dst`, growing
+    /// `dst` only as output actually comes.
+    fn inflate_into(
+        &mut self,
+        body: &[u8],
+        plain_len: usize,
+        dst: &mut BytesMut,
+    ) -> Result<(), ProtoError> {
+        const BAD: ProtoError = ProtoError::Malformed {
+            what: "compressed packet (its body is not zlib data of the length its header gives)",
+        };
+        self.inflate.reset(true);
+        let start = dst.len();
+        loop {
+            let produced = dst.len() - start;
+            // One byte of room past the claim shows a body that inflates to more.
+            let room = (plain_len + 1 - produced).min(INFLATE_STEP);
+            let at = dst.len();
+            dst.resize(at + room, 0);
+            let consumed = self.inflate.total_in() as usize;
+            let before_out = self.inflate.total_out();
+            let status =
+                self.inflate
+                    .decompress(&body[consumed..], &mut dst[at..], FlushDecompress::Finish);
+            let wrote = (self.inflate.total_out() - before_out) as usize;
+            dst.truncate(at + wrote);
+            let produced = dst.len() - start;
+            if produced > plain_len {
+                return Err(ProtoError::Malformed {
+                    what: "compressed packet (it inflates to more than its header gives)",
+                });
+            }
+            match status {
+                Ok(Status::StreamEnd) => {
+                    if produced != plain_len || self.inflate.total_in() as usize != body.len() {
+                        return Err(BAD);
+                    }
+                    return Ok(());
+                }
+                Ok(Status::Ok) if wrote > 0 || (self.inflate.total_in() as usize) > consumed => {}
+                // No progress: the body ended (or is broken) before the stream did.
+                Ok(_) | Err(_) => return Err(BAD),
+            }
+        }
+    }
+}
+
+// === impl FrameEncoder ===
+
+impl FrameEncoder {
+    /// An encoder at zlib `level` (0–9; MariaDB uses 6).
+    pub fn new(level: u32) -> Self {
+        FrameEncoder {
+            deflate: Compress::new(Compression::new(level.min(9)), true),
+        }
+    }
+
+    /// Appends `plain` to `dst` as frames starting at sequence id `seq` (one per
+    /// [`MAX_FRAME_PLAIN`] bytes); returns the sequence id after the last. A run shorter than
+    /// [`MIN_COMPRESS_LENGTH`], or one zlib does not shrink, goes stored.
+    pub fn encode(&mut self, mut seq: u8, plain: &[u8], dst: &mut BytesMut) -> u8 {
+        for run in plain.chunks(MAX_FRAME_PLAIN) {
+            let start = dst.len();
+            if run.len() >= MIN_COMPRESS_LENGTH && self.deflate_frame(seq, run, dst) {
+                seq = seq.wrapping_add(1);
+                continue;
+            }
+            dst.truncate(start);
+            put_header(dst, run.len(), seq, 0);
+            dst.extend_from_slice(run);
+            seq = seq.wrapping_add(1);
+        }
+        seq
+    }
+
+    /// Writes one compressed frame of `run`; false if zlib did not make it shorter (then
+    /// what was written must be dropped).
+    fn deflate_frame(&mut self, seq: u8, run: &[u8], dst: &mut BytesMut) -> bool {
+        self.deflate.reset();
+        let start = dst.len();
+        // No more room than the run itself: a body that would not fit is not worth sending.
+        dst.resize(start + FRAME_HEADER_LEN + run.len(), 0);
+        let status = self.deflate.compress(
+            run,
+            &mut dst[start + FRAME_HEADER_LEN..],
+            FlushCompress::Finish,
+        );
+        let body = self.deflate.total_out() as usize;
+        if !matches!(status, Ok(Status::StreamEnd)) || body >= run.len() {
+            return false;
+        }
+        dst.truncate(start + FRAME_HEADER_LEN + body);
+        let mut header = &mut dst[start..start + FRAME_HEADER_LEN];
+        header.put_uint_le(body as u64, 3);
+        header.put_u8(seq);
+        header.put_uint_le(run.len() as u64, 3);
+        true
+    }
+}
+
+/// Writes a frame header.
+fn put_header(dst: &mut BytesMut, body_len: usize, seq: u8, plain_len: usize) {
+    dst.put_uint_le(body_len as u64, 3);
+    dst.put_u8(seq);
+    dst.put_uint_le(plain_len as u64, 3);
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn decode_all(
+        decoder: &mut FrameDecoder,
+        mut src: BytesMut,
+    ) -> Result<(Vec<u8>, Vec<u8>), ProtoError> {
+        let mut plain = BytesMut::new();
+        let mut seqs = Vec::new();
+        while let Some(seq) = decoder.decode(&mut src, &mut plain)? {
+            seqs.push(seq);
+        }
+        assert!(src.is_empty(), "whole frames only");
+        Ok((plain.to_vec(), seqs))
+    }
+
+    #[test]
+    fn short_runs_go_stored_and_long_ones_compressed() {
+        let mut enc = FrameEncoder::new(6);
+        let mut out = BytesMut::new();
+        let next = enc.encode(3, b"\x01\x00\x00\x00\x0e", &mut out);
+        assert_eq!(next, 4);
+        assert_eq!(
+            &out[..],
+            b"\x05\x00\x00\x03\x00\x00\x00\x01\x00\x00\x00\x0e"
+        );
+        let long = vec![b'a'; 1000];
+        out.clear();
+        enc.encode(0, &long, &mut out);
+        assert!(out.len() < 100, "{} bytes", out.len());
+        assert_eq!(&out[4..7], &[0xe8, 0x03, 0x00], "plain length 1000");
+        let mut dec = FrameDecoder::new(MAX_FRAME_PLAIN);
+        assert_eq!(decode_all(&mut dec, out).unwrap(), (long, vec![0]));
+    }
+
+    #[test]
+    fn a_frame_is_taken_only_when_whole() {
+        let mut enc = FrameEncoder::new(6);
+        let mut out = BytesMut::new();
+        enc.encode(7, &[b'x'; 300], &mut out);
+        let mut dec = FrameDecoder::new(MAX_FRAME_PLAIN);
+        let mut plain = BytesMut::new();
+        for cut in 0..out.len() {
+            let mut part = BytesMut::from(&out[..cut]);
+            assert_eq!(dec.decode(&mut part, &mut plain).unwrap(), None);
+            assert_eq!(part.len(), cut, "nothing taken");
+            let missing = if cut < FRAME_HEADER_LEN {
+                FRAME_HEADER_LEN - cut
+            } else {
+                out.len() - cut
+            };
+            assert_eq!(dec.missing(&out[..cut]).unwrap(), missing);
+        }
+        assert!(plain.is_empty());
+        let mut whole = out.clone();
+        assert_eq!(dec.decode(&mut whole, &mut plain).unwrap(), Some(7));
+        assert_eq!(&plain[..], &[b'x'; 300][..]);
+    }
+
+    #[test]
+    fn claims_past_the_limit_and_bodies_that_lie_are_refused() {
+        let mut dec = FrameDecoder::new(1000);
+        // Claims 2000 plain bytes: refused from the header alone, before any body arrived.
+        let header = BytesMut::from(&b"\x10\x00\x00\x00\xd0\x07\x00"[..]);
+        assert!(matches!(
+            dec.missing(&header),
+            Err(ProtoError::TooLarge {
+                len: 2000,
+                max: 1000
+            })
+        ));
+        let mut src = header.clone();
+        assert!(dec.decode(&mut src, &mut BytesMut::new()).is_err());
+        // A stored frame longer than the limit.
+        assert!(dec.missing(b"\xe9\x03\x00\x00\x00\x00\x00").is_err());
+
+        // A body that inflates to more than its header claims (a bomb): 100,000 zeros
+        // claimed as 500.
+        let mut enc = FrameEncoder::new(9);
+        let mut bomb = BytesMut::new();
+        enc.encode(0, &vec![0u8; 100_000], &mut bomb);
+        bomb[4..7].copy_from_slice(&[0xf4, 0x01, 0x00]);
+        let mut plain = BytesMut::new();
+        assert!(matches!(
+            dec.decode(&mut bomb, &mut plain),
+            Err(ProtoError::Malformed { .. })
+        ));
+        assert!(
+            plain.len() <= 501,
+            "inflated only up to the claim: {}",
+            plain.len()
+        );
+
+        // Fewer than it claims, and garbage.
+        let mut short = BytesMut::new();
+        enc.encode(0, &[b'y'; 200], &mut short);
+        short[4..7].copy_from_slice(&[0x2c, 0x01, 0x00]); // 300
+        assert!(dec.decode(&mut short, &mut BytesMut::new()).is_err());
+        let mut garbage = BytesMut::from(&b"\x04\x00\x00\x00\x64\x00\x00\xde\xad\xbe\xef"[..]);
+        assert!(dec.decode(&mut garbage, &mut BytesMut::new()).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn frames_carry_any_run_of_bytes_back_as_it_was(
+            runs in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..3000), 1..5),
+            repeat in any::<bool>(),
+            seq in any::<u8>(),
+        ) {
+            let mut enc = FrameEncoder::new(6);
+            let mut out = BytesMut::new();
+            let mut want = Vec::new();
+            let mut next = seq;
+            for run in &runs {
+                let run: Vec<u8> = if repeat { run.iter().flat_map(|b| [*b; 8]).collect() } else { run.clone() };
+                next = enc.encode(next, &run, &mut out);
+                want.extend_from_slice(&run);
+            }
+            let mut dec = FrameDecoder::new(MAX_FRAME_PLAIN);
+            let (plain, seqs) = decode_all(&mut dec, out).unwrap();
+            prop_assert_eq!(plain, want);
+            let expected: Vec<u8> = (0..seqs.len()).map(|i| seq.wrapping_add(i as u8)).collect();
+            prop_assert_eq!(seqs, expected);
+        }
+    }
+}
