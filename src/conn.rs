@@ -21,13 +21,21 @@ const READ_AHEAD_MAX: usize = 256 * 1024;
 /// A read buffer that grew past this for one large packet is given back once it is drained.
 const SHRINK_ABOVE: usize = 1 << 20;
 
-/// A connection that speaks MySQL packets over `S`.
+mod compressed;
+
+use compressed::Compressed;
+
+/// A connection that speaks MySQL packets over `S`, compressed or not.
 #[derive(Debug)]
 pub struct Conn<S> {
     stream: S,
+    /// Packet bytes read (inflated, when compressed) and not taken yet.
     rbuf: BytesMut,
+    /// Packet bytes queued and not written (deflated when flushed, when compressed).
     wbuf: BytesMut,
     decoder: PacketDecoder,
+    /// The compressed protocol, once negotiated.
+    compressed: Option<Box<Compressed>>,
     /// Bytes written since [`take_written`](Self::take_written) last asked.
     written: u64,
     /// When a [`read_packet_within`](Self::read_packet_within) began waiting for the packet it
@@ -81,6 +89,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             rbuf,
             wbuf: BytesMut::new(),
             decoder: PacketDecoder::new(max_payload),
+            compressed: None,
             written: 0,
             read_wait_since: None,
         }
@@ -89,6 +98,37 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// Changes the payload limit.
     pub fn set_max_payload(&mut self, max_payload: usize) {
         self.decoder.set_max_payload(max_payload);
+        if let Some(c) = &mut self.compressed {
+            c.set_max_plain(frame_limit(max_payload));
+        }
+    }
+
+    /// Speaks the compressed protocol from now on (both ways). A frame may carry at most a
+    /// packet of the payload limit (and never more than a frame can).
+    pub fn start_compression(&mut self, max_payload: usize) {
+        self.decoder.set_max_payload(max_payload);
+        let raw = std::mem::take(&mut self.rbuf);
+        self.compressed = Some(Box::new(Compressed::new(raw, frame_limit(max_payload))));
+    }
+
+    /// Whether the compressed protocol is on.
+    pub fn is_compressed(&self) -> bool {
+        self.compressed.is_some()
+    }
+
+    /// Ends the frame being written with what is queued, and numbers the next frame `seq`
+    /// (a semisync replica that answered an ACK request starts its count again). Nothing
+    /// without compression.
+    pub fn restart_frame_seq(&mut self, seq: u8) {
+        if let Some(c) = &mut self.compressed {
+            c.seal(&mut self.wbuf);
+            c.restart_seq(seq);
+        }
+    }
+
+    /// Whether bytes of a packet (or of a frame) have arrived and not been taken.
+    fn has_partial(&self) -> bool {
+        !self.rbuf.is_empty() || self.compressed.as_ref().is_some_and(|c| !c.raw.is_empty())
     }
 
     /// Reads the next packet.
@@ -105,10 +145,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 return Ok(packet);
             }
             if self.fill().await? == 0 {
-                return Err(if self.rbuf.is_empty() {
-                    ConnError::Closed
-                } else {
+                return Err(if self.has_partial() {
                     ConnError::ClosedMidPacket
+                } else {
+                    ConnError::Closed
                 });
             }
         }
@@ -135,7 +175,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 return Ok(packet);
             }
             if self.read_wait_since.is_none()
-                && (from == ReadDeadline::FromNow || !self.rbuf.is_empty())
+                && (from == ReadDeadline::FromNow || self.has_partial())
             {
                 self.read_wait_since = Some(Instant::now());
             }
@@ -146,10 +186,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                     .map_err(|_| ConnError::ReadTimedOut(limit))??,
             };
             if filled == 0 {
-                return Err(if self.rbuf.is_empty() {
-                    ConnError::Closed
-                } else {
+                return Err(if self.has_partial() {
                     ConnError::ClosedMidPacket
+                } else {
+                    ConnError::Closed
                 });
             }
         }
@@ -160,25 +200,37 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// # Errors
     /// [`ConnError::Protocol`] if the buffered header breaks the size limit.
     pub fn buffered_packet(&mut self) -> Result<Option<Packet>, ConnError> {
-        let packet = self.decoder.decode(&mut self.rbuf)?;
-        if packet.is_some() {
-            self.read_wait_since = None;
-            if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
-                self.rbuf = BytesMut::new();
+        loop {
+            let packet = self.decoder.decode(&mut self.rbuf)?;
+            if packet.is_some() {
+                self.read_wait_since = None;
+                if self.rbuf.is_empty() && self.rbuf.capacity() > SHRINK_ABOVE {
+                    self.rbuf = BytesMut::new();
+                }
+                return Ok(packet);
+            }
+            // Compressed: one more frame, only now that the packets before it are taken.
+            let inflated = match &mut self.compressed {
+                Some(c) => c.inflate_one(&mut self.rbuf)?,
+                None => false,
+            };
+            if !inflated {
+                return Ok(None);
             }
         }
-        Ok(packet)
     }
 
     /// True if a whole packet is buffered (or the buffer already breaks the limit), so that
-    /// reading one will not wait for the socket.
+    /// reading one will not wait for the socket. Compressed, a packet still in a frame that is
+    /// not inflated yet does not count: false may mean a read finds one anyway, true never
+    /// means it waits.
     pub fn has_buffered_packet(&self) -> bool {
         self.decoder.missing(&self.rbuf).map_or(true, |n| n == 0)
     }
 
-    /// Bytes received but not yet taken as packets.
+    /// Bytes received but not yet taken as packets (frames not inflated yet included).
     pub fn buffered_len(&self) -> usize {
-        self.rbuf.len()
+        self.rbuf.len() + self.compressed.as_ref().map_or(0, |c| c.raw.len())
     }
 
     /// Reads whatever the peer sends next into the buffer; `Ok(0)` means end of stream.
@@ -189,9 +241,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// # Errors
     /// Socket errors, or a buffered header that breaks the size limit.
     pub async fn fill(&mut self) -> Result<usize, ConnError> {
-        let missing = self.decoder.missing(&self.rbuf)?;
-        self.rbuf.reserve(missing.clamp(READ_CHUNK, READ_AHEAD_MAX));
-        Ok(self.stream.read_buf(&mut self.rbuf).await?)
+        let (missing, buf) = match &mut self.compressed {
+            None => (self.decoder.missing(&self.rbuf)?, &mut self.rbuf),
+            Some(c) => (c.missing()?, &mut c.raw),
+        };
+        buf.reserve(missing.clamp(READ_CHUNK, READ_AHEAD_MAX));
+        Ok(self.stream.read_buf(buf).await?)
     }
 
     /// Queues `packet` exactly as it was received.
@@ -252,11 +307,32 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// # Errors
     /// Socket errors.
     pub async fn flush(&mut self) -> io::Result<()> {
-        let queued = self.wbuf.len();
-        let result = self.stream.write_all_buf(&mut self.wbuf).await;
-        self.written += (queued - self.wbuf.len()) as u64;
+        let (stream, out, written) = self.outgoing();
+        let queued = out.len();
+        let result = stream.write_all_buf(out).await;
+        *written += (queued - out.len()) as u64;
         result?;
-        self.stream.flush().await
+        stream.flush().await
+    }
+
+    /// The socket, the bytes to write to it (what is queued, deflated into frames when
+    /// compressed) and the count of bytes written.
+    fn outgoing(&mut self) -> (&mut S, &mut BytesMut, &mut u64) {
+        let Conn {
+            stream,
+            wbuf,
+            compressed,
+            written,
+            ..
+        } = self;
+        let out = match compressed {
+            None => wbuf,
+            Some(c) => {
+                c.seal(wbuf);
+                &mut c.out
+            }
+        };
+        (stream, out, written)
     }
 
     /// Writes everything queued, giving up if the peer takes nothing for `limit` (it stopped
@@ -274,16 +350,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
             return Ok(());
         }
         let stalled = |_| ConnError::WriteStalled(limit);
-        while !self.wbuf.is_empty() {
-            let n = tokio::time::timeout(limit, self.stream.write_buf(&mut self.wbuf))
+        let (stream, out, written) = self.outgoing();
+        while !out.is_empty() {
+            let n = tokio::time::timeout(limit, stream.write_buf(out))
                 .await
                 .map_err(stalled)??;
             if n == 0 {
                 return Err(ConnError::Io(io::ErrorKind::WriteZero.into()));
             }
-            self.written += n as u64;
+            *written += n as u64;
         }
-        tokio::time::timeout(limit, self.stream.flush())
+        tokio::time::timeout(limit, stream.flush())
             .await
             .map_err(stalled)??;
         Ok(())
@@ -294,18 +371,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     fn flush_now(&mut self) -> io::Result<bool> {
         let waker = std::task::Waker::noop();
         let mut cx = std::task::Context::from_waker(waker);
-        while !self.wbuf.is_empty() {
-            match Pin::new(&mut self.stream).poll_write(&mut cx, &self.wbuf) {
+        let (stream, out, written) = self.outgoing();
+        while !out.is_empty() {
+            match Pin::new(&mut *stream).poll_write(&mut cx, out) {
                 Poll::Ready(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
                 Poll::Ready(Ok(n)) => {
-                    self.wbuf.advance(n);
-                    self.written += n as u64;
+                    out.advance(n);
+                    *written += n as u64;
                 }
                 Poll::Ready(Err(e)) => return Err(e),
                 Poll::Pending => return Ok(false),
             }
         }
-        match Pin::new(&mut self.stream).poll_flush(&mut cx) {
+        match Pin::new(stream).poll_flush(&mut cx) {
             Poll::Ready(result) => result.map(|()| true),
             Poll::Pending => Ok(false),
         }
@@ -347,3 +425,9 @@ impl<S: Default> Conn<S> {
 
 #[cfg(test)]
 mod tests;
+
+/// The most bytes one frame may carry on a connection whose payloads are limited to
+/// `max_payload`: a whole packet of that size with its header.
+fn frame_limit(max_payload: usize) -> usize {
+    max_payload.saturating_add(packet::HEADER_LEN)
+}

@@ -45,10 +45,12 @@ impl Fixture {
         Fixture { primary, proxy }
     }
 
-    async fn connect(&self) -> Conn {
+    /// A client of the proxy, speaking the compressed protocol if `compressed`.
+    async fn connect(&self, compressed: bool) -> Conn {
         let opts = Opts::from_url(&self.proxy.url(APP_USER, APP_PASSWORD)).unwrap();
         let opts = OptsBuilder::from_opts(opts)
-            .local_infile_handler(Some(WhiteListFsHandler::new(&[infile_path()][..])));
+            .local_infile_handler(Some(WhiteListFsHandler::new(&[infile_path()][..])))
+            .compression(compressed.then(mysql_async::Compression::fast));
         Conn::new(opts).await.expect("connect through the proxy")
     }
 
@@ -220,10 +222,20 @@ fn infile_path() -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn each_commit_reports_exactly_the_gtids_the_primary_wrote() {
+    each_commit_reports_what_the_primary_wrote(false).await;
+}
+
+/// The same, every packet of the session in compressed frames (`CLIENT_COMPRESS`).
+#[tokio::test(flavor = "multi_thread")]
+async fn compressed_sessions_report_exactly_the_gtids_the_primary_wrote() {
+    each_commit_reports_what_the_primary_wrote(true).await;
+}
+
+async fn each_commit_reports_what_the_primary_wrote(compressed: bool) {
     let fx = Fixture::start();
     std::fs::write(infile_path(), "a\nb\nc\n").unwrap();
     {
-        let mut conn = fx.connect().await;
+        let mut conn = fx.connect(compressed).await;
         for &(sql, expect) in CASES {
             fx.check(&mut conn, sql, expect).await;
         }
@@ -264,7 +276,7 @@ async fn each_commit_reports_exactly_the_gtids_the_primary_wrote() {
             .with_pass(Some(ED_PASSWORD.into()));
         // A refused attempt leaves the connection unusable: each retry starts afresh.
         conn = retry_ed25519(|| async {
-            let mut conn = fx.connect().await;
+            let mut conn = fx.connect(compressed).await;
             conn.change_user(to_ed.clone()).await.map(|()| conn)
         })
         .await

@@ -9,11 +9,12 @@ pub const CLIENT_MULTI_FACTOR_AUTHENTICATION: CapabilityFlags =
     CapabilityFlags::from_bits_retain(1 << 28);
 
 /// Capabilities the proxy never lets a client negotiate: each changes the framing of packets
-/// the proxy must read (compression wraps them, optional metadata and query attributes change
-/// result-set and command layouts, multi-factor auth adds an exchange, bit 29 is MariaDB's
-/// obsolete progress flag).
-pub const MASKED: CapabilityFlags = CapabilityFlags::CLIENT_COMPRESS
-    .union(CapabilityFlags::CLIENT_ZSTD_COMPRESSION_ALGORITHM)
+/// the proxy must read (zstd compression wraps them, optional metadata and query attributes
+/// change result-set and command layouts, multi-factor auth adds an exchange, bit 29 is
+/// MariaDB's obsolete progress flag). zlib compression (`CLIENT_COMPRESS`) the proxy speaks on
+/// the client leg itself: it is offered to clients (see [`offered_to_client`]) and never asked
+/// of the primary.
+pub const MASKED: CapabilityFlags = CapabilityFlags::CLIENT_ZSTD_COMPRESSION_ALGORITHM
     .union(CapabilityFlags::CLIENT_OPTIONAL_RESULTSET_METADATA)
     .union(CapabilityFlags::CLIENT_QUERY_ATTRIBUTES)
     .union(CLIENT_MULTI_FACTOR_AUTHENTICATION)
@@ -27,6 +28,8 @@ pub const MASKED_MARIADB: MariadbCapabilities = MariadbCapabilities::MARIADB_CLI
 
 /// The capabilities to show a client in the server greeting: the primary's, minus what the
 /// proxy cannot frame, with `CLIENT_SSL` only if the proxy itself can terminate TLS.
+/// `CLIENT_COMPRESS` stays if the primary offers it: the proxy compresses the client leg
+/// itself.
 pub fn offered_to_client(primary: CapabilityFlags, proxy_tls: bool) -> CapabilityFlags {
     let mut caps = primary.difference(MASKED);
     caps.set(CapabilityFlags::CLIENT_SSL, proxy_tls);
@@ -39,11 +42,13 @@ pub fn offered_to_client_mariadb(primary: MariadbCapabilities) -> MariadbCapabil
 }
 
 /// The capabilities to send the primary on the client's behalf: the client's own, with session
-/// tracking forced on (the proxy reads each commit's GTID from it), masked features off, and
-/// `CLIENT_SSL` as the primary leg actually is.
+/// tracking forced on (the proxy reads each commit's GTID from it), masked features and
+/// compression off (the primary leg is a local hop, where compressing costs CPU and saves
+/// nothing), and `CLIENT_SSL` as the primary leg actually is.
 pub fn requested_from_primary(client: CapabilityFlags, primary_tls: bool) -> CapabilityFlags {
     let mut caps = client
         .difference(MASKED)
+        .difference(CapabilityFlags::CLIENT_COMPRESS)
         .union(CapabilityFlags::CLIENT_SESSION_TRACK);
     caps.set(CapabilityFlags::CLIENT_SSL, primary_tls);
     caps
@@ -65,15 +70,16 @@ mod tests {
     const CLI_CAPS: u32 = 0x00bf_a284;
 
     #[test]
-    fn client_sees_no_compression_progress_or_cached_metadata() {
+    fn client_sees_zlib_compression_but_no_zstd_progress_or_cached_metadata() {
         let offered = offered_to_client(CapabilityFlags::from_bits_retain(SERVER_CAPS), false);
-        assert!(!offered.contains(CapabilityFlags::CLIENT_COMPRESS));
+        assert!(offered.contains(CapabilityFlags::CLIENT_COMPRESS));
+        assert!(!offered.contains(CapabilityFlags::CLIENT_ZSTD_COMPRESSION_ALGORITHM));
         assert!(!offered.contains(CapabilityFlags::CLIENT_SSL));
         assert!(offered.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF));
         assert!(offered.contains(CapabilityFlags::CLIENT_SESSION_TRACK));
         assert_eq!(
             offered.bits(),
-            SERVER_CAPS & !(0x20 | 0x800 | 0x2000_0000 | 0x0800_0000 | 0x0200_0000)
+            SERVER_CAPS & !(0x800 | 0x2000_0000 | 0x0800_0000 | 0x0200_0000)
         );
         let ext = offered_to_client_mariadb(MariadbCapabilities::from_bits_retain(SERVER_EXT));
         assert_eq!(

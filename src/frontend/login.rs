@@ -93,8 +93,14 @@ impl Session {
         self.forward_login(&response).await?;
         match self.relay_auth().await? {
             AuthOutcome::Accepted => {
-                self.client
-                    .set_max_payload(self.shared.config.limits.max_packet_size);
+                let max_payload = self.shared.config.limits.max_packet_size;
+                if self.client_caps.contains(CapabilityFlags::CLIENT_COMPRESS) {
+                    // Like a server, compressed from the first command on: the login's OK
+                    // went plain.
+                    self.client.start_compression(max_payload);
+                } else {
+                    self.client.set_max_payload(max_payload);
+                }
                 Ok(Phase::TrackingSetup)
             }
             AuthOutcome::Refused => Ok(Phase::Closed),
@@ -205,9 +211,7 @@ impl Session {
                     }
                 }
                 AuthEvent::Client(packet) => {
-                    self.client_seq
-                        .check(packet.seq())
-                        .map_err(Error::ClientProtocol)?;
+                    self.take_client_seq(&packet)?;
                     self.primary.forward_as(&packet, self.primary_seq.advance());
                     self.flush_primary().await?;
                 }

@@ -404,8 +404,9 @@ impl ReplicaPipe {
             .replica
             .queue(|buf| semisync::put_event(buf, seq, flag, event));
         // After a flagged event the replica answers with sequence id 0, so the primary's next
-        // packet carries 1 (protocol.md §4.5).
+        // packet carries 1 (protocol.md §4.5); compressed, its frames count again the same way.
         self.seq = if flag == semisync::ACK_REQUESTED {
+            self.replica.restart_frame_seq(1);
             1
         } else {
             next

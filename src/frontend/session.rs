@@ -227,9 +227,7 @@ impl Session {
 
     /// Forwards a command to the primary and decides what follows it.
     async fn dispatch(&mut self, packet: Packet) -> Result<Phase, Error> {
-        self.client_seq
-            .check(packet.seq())
-            .map_err(Error::ClientProtocol)?;
+        self.take_client_seq(&packet)?;
         let Some(&cmd) = packet.payload().first() else {
             return Err(Error::ClientProtocol(ProtoError::Malformed {
                 what: "empty command packet",
@@ -308,10 +306,22 @@ impl Session {
             self.client.read_packet().await
         };
         let packet = read.map_err(Error::from_client)?;
+        self.take_client_seq(&packet)?;
+        Ok(packet)
+    }
+
+    /// Checks a client packet's sequence id. Under the compressed protocol the frames carry
+    /// the sequence and a packet's own id follows its client's count of frames (servers do not
+    /// check it there either): it is taken as it comes, and the connection numbers what goes
+    /// back by its frames.
+    pub(super) fn take_client_seq(&mut self, packet: &Packet) -> Result<(), Error> {
+        if self.client.is_compressed() {
+            self.client_seq = Sequence::expecting(packet.seq().wrapping_add(1));
+            return Ok(());
+        }
         self.client_seq
             .check(packet.seq())
-            .map_err(Error::ClientProtocol)?;
-        Ok(packet)
+            .map_err(Error::ClientProtocol)
     }
 
     /// The client negotiated `CLIENT_DEPRECATE_EOF` (so did the primary leg: the proxy
