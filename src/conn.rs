@@ -209,9 +209,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
                 }
                 return Ok(packet);
             }
-            // Compressed: one more frame, only now that the packets before it are taken.
+            // Compressed: a step more of the frames, only now that the packets before are taken.
             let inflated = match &mut self.compressed {
-                Some(c) => c.inflate_one(&mut self.rbuf)?,
+                Some(c) => c.inflate_step(&mut self.rbuf)?,
                 None => false,
             };
             if !inflated {

@@ -21,18 +21,40 @@ pub const MIN_COMPRESS_LENGTH: usize = 50;
 /// much and carries little costs little.
 const INFLATE_STEP: usize = 64 * 1024;
 
-/// Takes frames off a byte stream, inflating what they carry, within a limit on each frame's
-/// plain size that is checked before anything is inflated.
+/// Takes frames off a byte stream and inflates what they carry, a bounded step at a time: the
+/// header's claim is checked against a limit before anything is inflated, and each call adds
+/// at most 64 KiB of output, so that a caller inflates only as far as it needs (a frame that
+/// claims much and carries little costs little; one that inflates past its claim is an error).
 #[derive(Debug)]
 pub struct FrameDecoder {
     max_plain: usize,
     inflate: Decompress,
+    /// The frame being taken, once its header is.
+    frame: Option<Frame>,
 }
 
-/// Turns runs of packet bytes into frames.
-#[derive(Debug)]
-pub struct FrameEncoder {
-    deflate: Compress,
+/// A frame whose header was taken.
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    seq: u8,
+    /// Body bytes not taken yet.
+    body_left: usize,
+    /// What it carries: `plain_len` bytes, inflated from the body, or the body itself.
+    plain_len: usize,
+    stored: bool,
+    /// Bytes it has given so far.
+    produced: usize,
+    /// Its zlib stream ended (checksum checked).
+    ended: bool,
+}
+
+/// What one [`FrameDecoder::decode`] call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Part of a frame was taken (and perhaps bytes added to the output).
+    Partial,
+    /// A frame ended; its sequence id.
+    End(u8),
 }
 
 // === impl FrameDecoder ===
@@ -44,57 +66,85 @@ impl FrameDecoder {
         FrameDecoder {
             max_plain: max_plain.min(MAX_FRAME_PLAIN),
             inflate: Decompress::new(true),
+            frame: None,
         }
     }
 
-    /// Changes the limit.
+    /// Changes the limit (for frames whose header is still to come).
     pub fn set_max_plain(&mut self, max_plain: usize) {
         self.max_plain = max_plain.min(MAX_FRAME_PLAIN);
     }
 
-    /// Bytes still missing from the frame at the front of `src` (0 if it is whole). A header
-    /// that breaks the limit is an error here already, so that a reader never waits for (or
-    /// reserves room for) a frame it will refuse.
+    /// Whether a frame was begun and not finished.
+    pub fn in_frame(&self) -> bool {
+        self.frame.is_some()
+    }
+
+    /// Bytes that must arrive before [`decode`](Self::decode) can take a step (0: it can). A
+    /// header that breaks the limit is an error here already, so that a reader never waits
+    /// for (or reserves room for) a frame it will refuse.
     ///
     /// # Errors
     /// [`ProtoError::TooLarge`] for a frame that claims more than the limit.
     pub fn missing(&self, src: &[u8]) -> Result<usize, ProtoError> {
-        let Some(header) = src.get(..FRAME_HEADER_LEN) else {
-            return Ok(FRAME_HEADER_LEN - src.len());
-        };
-        let (body, _) = self.header(header)?;
-        Ok((FRAME_HEADER_LEN + body).saturating_sub(src.len()))
+        if let Some(frame) = &self.frame {
+            return Ok(usize::from(src.is_empty() && frame.body_left > 0));
+        }
+        match src.get(..FRAME_HEADER_LEN) {
+            None => Ok(FRAME_HEADER_LEN - src.len()),
+            Some(header) => self.header(header).map(|_| 0),
+        }
     }
 
-    /// Takes the frame at the front of `src`, if it is whole, and appends what it carries to
-    /// `dst`; returns its sequence id. `Ok(None)`: more bytes are needed (nothing is taken).
+    /// Takes a step through the frames at the front of `src`, appending what they carry to
+    /// `dst`: a header, and up to 64 KiB of what its frame carries. `Ok(None)`: more bytes
+    /// are needed (nothing was taken).
     ///
     /// # Errors
     /// A frame that claims more than the limit, whose body does not inflate, or inflates to
-    /// more or fewer bytes than it claims. `dst` may then hold part of it; the stream is
-    /// unusable anyway.
+    /// more or fewer bytes than it claims. The stream is unusable afterwards.
     pub fn decode(
         &mut self,
         src: &mut BytesMut,
         dst: &mut BytesMut,
-    ) -> Result<Option<u8>, ProtoError> {
-        let Some(header) = src.get(..FRAME_HEADER_LEN) else {
+    ) -> Result<Option<Step>, ProtoError> {
+        let began = self.frame.is_none();
+        if began {
+            let Some(header) = src.get(..FRAME_HEADER_LEN) else {
+                return Ok(None);
+            };
+            let (body_len, plain_len) = self.header(header)?;
+            let seq = header[3];
+            src.advance(FRAME_HEADER_LEN);
+            self.inflate.reset(true);
+            self.frame = Some(Frame {
+                seq,
+                body_left: body_len,
+                plain_len: if plain_len == 0 { body_len } else { plain_len },
+                stored: plain_len == 0,
+                produced: 0,
+                ended: plain_len == 0,
+            });
+        }
+        let Some(mut frame) = self.frame else {
             return Ok(None);
         };
-        let (body_len, plain_len) = self.header(header)?;
-        let seq = header[3];
-        if src.len() < FRAME_HEADER_LEN + body_len {
-            return Ok(None);
-        }
-        src.advance(FRAME_HEADER_LEN);
-        let body = src.split_to(body_len);
-        if plain_len == 0 {
-            // Stored: the body is the plain bytes.
-            dst.extend_from_slice(&body);
+        let took = if frame.stored {
+            let take = src.len().min(frame.body_left).min(INFLATE_STEP);
+            dst.extend_from_slice(&src[..take]);
+            src.advance(take);
+            frame.body_left -= take;
+            frame.produced += take;
+            take > 0
         } else {
-            self.inflate_into(&body, plain_len, dst)?;
+            self.inflate_step(&mut frame, src, dst)?
+        };
+        if frame.body_left == 0 && frame.produced == frame.plain_len && frame.ended {
+            self.frame = None;
+            return Ok(Some(Step::End(frame.seq)));
         }
-        Ok(Some(seq))
+        self.frame = Some(frame);
+        Ok((began || took).then_some(Step::Partial))
     }
 
     /// The body length and the plain length a header announces (0: stored).
@@ -113,51 +163,58 @@ impl FrameDecoder {
         Ok((body, plain))
     }
 
-    /// Inflates `body`, which must come out as exactly `plain_len` bytes, onto `dst`, growing
-    /// `dst` only as output actually comes.
-    fn inflate_into(
+    /// Inflates what has arrived of `frame`'s body, giving at most [`INFLATE_STEP`] bytes;
+    /// true if it took anything.
+    fn inflate_step(
         &mut self,
-        body: &[u8],
-        plain_len: usize,
+        frame: &mut Frame,
+        src: &mut BytesMut,
         dst: &mut BytesMut,
-    ) -> Result<(), ProtoError> {
+    ) -> Result<bool, ProtoError> {
         const BAD: ProtoError = ProtoError::Malformed {
             what: "compressed packet (its body is not zlib data of the length its header gives)",
         };
-        self.inflate.reset(true);
-        let start = dst.len();
-        loop {
-            let produced = dst.len() - start;
-            // One byte of room past the claim shows a body that inflates to more.
-            let room = (plain_len + 1 - produced).min(INFLATE_STEP);
-            let at = dst.len();
-            dst.resize(at + room, 0);
-            let consumed = self.inflate.total_in() as usize;
-            let before_out = self.inflate.total_out();
-            let status =
-                self.inflate
-                    .decompress(&body[consumed..], &mut dst[at..], FlushDecompress::Finish);
-            let wrote = (self.inflate.total_out() - before_out) as usize;
-            dst.truncate(at + wrote);
-            let produced = dst.len() - start;
-            if produced > plain_len {
-                return Err(ProtoError::Malformed {
-                    what: "compressed packet (it inflates to more than its header gives)",
-                });
+        let available = src.len().min(frame.body_left);
+        let last = available == frame.body_left;
+        // One byte of room past the claim shows a body that inflates to more.
+        let room = (frame.plain_len + 1 - frame.produced).min(INFLATE_STEP);
+        let at = dst.len();
+        dst.resize(at + room, 0);
+        let (in_before, out_before) = (self.inflate.total_in(), self.inflate.total_out());
+        // The end shows as StreamEnd: no flush mode asks for it, so a small output buffer is
+        // only a pause.
+        let status =
+            self.inflate
+                .decompress(&src[..available], &mut dst[at..], FlushDecompress::None);
+        let consumed = (self.inflate.total_in() - in_before) as usize;
+        let wrote = (self.inflate.total_out() - out_before) as usize;
+        dst.truncate(at + wrote);
+        src.advance(consumed);
+        frame.body_left -= consumed;
+        frame.produced += wrote;
+        if frame.produced > frame.plain_len {
+            return Err(ProtoError::Malformed {
+                what: "compressed packet (it inflates to more than its header gives)",
+            });
+        }
+        match status {
+            Ok(Status::StreamEnd) if frame.body_left == 0 && frame.produced == frame.plain_len => {
+                frame.ended = true;
+                Ok(true)
             }
-            match status {
-                Ok(Status::StreamEnd) => {
-                    if produced != plain_len || self.inflate.total_in() as usize != body.len() {
-                        return Err(BAD);
-                    }
-                    return Ok(());
-                }
-                Ok(Status::Ok) if wrote > 0 || (self.inflate.total_in() as usize) > consumed => {}
-                // No progress: the body ended (or is broken) before the stream did.
-                Ok(_) | Err(_) => return Err(BAD),
-            }
+            Ok(Status::StreamEnd) | Err(_) => Err(BAD),
+            Ok(_) if consumed > 0 || wrote > 0 => Ok(true),
+            // No progress with the whole body in: it ends before its stream does.
+            Ok(_) if last => Err(BAD),
+            Ok(_) => Ok(false),
         }
     }
+}
+
+/// Turns runs of packet bytes into frames.
+#[derive(Debug)]
+pub struct FrameEncoder {
+    deflate: Compress,
 }
 
 // === impl FrameEncoder ===
@@ -232,10 +289,12 @@ mod tests {
     ) -> Result<(Vec<u8>, Vec<u8>), ProtoError> {
         let mut plain = BytesMut::new();
         let mut seqs = Vec::new();
-        while let Some(seq) = decoder.decode(&mut src, &mut plain)? {
-            seqs.push(seq);
+        while let Some(step) = decoder.decode(&mut src, &mut plain)? {
+            if let Step::End(seq) = step {
+                seqs.push(seq);
+            }
         }
-        assert!(src.is_empty(), "whole frames only");
+        assert!(src.is_empty() && !decoder.in_frame(), "whole frames only");
         Ok((plain.to_vec(), seqs))
     }
 
@@ -259,27 +318,46 @@ mod tests {
     }
 
     #[test]
-    fn a_frame_is_taken_only_when_whole() {
+    fn a_frame_cut_anywhere_gives_the_same_bytes_in_steps() {
         let mut enc = FrameEncoder::new(6);
         let mut out = BytesMut::new();
-        enc.encode(7, &[b'x'; 300], &mut out);
-        let mut dec = FrameDecoder::new(MAX_FRAME_PLAIN);
-        let mut plain = BytesMut::new();
-        for cut in 0..out.len() {
-            let mut part = BytesMut::from(&out[..cut]);
-            assert_eq!(dec.decode(&mut part, &mut plain).unwrap(), None);
-            assert_eq!(part.len(), cut, "nothing taken");
-            let missing = if cut < FRAME_HEADER_LEN {
-                FRAME_HEADER_LEN - cut
-            } else {
-                out.len() - cut
-            };
-            assert_eq!(dec.missing(&out[..cut]).unwrap(), missing);
+        let plain: Vec<u8> = (0..200_000u32).map(|i| (i % 7) as u8).collect();
+        enc.encode(7, &plain, &mut out);
+        for cut in [0, 3, 7, 8, out.len() / 2, out.len() - 1] {
+            let mut dec = FrameDecoder::new(MAX_FRAME_PLAIN);
+            let mut got = BytesMut::new();
+            let mut first = BytesMut::from(&out[..cut]);
+            let mut end = None;
+            loop {
+                let before = got.len();
+                match dec.decode(&mut first, &mut got).unwrap() {
+                    None => break,
+                    Some(Step::End(seq)) => end = Some(seq),
+                    Some(Step::Partial) => {}
+                }
+                assert!(got.len() - before <= INFLATE_STEP, "a bounded step");
+            }
+            assert_eq!(end, None, "cut at {cut}: not whole yet");
+            assert_eq!(
+                dec.missing(&first).unwrap(),
+                if cut < FRAME_HEADER_LEN {
+                    FRAME_HEADER_LEN - cut
+                } else {
+                    1
+                }
+            );
+            let mut rest = first;
+            rest.extend_from_slice(&out[cut..]);
+            while let Some(step) = dec
+                .decode(&mut rest, &mut got)
+                .unwrap_or_else(|e| panic!("cut at {cut} of {}: {e}", out.len()))
+            {
+                if let Step::End(seq) = step {
+                    end = Some(seq);
+                }
+            }
+            assert_eq!((end, &got[..]), (Some(7), &plain[..]), "cut at {cut}");
         }
-        assert!(plain.is_empty());
-        let mut whole = out.clone();
-        assert_eq!(dec.decode(&mut whole, &mut plain).unwrap(), Some(7));
-        assert_eq!(&plain[..], &[b'x'; 300][..]);
     }
 
     #[test]
@@ -320,9 +398,9 @@ mod tests {
         let mut short = BytesMut::new();
         enc.encode(0, &[b'y'; 200], &mut short);
         short[4..7].copy_from_slice(&[0x2c, 0x01, 0x00]); // 300
-        assert!(dec.decode(&mut short, &mut BytesMut::new()).is_err());
-        let mut garbage = BytesMut::from(&b"\x04\x00\x00\x00\x64\x00\x00\xde\xad\xbe\xef"[..]);
-        assert!(dec.decode(&mut garbage, &mut BytesMut::new()).is_err());
+        assert!(decode_all(&mut dec, short).is_err());
+        let garbage = BytesMut::from(&b"\x04\x00\x00\x00\x64\x00\x00\xde\xad\xbe\xef"[..]);
+        assert!(decode_all(&mut FrameDecoder::new(1000), garbage).is_err());
     }
 
     proptest! {

@@ -1,10 +1,10 @@
 //! The compressed protocol on one connection: frames read from the socket are inflated into
-//! the connection's packet buffer one at a time, only while no whole packet is buffered (so a
-//! peer's frames never inflate faster than its packets are taken); packets queued are
-//! deflated into frames when they are flushed.
+//! the connection's packet buffer a bounded step at a time, only while no whole packet is
+//! buffered (so a peer's frames never inflate faster than its packets are taken); packets
+//! queued are deflated into frames when they are flushed.
 
 use bytes::BytesMut;
-use strongsync_proto::compress::{FrameDecoder, FrameEncoder};
+use strongsync_proto::compress::{FrameDecoder, FrameEncoder, Step};
 use strongsync_proto::ProtoError;
 
 /// zlib level: MariaDB's own (`Z_DEFAULT_COMPRESSION`).
@@ -39,14 +39,15 @@ impl Compressed {
         }
     }
 
-    /// Inflates the frame at the front of `raw` onto `plain`; false if no whole frame is
-    /// buffered.
-    pub(super) fn inflate_one(&mut self, plain: &mut BytesMut) -> Result<bool, ProtoError> {
+    /// Inflates a step of the frames in `raw` onto `plain` (at most 64 KiB); false if nothing
+    /// could be taken without more bytes.
+    pub(super) fn inflate_step(&mut self, plain: &mut BytesMut) -> Result<bool, ProtoError> {
         match self.decoder.decode(&mut self.raw, plain)? {
-            Some(seq) => {
+            Some(Step::End(seq)) => {
                 self.next_seq = seq.wrapping_add(1);
                 Ok(true)
             }
+            Some(Step::Partial) => Ok(true),
             None => Ok(false),
         }
     }
@@ -103,7 +104,10 @@ mod tests {
         let mut back = BytesMut::new();
         let mut out = std::mem::take(&mut c.out);
         let mut decoder = FrameDecoder::new(1 << 20);
-        assert_eq!(decoder.decode(&mut out, &mut back).unwrap(), Some(3));
+        assert_eq!(
+            decoder.decode(&mut out, &mut back).unwrap(),
+            Some(Step::End(3))
+        );
         assert_eq!(
             &back[..],
             b"\x01\x00\x00\x03a\x00\x00\x00\x04\x02\x00\x00\x05bc"
