@@ -40,6 +40,9 @@
 //! - `position` ([`binlog`]): `file_seq`, `Position::in_file`.
 //! - `semisync` ([`semisync`]): `Ack::parse`, `Negotiation::recognise`, and the `00 EF flag`
 //!   event header as a replica reads what `put_event` wrote.
+//! - `compress` ([`compress`]): `FrameDecoder::decode` and `missing` (frames cut anywhere,
+//!   claims past the limit, bodies that inflate past their claims), with `FrameEncoder` as
+//!   the seed source.
 //!
 //! Not decoders, so not here: `capabilities` (flag arithmetic), `resultset` and the `put_*`
 //! encoders (used as seed sources and checked against the decoders). An auth switch request is
@@ -71,6 +74,7 @@ mod binlog;
 mod built;
 #[path = "../capture/mod.rs"]
 mod capture;
+mod compress;
 mod framing;
 mod handshake;
 mod mutate;
