@@ -126,6 +126,8 @@ struct Replica {
     connected: bool,
     disconnected_seconds: Option<f64>,
     semisync: bool,
+    /// Its stream goes in compressed frames (`slave_compressed_protocol`).
+    compressed: bool,
     /// The GTIDs it holds (newest per domain, like `gtid_slave_pos`): what it had when it
     /// connected, then every transaction it acknowledged. What a failover tool compares.
     acked_gtid_position: String,
@@ -267,6 +269,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
                 connected: r.gone_for.is_none(),
                 disconnected_seconds: r.gone_for.map(|d| d.as_secs_f64()),
                 semisync: r.semisync,
+                compressed: r.compressed,
                 acked_gtid_position: r.held.to_string(),
                 acked_position: r.acked.map(|p| p.to_string()),
                 holds_through: r.holds_through.map(|p| p.to_string()),

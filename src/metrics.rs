@@ -121,6 +121,9 @@ pub struct Metrics {
     pub quorum_unmet: IntGauge,
     /// Gauge: bytes of the binlog held back from async replicas until the quorum holds them.
     pub async_held_bytes: IntGauge,
+    /// Counter: client connections (replicas' included) that logged in with the compressed
+    /// protocol.
+    pub compressed_logins: IntCounter,
     /// DEGRADED time already counted into `degraded_seconds` (it is refreshed on scrape).
     degraded_counted: Mutex<Duration>,
 }
@@ -292,6 +295,11 @@ impl Metrics {
                 "strongsync_async_held_bytes",
                 "Binlog bytes held back from replicas without semisync until the quorum holds them (async_replicas = after_quorum).",
             ),
+            compressed_logins: IntCounter::new(
+                "strongsync_compressed_logins_total",
+                "Client connections (replicas' included) that logged in with the compressed protocol (CLIENT_COMPRESS, zlib).",
+            )
+            .expect("valid metric"),
             degraded_counted: Mutex::new(Duration::ZERO),
             registry,
         };
@@ -334,6 +342,7 @@ impl Metrics {
             Box::new(self.session_quorum_refused.clone()),
             Box::new(self.quorum_unmet.clone()),
             Box::new(self.async_held_bytes.clone()),
+            Box::new(self.compressed_logins.clone()),
         ];
         for c in collectors {
             self.registry

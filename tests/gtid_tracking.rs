@@ -236,6 +236,13 @@ async fn each_commit_reports_what_the_primary_wrote(compressed: bool) {
     std::fs::write(infile_path(), "a\nb\nc\n").unwrap();
     {
         let mut conn = fx.connect(compressed).await;
+        let logins = support::admin::metrics(fx.proxy.admin_addr())
+            .get("strongsync_compressed_logins_total");
+        assert_eq!(
+            logins,
+            f64::from(u8::from(compressed)),
+            "compressed as asked"
+        );
         for &(sql, expect) in CASES {
             fx.check(&mut conn, sql, expect).await;
         }

@@ -45,6 +45,8 @@ pub(super) struct Replica {
     pub zone: Option<Arc<str>>,
     /// It asked for semisync, so it acknowledges and counts towards the quorum.
     pub semisync: bool,
+    /// Its stream goes in compressed frames (it asked, as `slave_compressed_protocol` does).
+    pub compressed: bool,
     /// The highest position it acknowledged.
     pub acked: Option<Position>,
     /// The position through which it holds every transaction (its acknowledgements and what
@@ -99,6 +101,7 @@ impl Registry {
                 address: address.into(),
                 zone,
                 semisync,
+                compressed: false,
                 acked: None,
                 covered: None,
                 last_ack: None,
@@ -282,6 +285,7 @@ impl Replica {
             zone: self.zone.clone(),
             labels: Default::default(),
             semisync: self.semisync,
+            compressed: self.compressed,
             acked: self.acked,
             holds_through: self.holds_through(),
             lag_bytes: None,

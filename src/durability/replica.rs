@@ -119,6 +119,11 @@ impl ReplicaHandle {
         });
     }
 
+    /// Its stream goes in compressed frames.
+    pub fn compressed(&self) {
+        self.update(|replica| replica.compressed = true);
+    }
+
     /// A binlog file ended at `end` (its ROTATE was relayed).
     pub fn file_ended(&self, end: Position) {
         self.durability.lock().lag.file_ended(end);

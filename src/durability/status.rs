@@ -92,6 +92,8 @@ pub struct ReplicaStatus {
     pub labels: std::collections::BTreeMap<String, String>,
     /// It asked for semisync (and so counts towards the quorum).
     pub semisync: bool,
+    /// Its stream goes in compressed frames.
+    pub compressed: bool,
     /// The highest position it acknowledged.
     pub acked: Option<Position>,
     /// The position through which it holds every transaction: what it acknowledged, or what

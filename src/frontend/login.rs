@@ -98,6 +98,7 @@ impl Session {
                     // Like a server, compressed from the first command on: the login's OK
                     // went plain.
                     self.client.start_compression(max_payload);
+                    self.shared.metrics.compressed_logins.inc();
                 } else {
                     self.client.set_max_payload(max_payload);
                 }

@@ -115,6 +115,9 @@ impl ReplicaPipe {
             dump.semisync,
             dump.connect_state,
         );
+        if client.is_compressed() {
+            handle.compressed();
+        }
         let (ack_latency, acks) = shared.metrics.ack_latency_of(dump.server_id);
         let held = HeldBack::new(shared.metrics.async_held_bytes.clone());
         let quorum = shared.durability.watch_quorum();
