@@ -103,12 +103,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         }
     }
 
-    /// Speaks the compressed protocol from now on (both ways). A frame may carry at most a
-    /// packet of the payload limit (and never more than a frame can).
-    pub fn start_compression(&mut self, max_payload: usize) {
+    /// Speaks the compressed protocol from now on (both ways), deflating at zlib `level`. A
+    /// frame may carry at most a packet of the payload limit (and never more than a frame can).
+    pub fn start_compression(&mut self, max_payload: usize, level: u32) {
         self.decoder.set_max_payload(max_payload);
         let raw = std::mem::take(&mut self.rbuf);
-        self.compressed = Some(Box::new(Compressed::new(raw, frame_limit(max_payload))));
+        self.compressed = Some(Box::new(Compressed::new(
+            raw,
+            frame_limit(max_payload),
+            level,
+        )));
     }
 
     /// Whether the compressed protocol is on.

@@ -332,6 +332,7 @@ impl Flags {
             log_level: self.log_level.clone(),
             shutdown_grace: self.shutdown_grace.clone(),
             worker_threads: self.worker_threads,
+            compression_level: None,
             tls: TlsSettings {
                 cert: self.tls_cert.clone(),
                 key: self.tls_key.clone(),

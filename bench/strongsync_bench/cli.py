@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import matrix, memory, profile, report, snapshot, sysbench
+from . import compression, matrix, memory, profile, report, snapshot, sysbench
 from .procs import BenchError, raise_open_files_limit
 from .topology import MARIADBD, MODES, THREAD_HANDLINGS, Topology
 
@@ -150,6 +150,18 @@ def parser():
     snap.add_argument("--tables", type=int, default=4)
     snap.add_argument("--table-size", type=int, default=10_000)
 
+    comp = sub.add_parser("compression", help="the compressed protocol's cost in the proxy: "
+                          "CPU per query and bytes to clients, point selects and 1,000-row "
+                          "ranges, compressed and not")
+    common(comp)
+    comp.add_argument("--threads", type=int, default=16, help="[16]")
+    comp.add_argument("--rounds", type=int, default=3, help="[3]")
+    comp.add_argument("--time", type=int, default=10, help="seconds measured per run [10]")
+    comp.add_argument("--settle", type=int, default=3,
+                      help="seconds of load before and after the window [3]")
+    comp.add_argument("--tables", type=int, default=4)
+    comp.add_argument("--table-size", type=int, default=10_000)
+
     r = sub.add_parser("report", help="rebuild summary.md, summary.csv and qps.png of a run")
     r.add_argument("dir")
     r.add_argument("--no-chart", action="store_true")
@@ -171,6 +183,8 @@ def modes_of(args):
         return args.modes
     if args.command == "snapshot":
         return snapshot.MODES
+    if args.command == "compression":
+        return [compression.MODE]
     return [args.mode] if args.command == "profile" else []
 
 
@@ -178,7 +192,7 @@ def workloads_of(args):
     """The workloads whose tables a command needs."""
     if args.command == "matrix":
         return args.workloads
-    if args.command == "snapshot":
+    if args.command in ("snapshot", "compression"):
         return ["point_select"]
     return [args.workload] if args.command == "profile" else []
 
@@ -338,7 +352,7 @@ def run(args):
     print(f"bench: servers in {workdir}, results in {out_dir}", flush=True)
     try:
         topology.up()
-        if args.command in ("matrix", "profile", "snapshot"):
+        if args.command in ("matrix", "profile", "snapshot", "compression"):
             sysbench.prepare(topology.primary, workloads_of(args), args,
                              os.path.join(out_dir, "sysbench.log"))
         if args.command == "matrix":
@@ -348,6 +362,8 @@ def run(args):
         elif args.command == "snapshot":
             tool = os.path.join(os.path.dirname(park_bin), "read-transactions")
             print(snapshot.run(topology, tool, args, out_dir))
+        elif args.command == "compression":
+            print(compression.run(topology, args, out_dir))
         else:
             result = memory.run(topology, park_bin, args.connections, out_dir,
                                 args.catchup_timeout)

@@ -14,52 +14,84 @@ from .procs import BenchError
 
 def run(topology, args, out_dir):
     topology.use(args.mode, 0)
-    log = os.path.join(out_dir, "sysbench.log")
     argv = ["sysbench", sysbench.WORKLOADS[args.workload],
             *sysbench.common_args(topology.client_port(args.mode),
                                   sysbench.tables_for(args.workload, args)),
             f"--threads={args.threads}", f"--time={args.time + 2 * args.settle}",
             "--report-interval=0", "--db-ps-mode=auto", "run"]
-    load = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(args.settle)
-    proxy, primary = topology.proxy_for(args.mode).process, topology.primary.process
-    proxy_before, primary_before = proxy.cpu_seconds(), primary.cpu_seconds()
-    started = time.monotonic()
     perf_data = os.path.join(out_dir, "perf.data")
-    sampled = False
-    if shutil.which("perf"):
-        recorded = subprocess.run(
-            ["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(proxy.pid),
-             "-o", perf_data, "--", "sleep", str(args.time)], capture_output=True, text=True)
-        sampled = recorded.returncode == 0
-        if not sampled:
-            print(f"bench: perf record failed, CPU times only: {recorded.stderr.strip()}")
-    else:
-        print("bench: no perf (Debian: linux-perf); CPU times only")
-        time.sleep(args.time)
-    window = time.monotonic() - started
-    proxy_cpu = proxy.cpu_seconds() - proxy_before
-    primary_cpu = primary.cpu_seconds() - primary_before
-    output, _ = load.communicate()
-    with open(log, "a") as f:
-        f.write(output)
-    if load.returncode != 0:
-        raise BenchError(f"sysbench failed: see {log}")
-    report = sysbench.parse(output)
-    # The window sits inside the run, at its steady rate.
-    queries = report.qps * window
-    result = {
-        "workload": args.workload, "threads": args.threads, "mode": args.mode,
-        "qps": round(report.qps), "window_s": round(window, 1),
-        "proxy_cpu_us_per_query": round(proxy_cpu / queries * 1e6, 1),
-        "primary_cpu_us_per_query": round(primary_cpu / queries * 1e6, 1),
-        "proxy_to_primary": round(proxy_cpu / primary_cpu, 2),
-    }
-    if sampled:
+    window = cpu_window(topology, args.mode, argv, args.settle, args.time,
+                        os.path.join(out_dir, "sysbench.log"), perf_data)
+    result = {"workload": args.workload, "threads": args.threads, "mode": args.mode,
+              **window.figures()}
+    if window.sampled:
+        proxy = topology.proxy_for(args.mode).process
         result.update(perf_summary(perf_data, out_dir, os.path.basename(proxy.popen.args[0])))
     with open(os.path.join(out_dir, "profile.json"), "w") as f:
         json.dump(result, f, indent=2)
     return result
+
+
+class Window:
+    """A load's steady middle: its query rate, the proxy's and the primary's CPU seconds over
+    the window, and the proxy's bytes to its clients (strongsync's own count, when it is the
+    proxy)."""
+
+    def __init__(self, qps, seconds, proxy_cpu, primary_cpu, to_clients, sampled):
+        self.qps, self.seconds = qps, seconds
+        self.proxy_cpu, self.primary_cpu = proxy_cpu, primary_cpu
+        self.to_clients, self.sampled = to_clients, sampled
+
+    def figures(self):
+        queries = self.qps * self.seconds
+        figures = {
+            "qps": round(self.qps), "window_s": round(self.seconds, 1),
+            "proxy_cpu_us_per_query": round(self.proxy_cpu / queries * 1e6, 1),
+            "primary_cpu_us_per_query": round(self.primary_cpu / queries * 1e6, 1),
+            "proxy_to_primary": round(self.proxy_cpu / self.primary_cpu, 2),
+        }
+        if self.to_clients is not None:
+            figures["bytes_to_client_per_query"] = round(self.to_clients / queries)
+        return figures
+
+
+def cpu_window(topology, mode, argv, settle, seconds, log, perf_data=None):
+    """Runs the sysbench load `argv` (which must last `seconds + 2 * settle`) and measures a
+    window of `seconds` in its middle, sampling the proxy with perf if `perf_data` is given
+    and perf is there."""
+    load = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(settle)
+    proxy_of_mode = topology.proxy_for(mode)
+    proxy, primary = proxy_of_mode.process, topology.primary.process
+    counts = getattr(proxy_of_mode, "metrics", None)
+    sent = 'strongsync_relayed_bytes_total{direction="primary_to_client"}'
+    sent_before = counts().get(sent) if counts else None
+    proxy_before, primary_before = proxy.cpu_seconds(), primary.cpu_seconds()
+    started = time.monotonic()
+    sampled = False
+    if perf_data and shutil.which("perf"):
+        recorded = subprocess.run(
+            ["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(proxy.pid),
+             "-o", perf_data, "--", "sleep", str(seconds)], capture_output=True, text=True)
+        sampled = recorded.returncode == 0
+        if not sampled:
+            print(f"bench: perf record failed, CPU times only: {recorded.stderr.strip()}")
+    else:
+        if perf_data:
+            print("bench: no perf (Debian: linux-perf); CPU times only")
+        time.sleep(seconds)
+    window = time.monotonic() - started
+    proxy_cpu = proxy.cpu_seconds() - proxy_before
+    primary_cpu = primary.cpu_seconds() - primary_before
+    to_clients = counts().get(sent) - sent_before if sent_before is not None else None
+    output, _ = load.communicate()
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(argv)}\n{output}\n")
+    if load.returncode != 0:
+        raise BenchError(f"sysbench failed: see {log}")
+    # The window sits inside the run, at its steady rate.
+    return Window(sysbench.parse(output).qps, window, proxy_cpu, primary_cpu, to_clients,
+                  sampled)
 
 
 def perf_summary(perf_data, out_dir, binary):

@@ -179,6 +179,43 @@ fn the_profile_measures_the_proxys_cpu_per_query_against_the_primarys() {
     }
 }
 
+#[test]
+fn the_compression_bench_measures_both_legs_and_writes_its_summary() {
+    let out = tempfile::tempdir().unwrap();
+    let out_arg = format!("--out={}", out.path().display());
+    bench_run(&[
+        "compression",
+        "--rounds=1",
+        "--threads=4",
+        "--time=2",
+        "--settle=1",
+        "--table-size=1000",
+        &out_arg,
+    ]);
+    let summary = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    for row in [
+        "| point_select | plain |",
+        "| point_select | zlib |",
+        "| range_1000 | zlib ÷ plain |",
+    ] {
+        assert!(summary.contains(row), "{row} in\n{summary}");
+    }
+    // A 1,000-row range reaches the client in fewer bytes compressed than plain.
+    let runs = std::fs::read_to_string(out.path().join("runs.json")).unwrap();
+    let bytes: Vec<f64> = runs
+        .split('{')
+        .filter(|run| run.contains("\"range_1000\""))
+        .map(|run| json_number(run, "bytes_to_client_per_query"))
+        .collect();
+    assert_eq!(bytes.len(), 2, "{runs}");
+    assert!(
+        bytes[1] < bytes[0],
+        "compressed {} against plain {}",
+        bytes[1],
+        bytes[0]
+    );
+}
+
 /// A number field of a flat JSON object.
 fn json_number(json: &str, name: &str) -> f64 {
     let at = json

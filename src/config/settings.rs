@@ -35,6 +35,9 @@ pub struct Settings {
     /// Runtime worker threads (default: one per four CPUs, at least one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker_threads: Option<usize>,
+    /// zlib level for clients using the compressed protocol.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compression_level: Option<i64>,
     /// TLS on the client side.
     #[serde(default, skip_serializing_if = "TlsSettings::is_empty")]
     pub tls: TlsSettings,
@@ -229,6 +232,7 @@ impl Settings {
             log_level: pick(b.log_level, o.log_level),
             shutdown_grace: pick(b.shutdown_grace, o.shutdown_grace),
             worker_threads: pick(b.worker_threads, o.worker_threads),
+            compression_level: pick(b.compression_level, o.compression_level),
             tls: TlsSettings {
                 cert: pick(b.tls.cert, o.tls.cert),
                 key: pick(b.tls.key, o.tls.key),
@@ -321,6 +325,16 @@ impl Settings {
                 });
             }
             c.worker_threads = Some(n);
+        }
+        if let Some(level) = self.compression_level {
+            c.compression_level =
+                u32::try_from(level)
+                    .ok()
+                    .filter(|l| *l <= 9)
+                    .ok_or_else(|| ConfigError::Invalid {
+                        key: "compression_level",
+                        problem: format!("{level} is not between 0 and 9"),
+                    })?;
         }
         c.tls = match (&self.tls.cert, &self.tls.key) {
             (Some(cert), Some(key)) => Some(TlsFiles {
@@ -432,6 +446,7 @@ impl Settings {
             log_level: Some(config.log_level.clone()),
             shutdown_grace: Some(show(config.shutdown_grace)),
             worker_threads: config.worker_threads,
+            compression_level: Some(i64::from(config.compression_level)),
             tls: TlsSettings {
                 cert: config.tls.as_ref().map(|t| t.cert.clone()),
                 key: config.tls.as_ref().map(|t| t.key.clone()),

@@ -7,9 +7,6 @@ use bytes::BytesMut;
 use strongsync_proto::compress::{FrameDecoder, FrameEncoder, Step};
 use strongsync_proto::ProtoError;
 
-/// zlib level: MariaDB's own (`Z_DEFAULT_COMPRESSION`).
-const LEVEL: u32 = 6;
-
 /// The compression state of a connection.
 #[derive(Debug)]
 pub(super) struct Compressed {
@@ -28,13 +25,13 @@ pub(super) struct Compressed {
 
 impl Compressed {
     /// Compression from now on, `raw` holding what was already read; a frame may carry at
-    /// most `max_plain` bytes.
-    pub(super) fn new(raw: BytesMut, max_plain: usize) -> Self {
+    /// most `max_plain` bytes; what is sent is deflated at zlib `level`.
+    pub(super) fn new(raw: BytesMut, max_plain: usize, level: u32) -> Self {
         Compressed {
             raw,
             out: BytesMut::new(),
             decoder: FrameDecoder::new(max_plain),
-            encoder: FrameEncoder::new(LEVEL),
+            encoder: FrameEncoder::new(level),
             next_seq: 0,
         }
     }
@@ -98,7 +95,7 @@ mod tests {
     #[test]
     fn packets_are_renumbered_from_the_frame() {
         let mut plain = BytesMut::from(&b"\x01\x00\x00\x07a\x00\x00\x00\x08\x02\x00\x00\x09bc"[..]);
-        let mut c = Compressed::new(BytesMut::new(), 1 << 20);
+        let mut c = Compressed::new(BytesMut::new(), 1 << 20, 1);
         c.restart_seq(3);
         c.seal(&mut plain);
         let mut back = BytesMut::new();

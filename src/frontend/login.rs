@@ -97,7 +97,8 @@ impl Session {
                 if self.client_caps.contains(CapabilityFlags::CLIENT_COMPRESS) {
                     // Like a server, compressed from the first command on: the login's OK
                     // went plain.
-                    self.client.start_compression(max_payload);
+                    self.client
+                        .start_compression(max_payload, self.shared.config.compression_level);
                     self.shared.metrics.compressed_logins.inc();
                 } else {
                     self.client.set_max_payload(max_payload);

@@ -10,6 +10,7 @@ admin_listen = "127.0.0.1:9104"
 log_level = "strongsync=debug"
 shutdown_grace = "15s"
 worker_threads = 1
+compression_level = 3
 
 [tls]
 cert = "/etc/strongsync/tls.crt"
@@ -72,6 +73,7 @@ fn a_full_file_resolves_and_round_trips() {
     assert_eq!(config.durability.without_quorum, WithoutQuorum::Immediate);
     assert_eq!(config.shutdown_grace, Duration::from_secs(15));
     assert_eq!(config.worker_threads, Some(1));
+    assert_eq!(config.compression_level, 3);
     assert!(config.tls.is_some());
     assert_eq!(
         config.durability.rule(),
@@ -306,7 +308,7 @@ fn a_rule_the_named_replicas_can_never_meet_is_refused() {
         "[[replica]]\nserver_id = 2\nzone = \"a\"\n[[replica]]\nserver_id = 3\nzone = \"b\"\n";
     let one_zone =
         "[[replica]]\nserver_id = 2\nzone = \"a\"\n[[replica]]\nserver_id = 3\nzone = \"a\"\n";
-    let table: [(String, &str); 9] = [
+    let table: [(String, &str); 10] = [
         (
             with("quorum = 2\nquorum_zones = 2", one_zone),
             "[[replica]] names 1 (a)",
@@ -339,6 +341,10 @@ fn a_rule_the_named_replicas_can_never_meet_is_refused() {
         (
             with("async_replicas = \"later\"", ""),
             "after_quorum or immediate",
+        ),
+        (
+            "primary = \"db:3306\"\ncompression_level = 10".to_owned(),
+            "compression_level: 10 is not between 0 and 9",
         ),
     ];
     for (toml, want) in table {
