@@ -1,5 +1,6 @@
-//! One connection: the socket, its read and write buffers, and packet framing. Sessions read
-//! and write [`Packet`]s here and never touch bytes or sockets themselves.
+//! One connection: the socket, its read and write buffers, and packet framing (under the
+//! compressed protocol's frames, once a client negotiated it). Sessions read and write
+//! [`Packet`]s here and never touch bytes, frames or sockets themselves.
 
 use std::io;
 use std::pin::Pin;

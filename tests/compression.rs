@@ -19,7 +19,9 @@ use support::cli::mariadb;
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::{free_port, ProxyProcess, TestProxy};
 use support::rawclient::RawClient;
-use support::strong::{answered, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE};
+use support::strong::{
+    answered, durability, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE,
+};
 use support::sysbench::Sysbench;
 
 /// Bytes of the BLOB: past the 16 MiB of one packet, and of one frame.
@@ -110,12 +112,7 @@ async fn compressed_client(s: &Strong) -> Conn {
 async fn a_compressed_commit_parks_until_its_quorum_holds_it() {
     let s = Strong::start(
         2,
-        DurabilityConfig {
-            quorum: 2,
-            on_timeout: OnTimeout::Block,
-            ack_timeout: Duration::from_secs(3600),
-            ..DurabilityConfig::default()
-        },
+        durability(2, OnTimeout::Block, Duration::from_secs(3600)),
     );
     s.stop_io(1);
     s.wait_semisync(1);
@@ -145,12 +142,7 @@ async fn a_compressed_commit_parks_until_its_quorum_holds_it() {
 async fn a_replica_asking_for_a_compressed_stream_acknowledges_through_it() {
     let s = Strong::start(
         2,
-        DurabilityConfig {
-            quorum: 2,
-            on_timeout: OnTimeout::Block,
-            ack_timeout: Duration::from_secs(3600),
-            ..DurabilityConfig::default()
-        },
+        durability(2, OnTimeout::Block, Duration::from_secs(3600)),
     );
     let replica = &s.topology.replicas[1];
     replica.sql("STOP SLAVE; SET GLOBAL slave_compressed_protocol = ON; START SLAVE");

@@ -4,6 +4,9 @@
 //! queued are deflated into frames when they are flushed.
 
 use bytes::BytesMut;
+
+/// A buffer that grew past this for one large frame or response is given back once drained.
+const SHRINK_ABOVE: usize = 1 << 20;
 use strongsync_proto::compress::{FrameDecoder, FrameEncoder, Step};
 use strongsync_proto::ProtoError;
 
@@ -39,7 +42,11 @@ impl Compressed {
     /// Inflates a step of the frames in `raw` onto `plain` (at most 64 KiB); false if nothing
     /// could be taken without more bytes.
     pub(super) fn inflate_step(&mut self, plain: &mut BytesMut) -> Result<bool, ProtoError> {
-        match self.decoder.decode(&mut self.raw, plain)? {
+        let step = self.decoder.decode(&mut self.raw, plain)?;
+        if self.raw.is_empty() && self.raw.capacity() > SHRINK_ABOVE {
+            self.raw = BytesMut::new();
+        }
+        match step {
             Some(Step::End(seq)) => {
                 self.next_seq = seq.wrapping_add(1);
                 Ok(true)
@@ -59,6 +66,9 @@ impl Compressed {
     /// of the compressed protocol count packets by frames (MariaDB's own libraries check only
     /// the frames' ids; mysql_common takes a packet whose id is its frame's).
     pub(super) fn seal(&mut self, plain: &mut BytesMut) {
+        if self.out.is_empty() && self.out.capacity() > SHRINK_ABOVE {
+            self.out = BytesMut::new();
+        }
         if !plain.is_empty() {
             renumber(plain, self.next_seq);
             self.next_seq = self.encoder.encode(self.next_seq, plain, &mut self.out);
