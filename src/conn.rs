@@ -133,7 +133,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
 
     /// Whether bytes of a packet (or of a frame) have arrived and not been taken.
     fn has_partial(&self) -> bool {
-        !self.rbuf.is_empty() || self.compressed.as_ref().is_some_and(|c| !c.raw.is_empty())
+        !self.rbuf.is_empty() || self.compressed.as_ref().is_some_and(|c| c.mid_frame())
     }
 
     /// Reads the next packet.

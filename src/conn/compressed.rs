@@ -56,6 +56,12 @@ impl Compressed {
         }
     }
 
+    /// Whether a frame has begun arriving (its header taken, or bytes of it buffered) and is
+    /// not all inflated.
+    pub(super) fn mid_frame(&self) -> bool {
+        !self.raw.is_empty() || self.decoder.in_frame()
+    }
+
     /// Bytes still missing from the frame at the front of `raw`.
     pub(super) fn missing(&self) -> Result<usize, ProtoError> {
         self.decoder.missing(&self.raw)

@@ -156,3 +156,48 @@ async fn a_peer_that_stops_reading_stalls_the_flush_and_one_that_reads_does_not(
         "the pipe took 1024 bytes"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn compressed_a_frame_header_alone_starts_the_clock_and_packets_come_back_whole() {
+    let (a, mut b) = duplex(1 << 16);
+    let mut conn = Conn::new(a, 1 << 20);
+    conn.start_compression(1 << 20, 1);
+    // A whole compressed frame carrying two packets, the second split over two frames.
+    let mut plain = vec![3, 0, 0, 0, b'a', b'b', b'c', 60, 0, 0, 1];
+    plain.extend_from_slice(&[b'y'; 60]);
+    let mut frames = BytesMut::new();
+    let mut encoder = strongsync_proto::compress::FrameEncoder::new(6);
+    let next = encoder.encode(0, &plain[..30], &mut frames);
+    encoder.encode(next, &plain[30..], &mut frames);
+    b.write_all(&frames).await.unwrap();
+    let first = conn.read_packet().await.unwrap();
+    assert_eq!(first.payload(), b"abc");
+    let second = conn.read_packet().await.unwrap();
+    assert_eq!(second.payload(), &[b'y'; 60][..]);
+    // What goes back is framed, numbered after the last frame read.
+    conn.write_packet(1, b"ok");
+    conn.flush().await.unwrap();
+    let mut back = [0u8; 13];
+    b.read_exact(&mut back).await.unwrap();
+    assert_eq!(
+        &back[..7],
+        &[6, 0, 0, 2, 0, 0, 0],
+        "a stored frame, sequence 2"
+    );
+    assert_eq!(
+        &back[7..],
+        &[2, 0, 0, 2, b'o', b'k'],
+        "its packet numbered by it"
+    );
+
+    // A frame header with nothing after it is a packet begun: the slow-loris clock runs.
+    b.write_all(&[50, 0, 0, 0, 0, 1, 0]).await.unwrap();
+    let started = Instant::now();
+    let read = conn.read_packet_within(Duration::from_secs(5), ReadDeadline::FromFirstByte);
+    let got = tokio::time::timeout(Duration::from_secs(60), read).await;
+    assert!(
+        matches!(got, Ok(Err(ConnError::ReadTimedOut(_)))),
+        "{got:?}"
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(5));
+}
