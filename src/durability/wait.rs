@@ -222,9 +222,9 @@ impl Durability {
             return (Look::Released(Outcome::Degraded, Release::Proceed), config);
         }
         let rule = config.rule().with_count(k);
-        if inner.registry.unmet(&rule).is_some()
-            && config.without_quorum == WithoutQuorum::Immediate
+        if config.without_quorum == WithoutQuorum::Immediate
             && config.on_timeout != OnTimeout::Block
+            && inner.registry.unmet(&rule).is_some()
         {
             return (Look::NoQuorum, config);
         }
