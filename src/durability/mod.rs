@@ -91,6 +91,9 @@ pub struct Durability {
     /// A transaction's reads from its snapshot may be bounded once (`visibility = "snapshot"`,
     /// not passthrough).
     snapshot_reads: AtomicBool,
+    /// Replicas without semisync get a transaction once the quorum holds it
+    /// (`async_replicas = "after_quorum"`, not passthrough), read for each of their packets.
+    async_held_back: AtomicBool,
     inner: Mutex<Inner>,
     parked: AtomicUsize,
     /// Responses held by the read barrier now.
@@ -166,6 +169,7 @@ impl Durability {
             passthrough: AtomicBool::new(config.passthrough),
             reads_wait: AtomicBool::new(config.reads_wait()),
             snapshot_reads: AtomicBool::new(config.snapshot_reads()),
+            async_held_back: AtomicBool::new(config.async_held_back()),
             inner: Mutex::new(Inner {
                 config,
                 topology: Arc::default(),
@@ -222,6 +226,8 @@ impl Durability {
             .store(config.reads_wait(), Ordering::Relaxed);
         self.snapshot_reads
             .store(config.snapshot_reads(), Ordering::Relaxed);
+        self.async_held_back
+            .store(config.async_held_back(), Ordering::Relaxed);
         waking(|woken| {
             let mut inner = self.lock();
             inner.config = config;
@@ -250,9 +256,9 @@ impl Durability {
         });
     }
 
-    /// The replicas' zones and labels in force.
-    pub fn topology(&self) -> Arc<Topology> {
-        Arc::clone(&self.lock().topology)
+    /// Whether replicas without semisync get a transaction only once the quorum holds it.
+    pub fn async_held_back(&self) -> bool {
+        self.async_held_back.load(Ordering::Relaxed)
     }
 
     /// Whether every response waits for the quorum to hold what it may reveal.

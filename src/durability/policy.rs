@@ -218,6 +218,11 @@ impl DurabilityConfig {
         self.visibility != Visibility::Commit && !self.passthrough
     }
 
+    /// Whether replicas without semisync get a transaction only once the quorum holds it.
+    pub fn async_held_back(&self) -> bool {
+        self.async_replicas == AsyncReplicas::AfterQuorum && !self.passthrough
+    }
+
     /// Whether a transaction's reads from its snapshot may be bounded once, by the snapshot.
     pub fn snapshot_reads(&self) -> bool {
         self.visibility == Visibility::Snapshot && !self.passthrough

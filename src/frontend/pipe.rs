@@ -41,7 +41,7 @@ use super::session::Session;
 use super::Shared;
 use crate::conn::Conn;
 use crate::deadline;
-use crate::durability::{AsyncReplicas, ReplicaHandle, StreamCoverage};
+use crate::durability::{ReplicaHandle, StreamCoverage};
 use crate::error::{Error, ReplicaError};
 use crate::primary::PrimaryStream;
 use crate::stream::ClientStream;
@@ -314,16 +314,10 @@ impl ReplicaPipe {
         }
     }
 
-    /// Whether packets for a replica without semisync wait for the quorum.
-    fn holds_back(&self) -> bool {
-        let config = self.shared.durability.config();
-        config.async_replicas == AsyncReplicas::AfterQuorum && !config.passthrough
-    }
-
     /// Sends a packet to a replica without semisync, or holds it back until the quorum holds
     /// what it brings the replica to (`gate`).
     fn send_async(&mut self, packet: &Packet, gate: Option<Position>) {
-        if self.holds_back() {
+        if self.shared.durability.async_held_back() {
             let quorum = *self.quorum.borrow();
             if !self.held.may_pass(gate, quorum) {
                 self.held.hold(gate, packet.clone());
@@ -342,7 +336,7 @@ impl ReplicaPipe {
         if self.held.is_empty() {
             return;
         }
-        let all = !self.holds_back();
+        let all = !self.shared.durability.async_held_back();
         let quorum = *self.quorum.borrow_and_update();
         while let Some(packet) = self.held.release(quorum, all) {
             let seq = self.advance();

@@ -536,8 +536,8 @@ impl Session {
             }
         };
         if quorum != self.tracking.quorum {
-            let config = self.shared.durability.config();
-            match config.session_quorum(quorum) {
+            let applies = self.shared.durability.config().session_quorum(quorum);
+            match applies {
                 SessionQuorum::BelowFloor(_) => {
                     self.shared.metrics.session_quorum_refused("below_floor");
                 }
@@ -546,7 +546,7 @@ impl Session {
                 }
                 SessionQuorum::Taken(_) => {}
             }
-            debug!(connection_id = self.connection_id, asked = ?quorum, applies = config.session_quorum(quorum).get(), "session quorum");
+            debug!(connection_id = self.connection_id, asked = ?quorum, applies = applies.get(), "session quorum");
             self.tracking.quorum = quorum;
         }
     }
