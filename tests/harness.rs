@@ -187,6 +187,42 @@ fn kill_and_restart_keeps_data() {
     db.sql("INSERT INTO sbtest.t VALUES (4)");
 }
 
+/// A server restarted after a crash deletes every `#sql*` file in its tmpdir (MariaDB's
+/// internal temporary tables): with a tmpdir shared by every test server that took a
+/// concurrent test's table away ("Error on delete of '/tmp/#sql-temptable-…'").
+#[test]
+fn each_server_has_a_tmpdir_of_its_own_that_a_crashed_neighbour_leaves_alone() {
+    let quiet = MariaDb::start(MariaDbOptions::default());
+    let mut crashing = MariaDb::start(MariaDbOptions {
+        server_id: 2,
+        ..MariaDbOptions::default()
+    });
+    for db in [&quiet, &crashing] {
+        assert_eq!(db.sql("SELECT @@tmpdir"), db.tmpdir().display().to_string());
+    }
+    assert_ne!(quiet.tmpdir(), crashing.tmpdir());
+    // The shared options (deploy/sandbox/mariadb.cnf) apply, and the tests' own come after.
+    assert_eq!(
+        crashing.sql("SELECT @@gtid_strict_mode, @@binlog_format, @@max_connections"),
+        "1\tROW\t4000"
+    );
+
+    let table = |db: &MariaDb| db.tmpdir().join("#sql-temptable-1-2-3.MAI");
+    for db in [&quiet, &crashing] {
+        std::fs::write(table(db), b"").unwrap();
+    }
+    crashing.kill();
+    crashing.restart();
+    assert!(
+        !table(&crashing).exists(),
+        "a server restarted after a crash clears its own tmpdir (what made the shared one fail)"
+    );
+    assert!(
+        table(&quiet).exists(),
+        "the crashed server left the other's tmpdir alone"
+    );
+}
+
 #[test]
 fn drop_stops_the_server() {
     let (db, took) = timed(|| MariaDb::start(MariaDbOptions::default()));

@@ -11,6 +11,10 @@ import urllib.request
 from .procs import BenchError, Process, ProcessExited, free_port, wait_for
 
 MARIADBD = "/usr/sbin/mariadbd"
+# The options every local server shares (the sandbox's and the tests' too); each server's file
+# includes it and adds the bench's own after it.
+SHARED_CNF = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "deploy", "sandbox", "mariadb.cnf")
 APP_USER, APP_PASSWORD = "app", "app-secret"
 REPL_USER, REPL_PASSWORD = "repl", "repl-secret"
 # strongsync's own account (the probe), no privileges.
@@ -75,8 +79,8 @@ class Mariadb:
         self.process = None
 
     def start(self):
-        # Each server its own tmpdir: servers bootstrapping and starting side by side in a
-        # shared /tmp have been seen to trip over each other's temporary tables.
+        # Each server its own tmpdir: a server started after a crash deletes every #sql* file
+        # in its tmpdir, other servers' temporary tables included (deploy/sandbox/mariadb.cnf).
         os.makedirs(os.path.join(self.dir, "tmp"))
         # Bootstrap without a binlog, so that nothing from it reaches the replicas.
         install = subprocess.run(
@@ -97,28 +101,19 @@ class Mariadb:
             f.write(f"""[mariadbd]
 user={_user()}
 port={self.port}
-bind-address=127.0.0.1
 socket={self.socket}
 datadir={self.dir}/data
 tmpdir={self.dir}/tmp
 pid-file={self.dir}/mariadb.pid
 log_error={self.dir}/error.log
 server_id={self.server_id}
-skip-name-resolve
-skip-slave-start
-log_bin=mysql-bin
-log_slave_updates=ON
-binlog_format=ROW
-gtid_strict_mode=ON
-relay_log=relay-bin
+!include {SHARED_CNF}
+[mariadbd]
 sync_binlog={self.sync_binlog}
 innodb_buffer_pool_size=512M
 innodb_log_file_size=256M
-performance_schema=OFF
 max_connections={self.max_connections}
-max_prepared_stmt_count=1048576
 thread_cache_size=1100
-table_open_cache=4000
 rpl_semi_sync_slave_enabled=ON
 rpl_semi_sync_master_wait_point=AFTER_SYNC
 rpl_semi_sync_master_wait_no_slave=ON

@@ -133,8 +133,6 @@ pub fn wait_for(what: &str, timeout: Duration, mut condition: impl FnMut() -> bo
 #[derive(Debug, Clone)]
 pub struct MariaDbOptions {
     pub server_id: u32,
-    pub log_bin: bool,
-    pub log_slave_updates: bool,
     /// Extra `key=value` lines for `[mariadbd]`; they come last, so they override the defaults.
     pub extra_cnf: Vec<String>,
 }
@@ -143,11 +141,14 @@ impl Default for MariaDbOptions {
     fn default() -> Self {
         MariaDbOptions {
             server_id: 1,
-            log_bin: true,
-            log_slave_updates: true,
             extra_cnf: Vec::new(),
         }
     }
+}
+
+/// The options every local server shares, the sandbox's and the bench's included.
+fn shared_cnf() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/sandbox/mariadb.cnf")
 }
 
 /// Where one instance keeps its files, all inside its temporary directory.
@@ -155,6 +156,9 @@ impl Default for MariaDbOptions {
 struct Paths {
     cnf: PathBuf,
     datadir: PathBuf,
+    /// The server's own temporary directory: a server started after a crash deletes every
+    /// `#sql*` file in its tmpdir, which in a shared one would be other servers' tables.
+    tmpdir: PathBuf,
     socket: PathBuf,
     pid_file: PathBuf,
     error_log: PathBuf,
@@ -167,6 +171,7 @@ impl Paths {
         Paths {
             cnf: dir.join("my.cnf"),
             datadir: dir.join("data"),
+            tmpdir: dir.join("tmp"),
             socket: dir.join("mysqld.sock"),
             pid_file: dir.join("mysqld.pid"),
             error_log: dir.join("error.log"),
@@ -206,6 +211,8 @@ impl MariaDb {
                 paths.datadir.display()
             )
         });
+        fs::create_dir(&paths.tmpdir)
+            .unwrap_or_else(|e| panic!("create {}: {e}", paths.tmpdir.display()));
         let (child, port) = launch_on_free_port(&paths, &opts);
         let server = MariaDb {
             pid: child.id(),
@@ -234,6 +241,11 @@ impl MariaDb {
 
     pub fn datadir(&self) -> &Path {
         &self.paths.datadir
+    }
+
+    /// Its own temporary directory.
+    pub fn tmpdir(&self) -> &Path {
+        &self.paths.tmpdir
     }
 
     pub fn server_id(&self) -> u32 {
@@ -548,34 +560,23 @@ fn cnf_text(paths: &Paths, port: u16, opts: &MariaDbOptions) -> String {
         "[mariadbd]".into(),
         "user=root".into(),
         format!("port={port}"),
-        "bind-address=127.0.0.1".into(),
         format!("socket={}", paths.socket.display()),
         format!("datadir={}", paths.datadir.display()),
+        format!("tmpdir={}", paths.tmpdir.display()),
         format!("pid-file={}", paths.pid_file.display()),
         format!("log_error={}", paths.error_log.display()),
         format!("server_id={}", opts.server_id),
-        "skip-name-resolve".into(),
-        "skip-slave-start".into(),
+        format!("!include {}", shared_cnf().display()),
+        // What only the tests need, after the shared options so that it wins.
+        "[mariadbd]".into(),
     ];
-    if opts.log_bin {
-        lines.push("log_bin=mysql-bin".into());
-        let on_off = if opts.log_slave_updates { "ON" } else { "OFF" };
-        lines.push(format!("log_slave_updates={on_off}"));
-    }
     lines.extend(
         [
-            "binlog_format=ROW",
-            "gtid_strict_mode=ON",
-            "relay_log=relay-bin",
-            "binlog_expire_logs_seconds=3600",
             "max_allowed_packet=256M",
             "max_connections=4000",
-            "max_prepared_stmt_count=1048576",
             "thread_cache_size=256",
-            "table_open_cache=4000",
             "local_infile=ON",
             "plugin_load_add=auth_ed25519",
-            "performance_schema=OFF",
             // Durability is traded for speed; a test that needs crash safety overrides these.
             "innodb_flush_log_at_trx_commit=2",
             "sync_binlog=0",
@@ -613,7 +614,9 @@ fn build_template() -> PathBuf {
         .tempdir_in(root)
         .expect("create a staging directory for the template");
     let datadir = staging.path().join("data");
-    install_db(&datadir);
+    let tmpdir = staging.path().join("tmp");
+    fs::create_dir(&tmpdir).unwrap_or_else(|e| panic!("create {}: {e}", tmpdir.display()));
+    install_db(&datadir, &tmpdir);
     if let Err(e) = fs::rename(&datadir, &final_dir) {
         assert!(
             final_dir.is_dir(),
@@ -635,12 +638,14 @@ fn server_version() -> String {
 }
 
 /// Runs `mariadb-install-db` without binary logging, so nothing from the bootstrap ends up in a
-/// binlog that replicas would pull, and with root@localhost on an empty password.
-fn install_db(datadir: &Path) {
+/// binlog that replicas would pull, and with root@localhost on an empty password; in a tmpdir of
+/// its own, like every server.
+fn install_db(datadir: &Path, tmpdir: &Path) {
     let out = Command::new(INSTALL_DB)
         // --no-defaults must be the first argument.
         .arg("--no-defaults")
         .arg(format!("--datadir={}", datadir.display()))
+        .arg(format!("--tmpdir={}", tmpdir.display()))
         .args([
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
