@@ -2,7 +2,6 @@
 //! with each authentication plugin, TLS, SQL files, warnings, administration; and the
 //! `strongsync` binary's own command-line contract (flags, environment, logging, exit codes,
 //! signals).
-mod support;
 
 use std::fs;
 use std::net::{SocketAddr, TcpStream};

@@ -5,8 +5,6 @@
 //! session that sent it. (mysql_async with compression — prepared statements, multi-results,
 //! LOCAL INFILE, COM_CHANGE_USER — runs the GTID comparison in `gtid_tracking.rs`.)
 
-mod support;
-
 use std::fs;
 use std::time::Duration;
 

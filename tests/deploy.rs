@@ -4,8 +4,6 @@
 //! Kubernetes manifest's strongsync config is accepted by the binary and its probes use the
 //! admin port, and the systemd unit fits the binary's signals and exit codes.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::process::Command;
 use std::time::Duration;

@@ -3,8 +3,6 @@
 //! without semisync held behind the quorum. Every claim is read from the replicas themselves
 //! (`Gtid_IO_Pos`), at the moment a client got its answer.
 
-mod support;
-
 use std::time::Duration;
 
 use mysql_async::prelude::*;

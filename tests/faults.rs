@@ -3,8 +3,6 @@
 //! end with a clear error (or a clean close) for the one connection concerned, a log line that
 //! says why, and no effect on anyone else.
 
-mod support;
-
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;

@@ -3,8 +3,6 @@
 //! through a client library (mysql_async, which always negotiates CLIENT_DEPRECATE_EOF), a raw
 //! protocol client with and without CLIENT_DEPRECATE_EOF, and the `mariadb` CLI (legacy EOF).
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::process::Command;
 

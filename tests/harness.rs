@@ -1,5 +1,4 @@
 //! Tests of the test harness itself: real MariaDB servers, users, replication, crash and stop.
-mod support;
 
 use support::clientlib::retry_ed25519;
 

@@ -5,8 +5,6 @@
 //! bound stated here. No assertion is about timing: limits are set short and the tests wait for
 //! their outcomes.
 
-mod support;
-
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

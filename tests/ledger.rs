@@ -15,8 +15,6 @@
 //! A longer run than CI's: `STRONGSYNC_LEDGER_KILLS=20 cargo test --test ledger -- --nocapture`
 //! (each round prints what was acknowledged; `LEDGER_SEED` replays a run's random choices).
 
-mod support;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::thread;

@@ -3,8 +3,6 @@
 //! transactions elsewhere and come back already holding them, so that nothing is relayed or
 //! acknowledged through the proxy again.
 
-mod support;
-
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;

@@ -3,8 +3,6 @@
 //! degraded spell, readiness, status, bad requests), the config file and its errors, SIGHUP
 //! reloads, SIGTERM with parked commits.
 
-mod support;
-
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;

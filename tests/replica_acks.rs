@@ -2,8 +2,6 @@
 //! ACK, ACKs releasing parked commits, ACKs that are lost or garbled, a replica that reconnects
 //! before it acknowledged, and replicas that do not ask for semisync.
 
-mod support;
-
 use std::time::Duration;
 
 use mysql_async::prelude::*;

@@ -4,8 +4,6 @@
 //! released, no replica displaced, nothing shows in `/status`, metrics or failover candidates.
 //! And a replica that reconnects is credited with exactly what it holds, domain by domain.
 
-mod support;
-
 use std::time::Duration;
 
 use serde_json::Value;

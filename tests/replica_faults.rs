@@ -4,8 +4,6 @@
 //! cleanly. Each case checks what the clients saw, the durability state and released
 //! outcomes, that no waiter is left, and that every server ends with the same rows.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -14,11 +12,10 @@ use std::time::Duration;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use strongsync::durability::{DurabilityConfig, OnTimeout, State};
-use support::admin;
 use support::mariadb::{wait_for, Deadline, MariaDb, APP_PASSWORD, APP_USER};
-use support::proxy::{assert_not_acknowledged, TestProxy};
-use support::tcp_relay::{Direction, TcpRelay};
-use support::topology::Topology;
+use support::proxy::assert_not_acknowledged;
+use support::strong::{durability, Strong};
+use support::tcp_relay::Direction;
 
 /// Generous bound for "eventually": a guard against hangs, not a timing expectation.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -26,14 +23,6 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// Rows are `(writer, seq)`; `pad` makes some transactions large.
 const TABLE: &str = "CREATE TABLE sbtest.t \
     (writer INT NOT NULL, seq INT NOT NULL, pad MEDIUMTEXT, PRIMARY KEY (writer, seq))";
-
-/// A primary, two semisync replicas replicating through the proxy (one of them, optionally,
-/// through a relay the test controls), and the proxy.
-struct Cluster {
-    topology: Topology,
-    proxy: TestProxy,
-    relay: Option<TcpRelay>,
-}
 
 /// What the clients of a test saw.
 #[derive(Debug, Default)]
@@ -54,153 +43,81 @@ struct Load {
     tasks: Vec<tokio::task::JoinHandle<Written>>,
 }
 
-// === impl Cluster ===
-
-impl Cluster {
-    /// Starts everything; replica `relayed` (if any) reaches the proxy through a relay.
-    fn start(durability: DurabilityConfig, relayed: Option<usize>) -> Cluster {
-        let topology = Topology::start(2);
-        topology.primary.sql(TABLE);
-        let mut config = TestProxy::config(&topology.primary);
+/// A primary, two semisync replicas replicating through the proxy (one of them, optionally,
+/// through a relay the test controls), and the proxy, with the table of [`TABLE`].
+fn start(durability: DurabilityConfig, relayed: Option<usize>) -> Strong {
+    Strong::start_relayed(2, relayed, |config, topology| {
+        topology
+            .primary
+            .sql(&format!("DROP TABLE sbtest.t; {TABLE}"));
         config.durability = durability;
-        let proxy = TestProxy::start_with(config);
-        let relay = relayed.map(|_| TcpRelay::start(proxy.addr()));
-        for (i, replica) in topology.replicas.iter().enumerate() {
-            replica.sql("SET GLOBAL rpl_semi_sync_slave_enabled = ON");
-            let port = match &relay {
-                Some(relay) if relayed == Some(i) => relay.port(),
-                _ => proxy.port(),
-            };
-            topology.point_replica_at(i, "127.0.0.1", port);
+    })
+}
+
+/// The end of every test: both replicas back and caught up, no waiter left, and the same rows
+/// everywhere, with every acknowledged one among them.
+fn assert_recovered(cluster: &Strong, written: &Written) {
+    wait_replicas_acknowledged_head(cluster);
+    assert_no_waiter_left(cluster);
+    assert_same_rows_everywhere(cluster, written);
+}
+
+/// Waits until both replicas are connected with semisync and have acknowledged everything
+/// relayed, as the proxy sees them; both are then failover candidates.
+fn wait_replicas_acknowledged_head(cluster: &Strong) {
+    let deadline = Deadline::after(PATIENCE);
+    loop {
+        let status = cluster.proxy.durability().status();
+        let caught_up = status.replicas.len() == 2
+            && status
+                .replicas
+                .iter()
+                .all(|r| r.semisync && r.acked.is_some() && r.acked == status.head);
+        if caught_up {
+            // Both hold every commit acknowledged to a client.
+            assert_eq!(status.failover_candidates, [2, 3], "{status:#?}");
+            return;
         }
-        for i in 0..topology.replicas.len() {
-            topology.wait_replica_running(i);
-        }
-        let cluster = Cluster {
-            topology,
-            proxy,
-            relay,
-        };
-        cluster.wait_for_semisync_replicas(2);
-        cluster
+        assert!(
+            !deadline.expired(),
+            "the replicas did not acknowledge the head: {status:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
+}
 
-    fn relay(&self) -> &TcpRelay {
-        self.relay.as_ref().expect("started with a relay")
-    }
+/// No session is left parked, by the proxy's status and by its gauge.
+fn assert_no_waiter_left(cluster: &Strong) {
+    wait_for("no parked session", PATIENCE, || cluster.parked() == 0);
+    assert_eq!(cluster.metrics().get("strongsync_parked_sessions"), 0.0);
+}
 
-    fn wait_for_semisync_replicas(&self, n: usize) {
-        wait_for(&format!("{n} semisync replicas"), PATIENCE, || {
-            self.semisync_replicas() == n
-        });
-    }
-
-    fn semisync_replicas(&self) -> usize {
-        let status = self.proxy.durability().status();
-        status.replicas.iter().filter(|r| r.semisync).count()
-    }
-
-    fn state(&self) -> State {
-        self.proxy.durability().status().state
-    }
-
-    fn parked(&self) -> usize {
-        self.proxy.durability().status().parked
-    }
-
-    fn released(&self, outcome: &str) -> u64 {
-        self.proxy.durability().status().released[outcome]
-    }
-
-    fn released_total(&self) -> u64 {
-        self.proxy.durability().status().released.values().sum()
-    }
-
-    fn metrics(&self) -> admin::Scrape {
-        admin::metrics(self.proxy.admin_addr())
-    }
-
-    async fn client(&self) -> Conn {
-        Conn::new(Opts::from_url(&self.proxy.url(APP_USER, APP_PASSWORD)).unwrap())
-            .await
-            .unwrap()
-    }
-
-    /// Starts replica `idx` again after a kill, on its data directory, and has it replicate
-    /// through whatever it pointed at (its server forgets `SET GLOBAL`s and, with
-    /// `skip-slave-start`, does not start replicating by itself).
-    fn restart_replica(&mut self, idx: usize) {
-        let replica = &mut self.topology.replicas[idx];
-        replica.restart();
-        replica.sql("SET GLOBAL rpl_semi_sync_slave_enabled = ON; START SLAVE");
-        self.topology.wait_replica_running(idx);
-    }
-
-    /// The end of every test: both replicas back and caught up, no waiter left, and the same
-    /// rows everywhere, with every acknowledged one among them.
-    fn assert_recovered(&self, written: &Written) {
-        self.wait_replicas_acknowledged_head();
-        self.assert_no_waiter_left();
-        self.assert_same_rows_everywhere(written);
-    }
-
-    /// Waits until both replicas are connected with semisync and have acknowledged everything
-    /// relayed, as the proxy sees them; both are then failover candidates.
-    fn wait_replicas_acknowledged_head(&self) {
-        let deadline = Deadline::after(PATIENCE);
-        loop {
-            let status = self.proxy.durability().status();
-            let caught_up = status.replicas.len() == 2
-                && status
-                    .replicas
-                    .iter()
-                    .all(|r| r.semisync && r.acked.is_some() && r.acked == status.head);
-            if caught_up {
-                // Both hold every commit acknowledged to a client.
-                assert_eq!(status.failover_candidates, [2, 3], "{status:#?}");
-                return;
-            }
-            assert!(
-                !deadline.expired(),
-                "the replicas did not acknowledge the head: {status:#?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// No session is left parked, by the proxy's status and by its gauge.
-    fn assert_no_waiter_left(&self) {
-        wait_for("no parked session", PATIENCE, || self.parked() == 0);
-        assert_eq!(self.metrics().get("strongsync_parked_sessions"), 0.0);
-    }
-
-    /// Waits for both replicas to apply everything the primary has, then checks that every
-    /// server holds the same rows, that every row a client saw acknowledged is among them, and
-    /// that every row among them was written by a client.
-    fn assert_same_rows_everywhere(&self, written: &Written) {
-        self.topology.wait_replicas_caught_up();
-        let primary = rows(&self.topology.primary);
-        let lost: Vec<_> = written
-            .acked
-            .iter()
-            .filter(|row| !primary.contains(row))
-            .collect();
-        assert!(lost.is_empty(), "acknowledged rows missing: {lost:?}");
-        let attempted: BTreeSet<_> = written.acked.iter().chain(&written.in_doubt).collect();
-        let unknown: Vec<_> = primary.iter().filter(|r| !attempted.contains(r)).collect();
-        assert!(unknown.is_empty(), "rows nobody wrote: {unknown:?}");
-        let checksum = |server: &MariaDb| server.sql("CHECKSUM TABLE sbtest.t");
-        for (i, replica) in self.topology.replicas.iter().enumerate() {
-            assert!(
-                rows(replica) == primary,
-                "replica {i} differs from the primary"
-            );
-            assert_eq!(
-                checksum(replica),
-                checksum(&self.topology.primary),
-                "replica {i}"
-            );
-        }
+/// Waits for both replicas to apply everything the primary has, then checks that every server
+/// holds the same rows, that every row a client saw acknowledged is among them, and that every
+/// row among them was written by a client.
+fn assert_same_rows_everywhere(cluster: &Strong, written: &Written) {
+    cluster.topology.wait_replicas_caught_up();
+    let primary = rows(&cluster.topology.primary);
+    let lost: Vec<_> = written
+        .acked
+        .iter()
+        .filter(|row| !primary.contains(row))
+        .collect();
+    assert!(lost.is_empty(), "acknowledged rows missing: {lost:?}");
+    let attempted: BTreeSet<_> = written.acked.iter().chain(&written.in_doubt).collect();
+    let unknown: Vec<_> = primary.iter().filter(|r| !attempted.contains(r)).collect();
+    assert!(unknown.is_empty(), "rows nobody wrote: {unknown:?}");
+    let checksum = |server: &MariaDb| server.sql("CHECKSUM TABLE sbtest.t");
+    for (i, replica) in cluster.topology.replicas.iter().enumerate() {
+        assert!(
+            rows(replica) == primary,
+            "replica {i} differs from the primary"
+        );
+        assert_eq!(
+            checksum(replica),
+            checksum(&cluster.topology.primary),
+            "replica {i}"
+        );
     }
 }
 
@@ -213,19 +130,10 @@ fn rows(server: &MariaDb) -> BTreeSet<(u32, u32)> {
         .collect()
 }
 
-fn config(quorum: usize, on_timeout: OnTimeout, ack_timeout: Duration) -> DurabilityConfig {
-    DurabilityConfig {
-        quorum,
-        on_timeout,
-        ack_timeout,
-        ..DurabilityConfig::default()
-    }
-}
-
 // === impl Load ===
 
 impl Load {
-    fn start(cluster: &Cluster, writers: u32) -> Load {
+    fn start(cluster: &Strong, writers: u32) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let ok = Arc::new(AtomicU64::new(0));
         let opts = Opts::from_url(&cluster.proxy.url(APP_USER, APP_PASSWORD)).unwrap();
@@ -307,7 +215,7 @@ async fn write_rows(opts: Opts, writer: u32, stop: Arc<AtomicBool>, ok: Arc<Atom
 
 /// Runs `sql` on a fresh connection in the background.
 async fn spawn_statement(
-    cluster: &Cluster,
+    cluster: &Strong,
     sql: String,
 ) -> tokio::task::JoinHandle<mysql_async::Result<()>> {
     let mut conn = cluster.client().await;
@@ -330,15 +238,18 @@ fn ack_latency(server_id: u32, series: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_killed_under_load_with_quorum_one_of_two_costs_the_clients_nothing() {
     // A commit not acknowledged within the timeout would reach its client as an error.
-    let mut cluster = Cluster::start(config(1, OnTimeout::Error, Duration::from_secs(20)), None);
+    let mut cluster = start(
+        durability(1, OnTimeout::Error, Duration::from_secs(20)),
+        None,
+    );
     let load = Load::start(&cluster, 8);
     load.wait_for_more(20, "before the kill");
 
     cluster.topology.replicas[0].kill();
-    cluster.wait_for_semisync_replicas(1);
+    cluster.wait_semisync(1);
     load.wait_for_more(200, "with one replica dead");
     cluster.restart_replica(0);
-    cluster.wait_for_semisync_replicas(2);
+    cluster.wait_semisync(2);
     load.wait_for_more(100, "after the restart");
     let written = load.stop().await;
 
@@ -351,12 +262,15 @@ async fn a_replica_killed_under_load_with_quorum_one_of_two_costs_the_clients_no
         "every commit released by its quorum: {status:?}"
     );
     assert_eq!(cluster.released_total(), written.acked.len() as u64);
-    cluster.assert_recovered(&written);
+    assert_recovered(&cluster, &written);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_killed_under_load_with_quorum_two_degrades_then_strong_sync_resumes() {
-    let mut cluster = Cluster::start(config(2, OnTimeout::Degrade, Duration::from_secs(2)), None);
+    let mut cluster = start(
+        durability(2, OnTimeout::Degrade, Duration::from_secs(2)),
+        None,
+    );
     let load = Load::start(&cluster, 8);
     load.wait_for_more(20, "before the kill");
     assert_eq!(cluster.state(), State::Strong);
@@ -395,13 +309,13 @@ async fn a_replica_killed_under_load_with_quorum_two_degrades_then_strong_sync_r
         metrics.get("strongsync_durability_state{state=\"strong\"}"),
         1.0
     );
-    cluster.assert_recovered(&written);
+    assert_recovered(&cluster, &written);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stalled_replica_network_parks_commits_under_block_until_it_flows_or_is_cut() {
-    let cluster = Cluster::start(
-        config(2, OnTimeout::Block, Duration::from_millis(300)),
+    let cluster = start(
+        durability(2, OnTimeout::Block, Duration::from_millis(300)),
         Some(1),
     );
     let relay = cluster.relay();
@@ -487,12 +401,15 @@ async fn a_stalled_replica_network_parks_commits_under_block_until_it_flows_or_i
         "nothing released without quorum"
     );
     assert_eq!(cluster.state(), State::Strong);
-    cluster.assert_recovered(&written);
+    assert_recovered(&cluster, &written);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stalled_replica_network_under_on_timeout_error_answers_an_error_naming_the_gtid() {
-    let cluster = Cluster::start(config(2, OnTimeout::Error, Duration::from_secs(1)), Some(1));
+    let cluster = start(
+        durability(2, OnTimeout::Error, Duration::from_secs(1)),
+        Some(1),
+    );
     let relay = cluster.relay();
     relay.stall();
     let mut conn = cluster.client().await;
@@ -522,14 +439,14 @@ async fn a_stalled_replica_network_under_on_timeout_error_answers_an_error_namin
         acked: vec![(0, 0), (0, 1)],
         ..Written::default()
     };
-    cluster.assert_recovered(&written);
+    assert_recovered(&cluster, &written);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn acks_delayed_on_their_way_back_delay_the_oks_and_nothing_is_released_without_quorum() {
     const DELAY: Duration = Duration::from_millis(200);
-    let cluster = Cluster::start(
-        config(2, OnTimeout::Error, Duration::from_secs(30)),
+    let cluster = start(
+        durability(2, OnTimeout::Error, Duration::from_secs(30)),
         Some(1),
     );
     let delayed = cluster.topology.replicas[1].server_id();
@@ -568,12 +485,15 @@ async fn acks_delayed_on_their_way_back_delay_the_oks_and_nothing_is_released_wi
         .expect("the delayed replica is connected");
     assert!(replica.semisync && replica.acked.is_some(), "{replica:?}");
     assert_eq!(status.state, State::Strong);
-    cluster.assert_recovered(&written);
+    assert_recovered(&cluster, &written);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_primary_restarted_cleanly_gets_its_replicas_and_clients_back_and_strong_sync_resumes() {
-    let mut cluster = Cluster::start(config(2, OnTimeout::Degrade, Duration::from_secs(2)), None);
+    let mut cluster = start(
+        durability(2, OnTimeout::Degrade, Duration::from_secs(2)),
+        None,
+    );
     let load = Load::start(&cluster, 8);
     load.wait_for_more(20, "before the restart");
     let port = cluster.topology.primary.port();
@@ -592,7 +512,7 @@ async fn a_primary_restarted_cleanly_gets_its_replicas_and_clients_back_and_stro
     for i in 0..cluster.topology.replicas.len() {
         cluster.topology.wait_replica_running(i);
     }
-    cluster.wait_for_semisync_replicas(2);
+    cluster.wait_semisync(2);
     wait_for("STRONG", PATIENCE, || cluster.state() == State::Strong);
     let quorum_before = cluster.released("quorum");
     wait_for("commits released by a quorum of two", PATIENCE, || {
@@ -617,13 +537,13 @@ async fn a_primary_restarted_cleanly_gets_its_replicas_and_clients_back_and_stro
     wait_for("the primary to be up again", PATIENCE, || {
         cluster.metrics().get("strongsync_primary_up") == 1.0
     });
-    cluster.assert_recovered(&written);
+    assert_recovered(&cluster, &written);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_commit_parked_across_a_primary_restart_gets_its_ok_once_its_quorum_has_it() {
-    let mut cluster = Cluster::start(
-        config(2, OnTimeout::Block, Duration::from_secs(3600)),
+    let mut cluster = start(
+        durability(2, OnTimeout::Block, Duration::from_secs(3600)),
         Some(1),
     );
     cluster.relay().stall();
@@ -655,5 +575,5 @@ async fn a_commit_parked_across_a_primary_restart_gets_its_ok_once_its_quorum_ha
         acked: vec![(0, 0), (0, 1)],
         ..Written::default()
     };
-    cluster.assert_recovered(&written);
+    assert_recovered(&cluster, &written);
 }

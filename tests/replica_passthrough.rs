@@ -2,8 +2,6 @@
 //! answers itself), and `STOP SLAVE` ending its dump on the primary: with semisync the replica
 //! kills its dump thread by id through the proxy.
 
-mod support;
-
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use support::proxy::TestProxy;
 use support::topology::Topology;

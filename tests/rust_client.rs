@@ -3,8 +3,6 @@
 //! COM_RESET_CONNECTION, COM_PING, COM_INIT_DB, KILL, server-side cursors, and session
 //! tracking the client asked for itself.
 
-mod support;
-
 use std::time::Duration;
 
 use mysql_async::prelude::*;

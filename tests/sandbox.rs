@@ -2,8 +2,6 @@
 //! and strongsync, shows a write load going through, and `down` stops every process it
 //! started.
 
-mod support;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -2,8 +2,6 @@
 //! with semisync; commits acknowledged only once the quorum has them, under each timeout
 //! policy, with replicas stopped and started under them.
 
-mod support;
-
 use std::time::Duration;
 
 use mysql_async::prelude::*;

@@ -1,7 +1,6 @@
 //! sysbench 1.0 through the proxy: `oltp_read_write` and `oltp_point_select` at 64 threads,
 //! with server-side prepared statements and without, finish without errors; every commit is
 //! reported to the commit hook exactly once, with the GTID the primary logged for it.
-mod support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -310,7 +309,6 @@ sysbench 1.0.20 (using system LuaJIT 2.1.0-beta3)
 Running the test with following options:
 Number of threads: 64
 Initializing random number generator from current time
-
 
 Initializing worker threads...
 

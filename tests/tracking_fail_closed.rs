@@ -5,8 +5,6 @@
 //! that cannot be read is bounded by what the session committed last; where even that cannot
 //! be read, the commit is released as unresolved: counted and listed, never silently.
 
-mod support;
-
 use std::time::Duration;
 
 use mysql_async::prelude::*;

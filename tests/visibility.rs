@@ -3,8 +3,6 @@
 //! (`Gtid_IO_Pos`) at the moment a reader got its answer; the control, `visibility = "commit"`,
 //! shows the same reader seeing what the replica does not have.
 
-mod support;
-
 use std::time::Duration;
 
 use mysql_async::prelude::*;

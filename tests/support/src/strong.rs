@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
-use strongsync::durability::{DurabilityConfig, OnTimeout};
+use strongsync::durability::{DurabilityConfig, OnTimeout, State};
 use strongsync::Config;
 
+use super::admin;
 use super::mariadb::{received_gtids_at, wait_for, MariaDb, APP_PASSWORD, APP_USER};
 use super::proxy::TestProxy;
+use super::tcp_relay::TcpRelay;
 use super::topology::Topology;
 
 /// How long a test waits for something it expects to happen.
@@ -21,6 +23,8 @@ pub const PATIENCE: Duration = Duration::from_secs(60);
 pub struct Strong {
     pub topology: Topology,
     pub proxy: TestProxy,
+    /// The relay one replica reaches the proxy through, if it was started with one.
+    relay: Option<(usize, TcpRelay)>,
 }
 
 /// What replica `i` had received (its `Gtid_IO_Pos`), read straight from it. `Send`, so it can
@@ -50,6 +54,16 @@ impl Strong {
     /// Like [`start`](Self::start), with the proxy's configuration adjusted by `adjust` (which
     /// sees the servers).
     pub fn start_with(replicas: usize, adjust: impl FnOnce(&mut Config, &Topology)) -> Strong {
+        Strong::start_relayed(replicas, None, adjust)
+    }
+
+    /// Like [`start_with`](Self::start_with); replica `relayed` (if any) reaches the proxy
+    /// through a [`TcpRelay`] the test controls (see [`relay`](Self::relay)).
+    pub fn start_relayed(
+        replicas: usize,
+        relayed: Option<usize>,
+        adjust: impl FnOnce(&mut Config, &Topology),
+    ) -> Strong {
         let topology = Topology::start(replicas);
         topology
             .primary
@@ -58,7 +72,12 @@ impl Strong {
         config.durability.passthrough = false;
         adjust(&mut config, &topology);
         let proxy = TestProxy::start_with(config);
-        let strong = Strong { topology, proxy };
+        let relay = relayed.map(|i| (i, TcpRelay::start(proxy.addr())));
+        let strong = Strong {
+            topology,
+            proxy,
+            relay,
+        };
         for i in 0..replicas {
             strong.attach(i, true);
         }
@@ -66,13 +85,46 @@ impl Strong {
         strong
     }
 
-    /// Points replica `i` at the proxy, with semisync on or off, and waits until it runs.
+    /// The relay between the relayed replica and the proxy.
+    ///
+    /// # Panics
+    /// If the servers were started without one.
+    pub fn relay(&self) -> &TcpRelay {
+        &self.relay.as_ref().expect("started with a relay").1
+    }
+
+    /// Points replica `i` at the proxy (through the relay, if it is the relayed one), with
+    /// semisync on or off, and waits until it runs.
     pub fn attach(&self, i: usize, semisync: bool) {
         let on = if semisync { "ON" } else { "OFF" };
         self.topology.replicas[i].sql(&format!("SET GLOBAL rpl_semi_sync_slave_enabled = {on}"));
-        self.topology
-            .point_replica_at(i, "127.0.0.1", self.proxy.port());
+        let port = match &self.relay {
+            Some((relayed, relay)) if *relayed == i => relay.port(),
+            _ => self.proxy.port(),
+        };
+        self.topology.point_replica_at(i, "127.0.0.1", port);
         self.topology.wait_replica_running(i);
+    }
+
+    /// Starts replica `i` again after a kill, on its data directory, and has it replicate with
+    /// semisync through whatever it pointed at (a server forgets its `SET GLOBAL`s and, with
+    /// `skip-slave-start`, does not start replicating by itself).
+    pub fn restart_replica(&mut self, i: usize) {
+        let replica = &mut self.topology.replicas[i];
+        replica.restart();
+        replica.sql("SET GLOBAL rpl_semi_sync_slave_enabled = ON; START SLAVE");
+        self.topology.wait_replica_running(i);
+    }
+
+    /// Connected semisync replicas, as the proxy sees them.
+    pub fn semisync_replicas(&self) -> usize {
+        let status = self.proxy.durability().status();
+        status.replicas.iter().filter(|r| r.semisync).count()
+    }
+
+    /// The proxy's metrics, scraped from its admin port.
+    pub fn metrics(&self) -> admin::Scrape {
+        admin::metrics(self.proxy.admin_addr())
     }
 
     /// Points replica `i` straight at the primary (the proxy never sees what it receives).
@@ -85,14 +137,7 @@ impl Strong {
     /// Waits until exactly `n` semisync replicas are connected to the proxy.
     pub fn wait_semisync(&self, n: usize) {
         wait_for(&format!("{n} semisync replicas"), PATIENCE, || {
-            self.proxy
-                .durability()
-                .status()
-                .replicas
-                .iter()
-                .filter(|r| r.semisync)
-                .count()
-                == n
+            self.semisync_replicas() == n
         });
     }
 
@@ -135,6 +180,16 @@ impl Strong {
 
     pub fn released(&self, outcome: &str) -> u64 {
         self.proxy.durability().status().released[outcome]
+    }
+
+    /// Commits released so far, however.
+    pub fn released_total(&self) -> u64 {
+        self.proxy.durability().status().released.values().sum()
+    }
+
+    /// Strong sync's state.
+    pub fn state(&self) -> State {
+        self.proxy.durability().status().state
     }
 
     /// Waits until `n` commits are parked.

@@ -324,9 +324,21 @@ impl Drop for ProxyProcess {
     }
 }
 
+/// The `strongsync` binary of this build: cargo builds it beside the test executables when it
+/// runs the package's integration tests.
+pub fn strongsync_bin() -> PathBuf {
+    let bin = crate::target_dir().join("strongsync");
+    assert!(
+        bin.is_file(),
+        "no strongsync binary at {} (run the tests with cargo test)",
+        bin.display()
+    );
+    bin
+}
+
 /// The `strongsync` binary with a clean environment (no `STRONGSYNC_*`, no `RUST_LOG`).
 pub fn strongsync_command(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_strongsync"));
+    let mut command = Command::new(strongsync_bin());
     command.args(args).env_remove("RUST_LOG");
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("STRONGSYNC_") {

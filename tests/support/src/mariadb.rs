@@ -1,7 +1,7 @@
 //! One throwaway MariaDB server process for tests, with its own data directory, port and socket.
 //!
 //! Every server starts from a data directory template that `mariadb-install-db` builds once per
-//! MariaDB version under `CARGO_TARGET_TMPDIR`; starting an instance copies it into a fresh
+//! MariaDB version under `target/tmp`; starting an instance copies it into a fresh
 //! temporary directory, so instances are cheap and never share state.
 
 use std::collections::HashMap;
@@ -148,7 +148,7 @@ impl Default for MariaDbOptions {
 
 /// The options every local server shares, the sandbox's and the bench's included.
 fn shared_cnf() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/sandbox/mariadb.cnf")
+    crate::repo().join("deploy/sandbox/mariadb.cnf")
 }
 
 /// Where one instance keeps its files, all inside its temporary directory.
@@ -189,8 +189,9 @@ pub struct MariaDb {
     port: u16,
     server_id: u32,
     paths: Paths,
-    // Declared last so the directory is removed only after everything else is gone.
-    dir: TempDir,
+    // Declared last so the directory is removed only after everything else is gone; held only
+    // for that.
+    _dir: TempDir,
 }
 
 impl MariaDb {
@@ -220,7 +221,7 @@ impl MariaDb {
             port,
             server_id: opts.server_id,
             paths,
-            dir,
+            _dir: dir,
         };
         server.sql(SETUP_SQL);
         server
@@ -599,7 +600,8 @@ fn template_datadir() -> &'static Path {
 /// build it: each builds in its own staging directory and renames it into place, so a reader
 /// never sees a half-built template, and the loser's equivalent copy is discarded.
 fn build_template() -> PathBuf {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    // Cargo's own place for tests' files (CARGO_TARGET_TMPDIR), which `cargo clean` clears.
+    let root = &crate::target_dir().join("..").join("tmp");
     let version = server_version();
     let final_dir = root.join(format!(
         "mariadb-template-r{TEMPLATE_REVISION}-{}",

@@ -8,9 +8,7 @@ use promql_parser::parser::Expr;
 use promql_parser::util::{walk_expr, ExprVisitor};
 
 pub fn deploy_path(relative: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("deploy")
-        .join(relative)
+    crate::repo().join("deploy").join(relative)
 }
 
 pub fn read(relative: &str) -> String {
