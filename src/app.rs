@@ -7,13 +7,11 @@
 //! until then, so parked commits can still reach their quorum.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -22,7 +20,7 @@ use crate::admin::{self, Admin};
 use crate::commit::CommitHook;
 use crate::config::{Config, ConfigError};
 use crate::durability::{Durability, WaitObserver};
-use crate::frontend::{self, Shared};
+use crate::frontend::{self, InFlight, Shared};
 use crate::health::PrimaryHealth;
 use crate::metrics::Metrics;
 use crate::probe::Probe;
@@ -40,16 +38,6 @@ pub struct Proxy {
     in_flight: Arc<InFlight>,
     tracker: TaskTracker,
 }
-
-/// Client sessions that are not replica dumps, counted so shutdown knows when they are done.
-#[derive(Debug, Default)]
-pub(crate) struct InFlight {
-    count: AtomicUsize,
-    idle: Notify,
-}
-
-/// A session's place in [`InFlight`], given up when it ends or becomes a replica dump.
-pub(crate) struct InFlightGuard(Arc<InFlight>);
 
 /// Why the proxy could not start.
 #[derive(Debug, Error)]
@@ -110,17 +98,18 @@ impl ProxyBuilder {
     pub async fn start(self) -> Result<Proxy, StartError> {
         let ProxyBuilder { config, hook } = self;
         config.validate()?;
-        let tls = config.tls.as_ref().map(tls::acceptor).transpose()?;
+        let tls = config.tls.files()?.map(tls::acceptor).transpose()?;
+        // The SQL port first: once the admin port answers, clients can connect.
         let (listener, local_addr) = bind(config.listen).await?;
         let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
         info!(listen = %local_addr, admin = %admin_addr, primary = %config.primary, tls = tls.is_some(), "strongsync listening");
 
         let metrics = Arc::new(Metrics::new());
         let durability = Durability::with_observer(
-            config.durability,
+            config.durability.clone(),
             Arc::clone(&metrics) as Arc<dyn WaitObserver>,
         );
-        durability.set_topology(config.topology.clone());
+        durability.set_topology(config.topology()?);
         let primary_health = Arc::new(PrimaryHealth::new(
             config.primary.clone(),
             config.timeouts.primary_connect,
@@ -139,10 +128,10 @@ impl ProxyBuilder {
             primary_health: Arc::clone(&primary_health),
             hard_stop: hard.clone(),
             in_flight: Arc::clone(&in_flight),
-            probe: config.probe.as_ref().map(|account| {
+            probe: config.probe.account()?.map(|account| {
                 Arc::new(Probe::new(
                     &config.primary,
-                    account,
+                    &account,
                     config.timeouts.primary_connect,
                 ))
             }),
@@ -233,45 +222,26 @@ impl Proxy {
     pub fn reload(&self, new: &Config) -> Vec<&'static str> {
         let mut held = self.config.lock().unwrap_or_else(|p| p.into_inner());
         let old = &*held;
-        let mut needs_restart = Vec::new();
-        let mut differs = |key, changed: bool| {
-            if changed {
-                needs_restart.push(key);
-            }
-        };
-        differs("listen", old.listen != new.listen);
-        differs("primary", old.primary != new.primary);
-        differs("admin_listen", old.admin_listen != new.admin_listen);
-        differs("tls", old.tls != new.tls);
-        differs("limits", old.limits != new.limits);
-        differs("timeouts", old.timeouts != new.timeouts);
-        differs("shutdown_grace", old.shutdown_grace != new.shutdown_grace);
-        differs("worker_threads", old.worker_threads != new.worker_threads);
-        differs("probe", old.probe != new.probe);
-        differs(
-            "durability.gtid_index_capacity",
-            old.durability.gtid_index_capacity != new.durability.gtid_index_capacity,
-        );
-        let mut durability = new.durability;
-        if durability.visibility != old.durability.visibility && old.probe.is_none() {
+        let mut needs_restart = old.restart_needed(new);
+        let mut applied = old.with_live_from(new);
+        if applied.durability.visibility != old.durability.visibility && old.probe.user.is_none() {
             // The read barrier needs the probe, which only a restart starts.
-            durability.visibility = old.durability.visibility;
+            applied.durability.visibility = old.durability.visibility;
             needs_restart.push("durability.visibility");
         }
         // Zones before the rule: a rule that needs new zones is checked against them.
-        if old.topology != new.topology {
-            info!(topology = ?new.topology, "replica zones and labels reloaded");
-            self.durability.set_topology(new.topology.clone());
+        match (old.topology(), applied.topology()) {
+            (Ok(before), Ok(topology)) if before != topology => {
+                info!(?topology, "replica zones and labels reloaded");
+                self.durability.set_topology(topology);
+            }
+            _ => {}
         }
-        if old.durability != durability {
-            info!(?durability, "strong sync settings reloaded");
-            self.durability.reconfigure(durability);
+        if old.durability != applied.durability {
+            info!(durability = ?applied.durability, "strong sync settings reloaded");
+            self.durability.reconfigure(applied.durability.clone());
         }
         // Only what changes live is taken, so a later reload compares against what runs.
-        let mut applied = old.clone();
-        applied.log_level.clone_from(&new.log_level);
-        applied.durability = self.durability.config();
-        applied.topology.clone_from(&new.topology);
         *held = applied;
         needs_restart
     }
@@ -316,41 +286,5 @@ impl std::fmt::Debug for Proxy {
             .field("local_addr", &self.local_addr)
             .field("admin_addr", &self.admin_addr)
             .finish_non_exhaustive()
-    }
-}
-
-// === impl InFlight ===
-
-impl InFlight {
-    /// Counts a session in.
-    pub(crate) fn enter(self: &Arc<Self>) -> InFlightGuard {
-        self.count.fetch_add(1, Ordering::SeqCst);
-        InFlightGuard(Arc::clone(self))
-    }
-
-    fn count(&self) -> usize {
-        self.count.load(Ordering::SeqCst)
-    }
-
-    /// Waits until no session is in flight, or `limit` passes; true if none is.
-    async fn wait_idle(&self, limit: Duration) -> bool {
-        let idle = async {
-            loop {
-                let notified = self.idle.notified();
-                if self.count() == 0 {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        tokio::time::timeout(limit, idle).await.is_ok()
-    }
-}
-
-impl Drop for InFlightGuard {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
-        }
     }
 }

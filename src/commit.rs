@@ -1,12 +1,12 @@
-//! What a session reports when the primary tells it that it committed, and the hook that
-//! decides when (and how) the response carrying that news may go to the client.
+//! What a session reports when the primary tells it that it committed, the hook that decides
+//! when (and how) the response carrying that news may go to the client, and the error a client
+//! gets when its commit did not reach its quorum.
 
 use std::fmt;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use strongsync_proto::gtid::Gtid;
-
-use crate::durability::NotAcknowledged;
 
 /// Transactions a response reported (or may have) committed for this session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +74,42 @@ pub enum Release {
     /// Replace it with an error saying the commit did not reach its quorum (the rest of the
     /// response is dropped).
     Fail(NotAcknowledged),
+}
+
+/// A commit released without its quorum, with an error for its client: `on_timeout = error`,
+/// or the proxy shutting down with the commit still parked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct NotAcknowledged {
+    /// The GTIDs, comma-separated.
+    pub gtids: String,
+    /// The quorum it needed.
+    pub quorum: usize,
+    /// How long it waited.
+    pub waited: Duration,
+    /// Released because the proxy is shutting down (not by the timeout policy).
+    pub shutdown: bool,
+    /// A response held by the read barrier, not a commit of the client's.
+    pub read: bool,
+}
+
+impl fmt::Display for NotAcknowledged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let NotAcknowledged {
+            gtids,
+            quorum,
+            waited,
+            shutdown,
+            read,
+        } = self;
+        if *shutdown {
+            f.write_str("proxy shutting down: ")?;
+        }
+        if *read {
+            write!(f, "response withheld: it may reveal transaction(s) {gtids}, which {quorum} replica(s) did not acknowledge within {waited:?}; the statement itself ran on the primary (roll back a transaction it is part of)")
+        } else {
+            write!(f, "transaction {gtids} committed on the primary but was not acknowledged by {quorum} replica(s) within {waited:?}; it may be lost if the primary fails")
+        }
+    }
 }
 
 /// Decides when a response that reported a commit may be released to the client.

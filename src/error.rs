@@ -79,7 +79,7 @@ pub enum Error {
     },
     /// A commit did not reach its quorum in time (`on_timeout = error`); the session goes on.
     #[error("{0}")]
-    NotAcknowledged(#[from] crate::durability::NotAcknowledged),
+    NotAcknowledged(#[from] crate::commit::NotAcknowledged),
     /// A replica broke the replication protocol.
     #[error("replica misbehaved: {0}")]
     Replica(#[from] ReplicaError),

@@ -1,7 +1,7 @@
 //! strongsync: a MySQL/MariaDB proxy that holds each commit's OK until a quorum of replicas has
 //! the transaction.
 //!
-//! Architecture (one line per part; `README.md` has the longer version):
+//! Architecture (one line per part; `docs/architecture.md` has the longer version):
 //! - [`strongsync_proto`] (crate `proto/`): sans-IO wire formats — framing, handshake,
 //!   OK/EOF/ERR with session state, where each response ends.
 //! - [`conn`]: one socket with its buffers, read and written as packets (cancel-safe reads);
@@ -30,6 +30,7 @@ pub mod conn;
 mod deadline;
 pub mod durability;
 pub mod error;
+pub mod flavour;
 pub mod health;
 pub mod metrics;
 pub mod primary;
@@ -41,4 +42,4 @@ mod frontend;
 
 pub use app::{Proxy, ProxyBuilder, ShutdownReport, StartError};
 pub use commit::{Commit, CommitHook, Release, WaitKind};
-pub use config::{Config, ConfigError, Limits, Timeouts, TlsFiles};
+pub use config::{Config, ConfigError, Limits, Timeouts};

@@ -10,7 +10,8 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::durability::{DurabilityStatus, Outcome, State, Visibility, WaitObserver, OUTCOMES};
+use crate::config::Visibility;
+use crate::durability::{DurabilityStatus, Outcome, State, WaitObserver, OUTCOMES};
 use crate::error::MALFORMED_KINDS;
 
 /// Buckets for waits from a fraction of a millisecond to past the default 10 s ACK timeout.

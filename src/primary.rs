@@ -1,7 +1,7 @@
 //! The way to the primary: TCP to `HOST:PORT`, or its Unix socket when strongsync runs on the
 //! same host (a sidecar). The socket skips the TCP/IP stack on both ends of the busiest leg
 //! the proxy has: point selects through strongsync ran 9 % faster over it than over TCP
-//! loopback (README, "Benchmarks").
+//! loopback (docs/benchmarks.md).
 
 use std::io;
 

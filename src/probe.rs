@@ -1,7 +1,8 @@
 //! The probe: strongsync's own connection to the primary, for one question — how far the
-//! primary's binlog reaches (`@@global.gtid_binlog_pos`). MariaDB writes a transaction to its
-//! binlog before the statement's response leaves, so that position, read after a response
-//! arrived, bounds everything the response may have committed or revealed. Sessions ask it for
+//! primary's binlog reaches (the flavour's [`bound_query`](Flavour::bound_query), MariaDB's
+//! `@@global.gtid_binlog_pos`). MariaDB writes a transaction to its binlog before the
+//! statement's response leaves, so that position, read after a response arrived, bounds
+//! everything the response may have committed or revealed. Sessions ask it for
 //! every response under `visibility = "quorum"`, and otherwise for the rare response that must
 //! go to the client before the session's own connection can be asked what it committed (a
 //! `LOAD DATA LOCAL INFILE` request, more than `max_held_response_bytes` held), or when that
@@ -23,8 +24,10 @@ use thiserror::Error;
 use tokio::sync::{watch, Notify};
 use tracing::debug;
 
+use strongsync_proto::gtid::GtidPosition;
+
 use crate::config::ProbeAccount;
-use crate::durability::GtidPosition;
+use crate::flavour::Flavour;
 
 /// What one reading found: the binlog position, or why there is none.
 pub type Reading = Result<Arc<GtidPosition>, Arc<ProbeError>>;
@@ -46,10 +49,12 @@ struct Rounds {
     done: watch::Sender<Done>,
 }
 
-/// The round the next reading will be, and whether anyone waits for it.
+/// The round the next reading will be, whether anyone waits for it, and the flavour of the
+/// primary its callers speak to (one primary: always the same).
 struct NextRound {
     number: u64,
     wanted: bool,
+    flavour: Flavour,
 }
 
 #[derive(Clone)]
@@ -71,7 +76,7 @@ pub enum ProbeError {
     #[error(transparent)]
     Client(#[from] mysql_async::Error),
     /// The answer is not a GTID position.
-    #[error("@@global.gtid_binlog_pos {value:?}: {source}")]
+    #[error("the primary's binlog position {value:?}: {source}")]
     Unreadable {
         /// What the primary said.
         value: String,
@@ -111,6 +116,7 @@ impl Probe {
             next: Mutex::new(NextRound {
                 number: 1,
                 wanted: false,
+                flavour: Flavour::MariaDb,
             }),
             done,
         });
@@ -123,16 +129,17 @@ impl Probe {
         }
     }
 
-    /// The primary's binlog position, read after this call began: per replication domain, the
-    /// newest GTID written.
+    /// The binlog position of a primary of `flavour`, read after this call began: per
+    /// replication domain, the newest GTID written.
     ///
     /// # Errors
     /// [`ProbeError`] if the primary could not be asked in time or answered nonsense; the
     /// connection is opened again for the next round.
-    pub async fn binlog_position(&self) -> Reading {
+    pub async fn binlog_position(&self, flavour: Flavour) -> Reading {
         let round = {
             let mut next = self.rounds.lock();
             next.wanted = true;
+            next.flavour = flavour;
             next.number
         };
         self.wake.notify_one();
@@ -169,26 +176,24 @@ impl Rounds {
     }
 
     /// Claims the next round if anyone waits for it.
-    fn claim(&self) -> Option<u64> {
+    fn claim(&self) -> Option<(u64, Flavour)> {
         let mut next = self.lock();
         if !next.wanted {
             return None;
         }
         next.wanted = false;
         next.number += 1;
-        Some(next.number - 1)
+        Some((next.number - 1, next.flavour))
     }
 
     /// One reading on `conn` (opened if there is none; dropped after a failure).
-    async fn read(&self, conn: &mut Option<Conn>) -> Reading {
+    async fn read(&self, conn: &mut Option<Conn>, flavour: Flavour) -> Reading {
         let asked = tokio::time::timeout(self.timeout, async {
             if conn.is_none() {
                 *conn = Some(Conn::new(self.opts.clone()).await?);
             }
             let open = conn.as_mut().expect("just opened");
-            let value: Option<String> = open
-                .exec_first("SELECT @@global.gtid_binlog_pos", ())
-                .await?;
+            let value: Option<String> = open.exec_first(flavour.bound_query(), ()).await?;
             Ok::<_, mysql_async::Error>(value.unwrap_or_default())
         })
         .await;
@@ -203,7 +208,8 @@ impl Rounds {
                 return Err(Arc::new(ProbeError::TimedOut(self.timeout)));
             }
         };
-        GtidPosition::parse(value.as_bytes())
+        flavour
+            .parse_bound(value.as_bytes())
             .map(Arc::new)
             .map_err(|source| Arc::new(ProbeError::Unreadable { value, source }))
     }
@@ -222,8 +228,10 @@ async fn send_rounds(rounds: Weak<Rounds>, wake: Arc<Notify>) {
             // Sessions whose responses are already in let their turn come first, so that they
             // join this round rather than each start one.
             tokio::task::yield_now().await;
-            let Some(round) = rounds.claim() else { break };
-            let reading = rounds.read(&mut conn).await;
+            let Some((round, flavour)) = rounds.claim() else {
+                break;
+            };
+            let reading = rounds.read(&mut conn, flavour).await;
             if let Err(error) = &reading {
                 debug!(%error, round, "probe reading failed");
             }

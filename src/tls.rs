@@ -38,22 +38,22 @@ pub enum TlsError {
 ///
 /// # Errors
 /// [`TlsError`] naming the file or the problem.
-pub fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor, TlsError> {
-    let certs = rustls_pemfile::certs(&mut reader(&files.cert)?)
+pub fn acceptor(files: TlsFiles<'_>) -> Result<TlsAcceptor, TlsError> {
+    let certs = rustls_pemfile::certs(&mut reader(files.cert)?)
         .collect::<Result<Vec<CertificateDer<'static>>, _>>()
         .map_err(|source| TlsError::Read {
-            path: files.cert.clone(),
+            path: files.cert.to_owned(),
             source,
         })?;
     if certs.is_empty() {
-        return Err(TlsError::NoCertificate(files.cert.clone()));
+        return Err(TlsError::NoCertificate(files.cert.to_owned()));
     }
-    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut reader(&files.key)?)
+    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut reader(files.key)?)
         .map_err(|source| TlsError::Read {
-            path: files.key.clone(),
+            path: files.key.to_owned(),
             source,
         })?
-        .ok_or_else(|| TlsError::NoKey(files.key.clone()))?;
+        .ok_or_else(|| TlsError::NoKey(files.key.to_owned()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?

@@ -198,7 +198,7 @@ fn tls_client_verifies_the_proxy_certificate_and_logs_in() {
     let certs = TestCerts::generate(&["127.0.0.1"]);
     let primary = start_primary();
     let mut config = TestProxy::config(&primary);
-    config.tls = Some(certs.tls_files());
+    config.tls = certs.tls_config();
     let proxy = TestProxy::start_with(config);
     let ca = format!("--ssl-ca={}", certs.ca.display());
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts, OptsBuilder};
 use mysql_common::constants::CapabilityFlags;
-use strongsync::durability::{DurabilityConfig, OnTimeout};
+use strongsync::config::{DurabilityConfig, OnTimeout};
 use support::admin;
 use support::cli::mariadb;
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
@@ -251,7 +251,7 @@ fn compression_inside_tls() {
     let primary = MariaDb::start(MariaDbOptions::default());
     primary.sql("CREATE TABLE sbtest.t (id INT AUTO_INCREMENT PRIMARY KEY, v MEDIUMTEXT)");
     let mut config = TestProxy::config(&primary);
-    config.tls = Some(certs.tls_files());
+    config.tls = certs.tls_config();
     let proxy = TestProxy::start_with(config);
     let out = mariadb(proxy.port(), APP_USER, APP_PASSWORD)
         .args(["--ssl", "--ssl-verify-server-cert", "--compress", "--batch"])

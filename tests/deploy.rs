@@ -234,3 +234,86 @@ fn systemd_unit_reloads_with_sighup_and_waits_out_the_shutdown_grace() {
         "the binary's exit code for a bad configuration"
     );
 }
+
+/// Every key of a printed config file, with its section (`durability.quorum`, `replica.zone`).
+fn printed_keys(table: &toml::Table, prefix: &str, keys: &mut BTreeSet<String>) {
+    for (key, value) in table {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            toml::Value::Table(inner) if prefix.is_empty() => printed_keys(inner, &path, keys),
+            toml::Value::Array(tables) => {
+                for inner in tables.iter().filter_map(toml::Value::as_table) {
+                    printed_keys(inner, &path, keys);
+                }
+            }
+            _ => {
+                keys.insert(path);
+            }
+        }
+    }
+}
+
+#[test]
+fn check_config_prints_every_setting_the_definitions_have_but_the_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("probe-password");
+    std::fs::write(&password, "s3cret\n").unwrap();
+    let file = dir.path().join("strongsync.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "primary = \"db:3306\"\nworker_threads = 1\n\
+             [tls]\ncert = \"/etc/tls.crt\"\nkey = \"/etc/tls.key\"\n\
+             [durability]\nprimary_zone = \"a\"\nsession_quorum_floor = 1\n\
+             [probe]\nuser = \"probe\"\npassword_file = {:?}\n\
+             [[replica]]\nserver_id = 2\nzone = \"a\"\nlabels = {{ role = \"dr\" }}\n",
+            password.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = run_strongsync(&["check-config", file.to_str().unwrap()]);
+    assert!(out.success(), "{out}");
+    assert!(!out.stdout.contains("s3cret"), "{out}");
+    let printed: toml::Table = out.stdout.parse().expect("check-config prints TOML");
+    let mut keys = BTreeSet::new();
+    printed_keys(&printed, "", &mut keys);
+    let defined: BTreeSet<String> = strongsync::Config::settings()
+        .iter()
+        .filter(|s| !s.meta.secret)
+        .map(|s| s.key.to_owned())
+        .collect();
+    assert_eq!(keys, defined, "{}", out.stdout);
+    // And it prints the defaults the definitions give.
+    for setting in strongsync::Config::settings() {
+        let Some(default) = setting.default.as_deref() else {
+            continue;
+        };
+        let (section, key) = setting.key.split_once('.').unwrap_or(("", setting.key));
+        let value = if section.is_empty() {
+            printed.get(key)
+        } else if section == "replica" {
+            continue;
+        } else {
+            printed[section].get(key)
+        };
+        let untouched = ![
+            "primary",
+            "worker_threads",
+            "durability.primary_zone",
+            "durability.session_quorum_floor",
+        ]
+        .contains(&setting.key);
+        if untouched {
+            assert_eq!(
+                value.map(ToString::to_string).as_deref(),
+                Some(default),
+                "{}",
+                setting.key
+            );
+        }
+    }
+}

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use mysql_async::prelude::*;
-use strongsync::durability::{AsyncReplicas, DurabilityConfig, OnTimeout, ReplicaLabels, Topology};
+use strongsync::config::{AsyncReplicas, DurabilityConfig, OnTimeout, ReplicaConfig};
 use strongsync::Config;
 use support::admin;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
@@ -25,29 +25,28 @@ fn blocking(quorum: usize) -> DurabilityConfig {
     }
 }
 
+/// Replica `i` of `servers` named in `zones[i]` (`[[replica]]`).
+fn named(servers: &Servers, zones: &[&str]) -> Vec<ReplicaConfig> {
+    servers
+        .replicas
+        .iter()
+        .zip(zones)
+        .map(|(replica, zone)| ReplicaConfig {
+            server_id: replica.server_id(),
+            zone: Some((*zone).into()),
+            labels: [(
+                "host".to_owned(),
+                format!("replica-{}", replica.server_id()),
+            )]
+            .into(),
+        })
+        .collect()
+}
+
 /// Replica `i` of `servers` in `zones[i]`, the primary in `primary`.
-fn zones(servers: &Servers, zones: &[&str], primary: &str) -> Topology {
-    Topology {
-        primary_zone: Some(primary.into()),
-        replicas: servers
-            .replicas
-            .iter()
-            .zip(zones)
-            .map(|(replica, zone)| {
-                (
-                    replica.server_id(),
-                    ReplicaLabels {
-                        zone: Some((*zone).into()),
-                        labels: [(
-                            "host".to_owned(),
-                            format!("replica-{}", replica.server_id()),
-                        )]
-                        .into(),
-                    },
-                )
-            })
-            .collect(),
-    }
+fn zones(config: &mut Config, servers: &Servers, zones: &[&str], primary: &str) {
+    config.replica = named(servers, zones);
+    config.durability.primary_zone = Some(primary.into());
 }
 
 const INSERT: &str = "INSERT INTO sbtest.t (v) VALUES (1)";
@@ -95,7 +94,7 @@ async fn two_zones_hold_a_commit_until_the_other_zone_has_it_and_a_reload_applie
             quorum_zones: 2,
             ..blocking(2)
         };
-        config.topology = zones(servers, &["a", "a", "b"], "a");
+        zones(config, servers, &["a", "a", "b"], "a");
     });
     let status = admin::status(s.proxy.admin_addr());
     assert_eq!(status["quorum_rule"], "2 replica(s) in at least 2 zones");
@@ -135,8 +134,8 @@ async fn two_zones_hold_a_commit_until_the_other_zone_has_it_and_a_reload_applie
 
     // Reloaded: replica 1 moves to zone b, replica 2 to zone a. Now replica 1 is the one
     // the next commit needs.
-    let relabelled = zones(&s.topology, &["a", "b", "a"], "a");
-    let needs_restart = s.proxy.reload(|c| c.topology = relabelled);
+    let relabelled = named(&s.topology, &["a", "b", "a"]);
+    let needs_restart = s.proxy.reload(|c| c.replica = relabelled);
     assert!(needs_restart.is_empty(), "{needs_restart:?}");
     s.stop_io(1);
     s.wait_semisync(2);
@@ -154,7 +153,7 @@ async fn cross_zone_holds_a_commit_until_a_replica_outside_the_primarys_zone_has
             cross_zone: true,
             ..blocking(1)
         };
-        config.topology = zones(servers, &["a", "b"], "a");
+        zones(config, servers, &["a", "b"], "a");
     });
     s.stop_io(1);
     s.wait_semisync(1);

@@ -24,8 +24,8 @@ use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strongsync::config::ProbeAccount;
-use strongsync::durability::{DurabilityConfig, OnTimeout, Visibility};
+use strongsync::config::ProbeConfig;
+use strongsync::config::{DurabilityConfig, OnTimeout, Visibility};
 use support::mariadb::{sql_quote, wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::{free_port, ProxyProcess, TestProxy};
 use support::topology::Topology;
@@ -592,12 +592,8 @@ fn failover_data(topology: &Topology, proxy: &TestProxy) -> (Vec<String>, Vec<us
 }
 
 /// strongsync's own account, for the probe the read barrier needs.
-fn probe_account() -> ProbeAccount {
-    ProbeAccount {
-        user: "probe".into(),
-        password: "probe-secret".into(),
-        password_file: None,
-    }
+fn probe_account() -> ProbeConfig {
+    ProbeConfig::account_of("probe", "probe-secret")
 }
 
 /// A proxy in front of `topology`'s primary; commits wait long enough never to time out here
@@ -616,7 +612,7 @@ fn strong_proxy(
         visibility,
         ..DurabilityConfig::default()
     };
-    config.probe = Some(probe_account());
+    config.probe = probe_account();
     TestProxy::start_with(config)
 }
 

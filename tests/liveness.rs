@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use strongsync::durability::{OnTimeout, State};
+use strongsync::config::OnTimeout;
+use strongsync::durability::State;
 use support::admin;
 use support::mariadb::wait_for;
 use support::strong::{

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
-use strongsync::durability::{DurabilityConfig, OnTimeout, State};
+use strongsync::config::{DurabilityConfig, OnTimeout};
+use strongsync::durability::State;
 use support::fake_replica::{FakeReplica, HEARTBEAT_EVENT, QUERY_EVENT, XID_EVENT};
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::{free_port, ProxyProcess, TestProxy};

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use strongsync::durability::{AsyncReplicas, DurabilityConfig, OnTimeout};
+use strongsync::config::{AsyncReplicas, DurabilityConfig, OnTimeout};
 use support::admin;
 use support::fake_replica::FakeReplica;
 use support::mariadb::{wait_for, REPL_PASSWORD, REPL_USER};

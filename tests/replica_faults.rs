@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
-use strongsync::durability::{DurabilityConfig, OnTimeout, State};
+use strongsync::config::{DurabilityConfig, OnTimeout};
+use strongsync::durability::State;
 use support::mariadb::{wait_for, Deadline, MariaDb, APP_PASSWORD, APP_USER};
 use support::proxy::assert_not_acknowledged;
 use support::strong::{durability, Strong};

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use mysql_async::prelude::*;
 use mysql_common::constants::CapabilityFlags;
-use strongsync::durability::{DurabilityConfig, OnTimeout, State, WithoutQuorum};
+use strongsync::config::{DurabilityConfig, OnTimeout, WithoutQuorum};
+use strongsync::durability::State;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use support::proxy::assert_not_acknowledged;
 use support::rawclient::RawClient;

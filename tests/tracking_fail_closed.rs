@@ -10,7 +10,7 @@ use std::time::Duration;
 use mysql_async::prelude::*;
 use mysql_common::constants::{CapabilityFlags, StatusFlags};
 use mysql_common::packets::session_state_change::SessionStateChange;
-use strongsync::durability::OnTimeout;
+use strongsync::config::OnTimeout;
 use support::admin;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use support::rawclient::{RawClient, Reply};
@@ -80,11 +80,7 @@ fn with_probe(config: &mut strongsync::config::Config, topology: &support::topol
         .primary
         .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
     config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
-    config.probe = Some(strongsync::config::ProbeAccount {
-        user: "probe".into(),
-        password: "probe-secret".into(),
-        password_file: None,
-    });
+    config.probe = strongsync::config::ProbeConfig::account_of("probe", "probe-secret");
 }
 
 /// [`cluster`] with a probe account, so that the proxy tracks transactions too (for the read
@@ -230,7 +226,8 @@ async fn with_transactions_tracked_by_the_proxy_a_client_sees_only_the_transacti
 ) {
     let s = cluster_with_probe().await;
     // A client switching the tracker itself sees what it asked for from the next statement on
-    // (the switch's own OK, marked `~`, is not compared: see README "Visibility").
+    // (the switch's own OK, marked `~`, is not compared: see docs/compatibility.md, known
+    // limits).
     let steps = [
         "BEGIN",
         "INSERT INTO t (v) VALUES (5)",

@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use mysql_async::prelude::*;
-use strongsync::config::ProbeAccount;
-use strongsync::durability::{DurabilityConfig, OnTimeout, Visibility};
+use strongsync::config::ProbeConfig;
+use strongsync::config::{DurabilityConfig, OnTimeout, Visibility};
 use support::admin;
 use support::mariadb::{wait_for, MariaDb};
 use support::strong::{durability, newest_gtid, position_holds, Strong, Witness, PATIENCE};
@@ -30,11 +30,7 @@ fn barrier_as(visibility: Visibility, on_timeout: OnTimeout, ack_timeout: Durati
             visibility,
             ..durability(1, on_timeout, ack_timeout)
         };
-        config.probe = Some(ProbeAccount {
-            user: PROBE_USER.into(),
-            password: PROBE_PASSWORD.into(),
-            password_file: None,
-        });
+        config.probe = ProbeConfig::account_of(PROBE_USER, PROBE_PASSWORD);
     })
 }
 
@@ -215,7 +211,7 @@ async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_an
         visibility: Visibility::Commit,
         ..s.proxy.durability().config()
     };
-    s.proxy.durability().reconfigure(commit_visibility);
+    s.proxy.durability().reconfigure(commit_visibility.clone());
     let conn = s.client().await;
     lose_quorum(&s);
 
@@ -231,7 +227,7 @@ async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_an
     // The same session, after a reload to `quorum`, cannot see the next one early.
     s.proxy.durability().reconfigure(DurabilityConfig {
         visibility: Visibility::Quorum,
-        ..commit_visibility
+        ..commit_visibility.clone()
     });
     let gtid = commit_directly(&s.topology.primary, 6);
     let read =
@@ -247,7 +243,7 @@ async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_an
         s.witness(0),
     );
     wait_reads_held(&s, 1);
-    s.proxy.durability().reconfigure(commit_visibility);
+    s.proxy.durability().reconfigure(commit_visibility.clone());
     let read = answer(reader).await;
     assert_eq!(read.result.expect("the read"), vec![7]);
     assert!(!position_holds(&read.received, &gtid), "{}", read.received);

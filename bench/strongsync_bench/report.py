@@ -1,5 +1,6 @@
-"""Turns runs.csv into summary.csv, summary.md (tables, ratios, the targets README.md names) and a
-chart: medians over the rounds of each (thread handling, delay, workload, threads, mode)."""
+"""Turns runs.csv into summary.csv, summary.md (tables, ratios, the targets docs/benchmarks.md
+names) and a chart: medians over the rounds of each (thread handling, delay, workload, threads,
+mode)."""
 
 import csv
 import json
@@ -159,7 +160,7 @@ def met(ok):
 
 
 def targets(summary, memory):
-    """The README's targets, each with what this run measured (a row only where its cells ran)."""
+    """The targets of docs/benchmarks.md, each with what this run measured (a row only where its cells ran)."""
     rows = []
 
     def at_least(cell, a, b, goal):

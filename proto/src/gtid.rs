@@ -1,5 +1,8 @@
 //! GTIDs as the primary reports them after a commit: MariaDB's `domain-server-seq` (from the
-//! `last_gtid` session variable) and MySQL's `uuid:n` text (from `session_track_gtids`).
+//! `last_gtid` session variable) and MySQL's `uuid:n` text (from `session_track_gtids`); and
+//! [`GtidPosition`], what a set of them adds up to.
+
+mod position;
 
 use std::fmt;
 use std::str::FromStr;
@@ -7,6 +10,8 @@ use std::str::FromStr;
 use crate::ok::{OkPacket, LAST_GTID, SESSION_TRACK_GTIDS};
 use crate::wire::Reader;
 use crate::ProtoError;
+
+pub use position::GtidPosition;
 
 /// A MariaDB GTID: replication domain, originating server id, sequence number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,12 +1,13 @@
 //! Small text result sets and OK packets for the few statements the proxy answers itself
-//! (a replica's semisync negotiation), laid out for the capabilities the client negotiated.
+//! (a replica's semisync negotiation), laid out for the capabilities the client negotiated;
+//! and the rows of the result sets of the queries it asks itself.
 
 use bytes::{BufMut, BytesMut};
 
 use crate::capabilities::StatusFlags;
 use crate::ok::{EOF_HEADER, OK_HEADER};
 use crate::packet::put_payload;
-use crate::wire::{put_lenenc_int, put_lenenc_str};
+use crate::wire::{put_lenenc_int, put_lenenc_str, Reader};
 
 /// `utf8mb4_general_ci`.
 const COLLATION_UTF8MB4: u16 = 45;
@@ -111,6 +112,24 @@ fn put_column_definition(dst: &mut Vec<u8>, name: &str, extended_metadata: bool)
     dst.put_u16_le(0); // filler
 }
 
+/// The values of a text-protocol row: length-encoded strings, `0xFB` for NULL. A value that
+/// does not parse ends the row there.
+pub fn text_row(payload: &[u8]) -> Vec<Option<Vec<u8>>> {
+    let mut r = Reader::new(payload);
+    let mut values = Vec::new();
+    while !r.is_empty() {
+        if payload.get(r.position()) == Some(&0xFB) {
+            let _ = r.take(1, "NULL");
+            values.push(None);
+        } else if let Ok(value) = r.lenenc_str("row value") {
+            values.push(Some(value.to_vec()));
+        } else {
+            break;
+        }
+    }
+    values
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +205,15 @@ mod tests {
             2
         );
         assert_eq!(&out[..], &[7, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn text_rows_read_values_and_nulls() {
+        let payload = [0x05, b'0', b'-', b'1', b'-', b'9', 0xFB, 0x01, b'1'];
+        assert_eq!(
+            text_row(&payload),
+            vec![Some(b"0-1-9".to_vec()), None, Some(b"1".to_vec())]
+        );
+        assert_eq!(text_row(&[0x05, b'a']), vec![], "a cut value ends the row");
     }
 }

@@ -1,116 +1,184 @@
-//! Typed configuration of the proxy, with defaults and validation. The config file and the
-//! command line fill it in through [`settings`]; nothing else reads flags or the environment.
+//! The proxy's configuration: every setting defined once ([`define`]), with its type, default,
+//! meaning, flag and bounds; read from the TOML file and from flags and `STRONGSYNC_*`
+//! environment variables, which win ([`load`]); checked as a whole ([`Config::validate`]).
+//! Nothing else reads the file, flags or the environment (`main.rs` hands the flags over).
 
-pub mod settings;
+pub(crate) mod define;
+mod durability;
+pub mod load;
+mod reference;
+mod topology;
+mod values;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::durability::{DurabilityConfig, Topology, Visibility};
+use define::{settings, Meta, Section, SettingInfo};
+pub use durability::{AsyncReplicas, DurabilityConfig, OnTimeout, Visibility, WithoutQuorum};
+pub use reference::reference_table;
+pub use topology::{ReplicaConfig, ReplicaLabels, Topology};
+pub use values::Secret;
 
-/// Everything the proxy needs to run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Address of the SQL port that clients (and replicas) connect to.
-    pub listen: SocketAddr,
-    /// The primary, as `host:port` (resolved at each connect, so a DNS name may move), or the
-    /// absolute path of its Unix socket.
-    pub primary: String,
-    /// Certificate and key for TLS on the client leg; plain connections only when `None`.
-    pub tls: Option<TlsFiles>,
-    /// Bounds on what one peer can make the proxy hold.
-    pub limits: Limits,
-    /// How long the proxy waits for peers.
-    pub timeouts: Timeouts,
-    /// Strong sync: quorum, ACK timeout and what happens when it passes.
-    pub durability: DurabilityConfig,
-    /// The replicas' zones and labels, and the primary's zone (`[[replica]]`,
-    /// `durability.primary_zone`).
-    pub topology: Topology,
+settings! {
+    /// Everything the proxy needs to run.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Config {
+        /// The SQL port: applications connect here instead of to the primary, and replicas
+        /// replicate from here.
+        #[setting(Meta::flag("listen"))]
+        pub listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 3307)),
+        /// The primary: `HOST:PORT` (resolved at every connection, so a DNS name may move), or
+        /// the absolute path of its Unix socket when strongsync runs on the same host (cheaper
+        /// per query than TCP loopback).
+        #[setting(Meta::flag("primary").value_name("HOST:PORT|SOCKET").required())]
+        pub primary: String = String::new(),
+        /// The admin HTTP port: `/metrics`, `/healthz`, `/readyz`, `/status`. Keep it off the
+        /// network the applications use.
+        #[setting(Meta::flag("admin-listen"))]
+        pub admin_listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9104)),
+        /// Log filter: `error`, `warn`, `info`, `debug`, or per module, e.g.
+        /// `info,strongsync::durability=debug`. Logs go to stderr.
+        #[setting(Meta::flag("log-level").live().value_name("FILTER").default_text("info (or RUST_LOG)"))]
+        pub log_level: String = "info".into(),
+        /// On SIGTERM, how long sessions in flight (parked commits included) may finish; what
+        /// is still parked at the end gets an error saying so.
+        #[setting(Meta::flag("shutdown-grace"))]
+        pub shutdown_grace: Duration = Duration::from_secs(10),
+        /// Threads that run sessions and replica pipes, 1 to 1024 (read at start). Fewer spend
+        /// less CPU per statement; raise it when strongsync's CPU nears that many cores.
+        #[setting(Meta::flag("worker-threads").range(1, 1024).default_text("one per four CPUs, at least 1"))]
+        pub worker_threads: Option<usize> = None,
+        /// zlib level (0–9) of what strongsync sends clients that use the compressed protocol;
+        /// 1 costs the least CPU per byte saved. Read at start.
+        #[setting(Meta::FILE.range(0, 9))]
+        pub compression_level: u32 = 1,
+        /// TLS for clients (`[tls]`).
+        #[setting(Meta::FILE)]
+        pub tls: TlsConfig = TlsConfig::default(),
+        /// Bounds on what one peer can make the proxy hold (`[limits]`).
+        #[setting(Meta::FILE)]
+        pub limits: Limits = Limits::default(),
+        /// How long the proxy waits for peers (`[timeouts]`).
+        #[setting(Meta::FILE)]
+        pub timeouts: Timeouts = Timeouts::default(),
+        /// Strong sync (`[durability]`).
+        #[setting(Meta::FILE)]
+        pub durability: DurabilityConfig = DurabilityConfig::default(),
+        /// strongsync's own account on the primary, for the probe (`[probe]`).
+        #[setting(Meta::FILE)]
+        pub probe: ProbeConfig = ProbeConfig::default(),
+        /// Replicas by the `server_id` they replicate with, with their zones and labels
+        /// (`[[replica]]`).
+        #[setting(Meta::FILE)]
+        pub replica: Vec<ReplicaConfig> = Vec::new(),
+    }
+}
+
+settings! {
+    /// Certificate and key for TLS on the client leg (both or neither); without them clients
+    /// connect in plain text.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct TlsConfig in "tls" {
+        /// PEM certificate chain, leaf first; with `tls.key`, clients may use TLS.
+        #[setting(Meta::flag("tls-cert"))]
+        pub cert: Option<PathBuf> = None,
+        /// PEM private key (PKCS#8, PKCS#1 or SEC1) for `tls.cert`.
+        #[setting(Meta::flag("tls-key"))]
+        pub key: Option<PathBuf> = None,
+    }
+}
+
+settings! {
     /// strongsync's own account on the primary, for the probe (see [`crate::probe`]); without
-    /// it the probe is off.
-    pub probe: Option<ProbeAccount>,
-    /// Address of the admin HTTP port (metrics, health, status).
-    pub admin_listen: SocketAddr,
-    /// Log filter (`info`, `debug`, `strongsync=debug`, …).
-    pub log_level: String,
-    /// On SIGTERM, how long sessions in flight (parked commits included) may take to finish.
-    pub shutdown_grace: Duration,
-    /// Runtime worker threads; `None`: see [`Config::worker_threads`]. Taken at start only.
-    pub worker_threads: Option<usize>,
-    /// zlib level (0–9) of what the proxy sends clients that use the compressed protocol.
-    /// Default 1: measured (`bench/run compression`), higher levels cost several times the
-    /// CPU for a few percent fewer bytes. Taken at each login.
-    pub compression_level: u32,
+    /// it the probe is off. It needs no privilege: the probe only reads the primary's binlog
+    /// position. The password is never logged, printed or shown in `/status`.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ProbeConfig in "probe" {
+        /// strongsync's own account on the primary, no privilege needed (required by
+        /// `visibility = "quorum"`). Restart to change.
+        #[setting(Meta::flag("probe-user").value_name("USER"))]
+        pub user: Option<String> = None,
+        /// A file holding its password (a mounted secret); a trailing newline is ignored.
+        #[setting(Meta::flag("probe-password-file"))]
+        pub password_file: Option<PathBuf> = None,
+        /// Its password, instead of a file. Prefer the environment variable or a file: a flag
+        /// shows in the process list.
+        #[setting(Meta::flag("probe-password").secret())]
+        pub password: Option<Secret> = None,
+    }
+}
+
+settings! {
+    /// Limits. Each names what happens when it is reached.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Limits in "limits" {
+        /// Client connections served at once; one more gets error 1040 and is closed.
+        #[setting(Meta::flag("max-connections").at_least(1))]
+        pub max_connections: usize = 4096,
+        /// Largest packet payload (bytes, reassembled over several packets) accepted from a
+        /// client or the primary, 1 KiB to 1 GiB; a client over it gets error 1153 and is
+        /// closed. The primary's own `max_allowed_packet` still applies.
+        #[setting(Meta::flag("max-packet-size").range(1024, 1 << 30).value_name("BYTES").default_text("1073741824 (1 GiB)"))]
+        pub max_packet_size: usize = 1 << 30,
+        /// Largest packet (bytes) from a client that has not logged in yet.
+        #[setting(Meta::FILE.at_least(1024).default_text("65536 (64 KiB)"))]
+        pub max_handshake_packet_size: usize = 64 * 1024,
+        /// Response bytes held back while strongsync checks what the response committed (a
+        /// legacy EOF hid it, or the statement changed the session's trackers); past it the
+        /// held part goes out as `unresolved`: counted, logged and listed in `/status`.
+        #[setting(Meta::FILE.at_least(64 * 1024).default_text("67108864 (64 MiB)"))]
+        pub max_held_response_bytes: usize = 64 << 20,
+        /// Binlog bytes held back from one replica without semisync while the quorum does not
+        /// hold them (`async_replicas = "after_quorum"`); past it strongsync stops reading that
+        /// replica's dump, so it falls behind (it is never sent ahead).
+        #[setting(Meta::FILE.at_least(64 * 1024).default_text("67108864 (64 MiB)"))]
+        pub max_async_held_bytes: usize = 64 << 20,
+    }
+}
+
+settings! {
+    /// Timeouts.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Timeouts in "timeouts" {
+        /// Connecting to the primary (TCP and its greeting); a client that cannot be connected
+        /// gets error 1105 naming the primary.
+        #[setting(Meta::flag("connect-timeout").nonzero())]
+        pub primary_connect: Duration = Duration::from_secs(5),
+        /// A new client must finish TLS and log in within this, or it gets error 1043.
+        #[setting(Meta::flag("handshake-timeout").nonzero())]
+        pub client_handshake: Duration = Duration::from_secs(10),
+        /// A logged-in client that has begun a packet (or owes one in the middle of a command,
+        /// such as a `LOAD DATA LOCAL INFILE` upload) must finish it within this, or it gets
+        /// error 1159 and is closed: this bounds clients that trickle bytes in. Waiting for the
+        /// next command is not limited (the primary's `wait_timeout` ends idle sessions).
+        #[setting(Meta::flag("client-read-timeout").nonzero())]
+        pub client_read: Duration = Duration::from_secs(30),
+        /// A client that takes none of its results for this long is disconnected (its session
+        /// holds at most what is queued meanwhile).
+        #[setting(Meta::flag("client-write-timeout").nonzero())]
+        pub client_write: Duration = Duration::from_secs(60),
+    }
 }
 
 /// PEM files for the client-facing TLS endpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TlsFiles {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlsFiles<'a> {
     /// Certificate chain, leaf first.
-    pub cert: PathBuf,
-    /// Private key (PKCS#8, PKCS#1 or SEC1).
-    pub key: PathBuf,
+    pub cert: &'a Path,
+    /// Private key.
+    pub key: &'a Path,
 }
 
-/// strongsync's own account on the primary. It needs no privilege: the probe only reads
-/// `@@global.gtid_binlog_pos`. The password is never logged, printed or shown in `/status`.
+/// strongsync's own account on the primary, as the probe logs in.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ProbeAccount {
     /// User name.
     pub user: String,
-    /// Password (read from `password_file` when that is given).
+    /// Password (read from `probe.password_file` when that is given).
     pub password: String,
-    /// The file the password was read from, if it came from one (shown instead of it).
-    pub password_file: Option<PathBuf>,
-}
-
-/// Limits. Each names what happens when it is reached.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
-    /// Client connections served at once; one more is answered with ER_CON_COUNT_ERROR (1040)
-    /// and closed. Default 4096.
-    pub max_connections: usize,
-    /// Largest payload (reassembled over several packets) accepted from a client or the
-    /// primary; a client exceeding it gets ER_NET_PACKET_TOO_LARGE (1153) and is closed.
-    /// The primary enforces its own `max_allowed_packet`; this only bounds the proxy.
-    /// Default 1 GiB, the largest `max_allowed_packet` MariaDB allows.
-    pub max_packet_size: usize,
-    /// Largest packet accepted from a client before it has logged in. Default 64 KiB.
-    pub max_handshake_packet_size: usize,
-    /// Bytes of a response the proxy may hold back while it checks what the response
-    /// committed (a legacy EOF hid it, or the statement changed the session's trackers). Past
-    /// it what was held is released as unresolved and the response flows on. Default 64 MiB.
-    pub max_held_response_bytes: usize,
-    /// Binlog bytes held back from one replica without semisync while the quorum does not
-    /// hold them (`durability.async_replicas = "after_quorum"`). Past it the proxy stops
-    /// reading that replica's dump, so the replica falls behind (it is never sent ahead).
-    /// Default 64 MiB.
-    pub max_async_held_bytes: usize,
-}
-
-/// Timeouts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Timeouts {
-    /// Connecting to the primary (TCP connect and its greeting). Default 5 s.
-    pub primary_connect: Duration,
-    /// A new client must finish TLS and send its login within this. Default 10 s.
-    pub client_handshake: Duration,
-    /// Once a logged-in client has begun a packet, or owes one in the middle of a command (the
-    /// rest of a payload of 16 MiB or more, a `LOAD DATA LOCAL INFILE` upload), the packet must
-    /// arrive whole within this; otherwise the client gets ER_NET_READ_INTERRUPTED (1159) and
-    /// is closed. It bounds clients that trickle bytes in (slow-loris) or stop half-way. Waiting
-    /// for the next command is not limited: pools idle for hours, and the primary's
-    /// `wait_timeout` ends sessions that idle too long. Default 30 s (MariaDB's
-    /// `net_read_timeout`).
-    pub client_read: Duration,
-    /// A write to a client that makes no progress for this long (the client stopped reading
-    /// its results) closes the session. Meanwhile the session reads nothing more from the
-    /// primary, so what it holds stays bounded. Default 60 s (MariaDB's `net_write_timeout`).
-    pub client_write: Duration,
 }
 
 /// A configuration that cannot work, with the setting at fault.
@@ -130,6 +198,12 @@ pub enum ConfigError {
         /// Name of the setting.
         key: &'static str,
     },
+    /// The config file names a setting there is none of.
+    #[error("unknown field {key}: there is no such setting")]
+    Unknown {
+        /// The key, with its section.
+        key: String,
+    },
     /// The config file cannot be read.
     #[error("cannot read {}: {problem}", path.display())]
     File {
@@ -138,12 +212,12 @@ pub enum ConfigError {
         /// Why.
         problem: String,
     },
-    /// The config file is not valid TOML or has an unknown key.
+    /// The config file is not valid TOML.
     #[error("{}: {problem}", path.display())]
     Syntax {
         /// The file.
         path: PathBuf,
-        /// The parser's message (it names the key and the line).
+        /// The parser's message (it names the line).
         problem: String,
     },
 }
@@ -154,26 +228,23 @@ impl Config {
     /// A configuration with defaults for everything but the primary.
     pub fn new(primary: impl Into<String>) -> Self {
         Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 3307)),
             primary: primary.into(),
-            tls: None,
-            limits: Limits::default(),
-            timeouts: Timeouts::default(),
-            durability: DurabilityConfig::default(),
-            topology: Topology::default(),
-            probe: None,
-            admin_listen: SocketAddr::from(([127, 0, 0, 1], 9104)),
-            log_level: "info".into(),
-            shutdown_grace: Duration::from_secs(10),
-            worker_threads: None,
-            compression_level: 1,
+            ..Config::default()
         }
+    }
+
+    /// Every setting, as `--help` and the reference table describe it, in the order they are
+    /// defined.
+    pub fn settings() -> Vec<SettingInfo> {
+        let mut out = Vec::new();
+        Config::default().describe_all(&mut out);
+        out
     }
 
     /// How many threads run sessions and replica pipes: as configured, or one per four CPUs
     /// (at least one). A statement through the proxy costs a few socket calls and wake-ups,
     /// and each worker that runs out of work sleeps and must be woken again: measured on two
-    /// CPUs shared with the primary (README "Benchmarks"), one worker spent half the CPU per
+    /// CPUs shared with the primary (docs/benchmarks.md), one worker spent half the CPU per
     /// statement that two did, and served more of them, as long as one core carried the load.
     pub fn worker_threads(&self) -> usize {
         self.worker_threads.unwrap_or_else(|| {
@@ -181,10 +252,40 @@ impl Config {
         })
     }
 
-    /// Checks every setting.
+    /// The settings that differ in `new` and that a reload cannot apply: they take effect
+    /// after a restart.
+    pub fn restart_needed(&self, new: &Config) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        self.restarts_all(new, &mut keys);
+        keys
+    }
+
+    /// These settings, with `new`'s value of every one a reload applies.
+    pub fn with_live_from(&self, new: &Config) -> Config {
+        let mut applied = self.clone();
+        applied.take_live_all(new);
+        applied
+    }
+
+    /// The replicas' zones and labels, and the primary's zone.
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] naming the first bad setting.
+    /// [`ConfigError::Invalid`] for a `[[replica]]` whose `server_id` is 0 or named twice.
+    pub fn topology(&self) -> Result<Topology, ConfigError> {
+        Topology::of(&self.replica, self.durability.primary_zone.clone())
+    }
+
+    /// Every setting as a config file would say it (what `check-config` prints): itself a
+    /// file that loads to the same configuration, but for a password, which is never shown.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(&self.write_all())
+            .unwrap_or_else(|e| format!("# cannot render the settings: {e}\n"))
+    }
+
+    /// Checks every setting, each against its bounds and all of them together.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] or [`ConfigError::Missing`] naming the first bad setting.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key, problem: &str| {
             Err(ConfigError::Invalid {
@@ -192,63 +293,32 @@ impl Config {
                 problem: problem.to_owned(),
             })
         };
+        if self.primary.is_empty() {
+            return Err(ConfigError::Missing { key: "primary" });
+        }
         if !is_host_port(&self.primary) && !crate::primary::is_socket_path(&self.primary) {
             return invalid(
                 "primary",
                 "expected HOST:PORT or the absolute path of a Unix socket",
             );
         }
+        self.check_all()?;
+        self.tls.files()?;
+        self.probe.account()?;
         let l = &self.limits;
-        if l.max_connections == 0 {
-            return invalid("limits.max_connections", "must be at least 1");
-        }
-        if l.max_packet_size < 1024 || l.max_packet_size > (1 << 30) {
-            return invalid("limits.max_packet_size", "must be between 1 KiB and 1 GiB");
-        }
-        if l.max_handshake_packet_size < 1024 || l.max_handshake_packet_size > l.max_packet_size {
+        if l.max_handshake_packet_size > l.max_packet_size {
             return invalid(
                 "limits.max_handshake_packet_size",
                 "must be between 1 KiB and limits.max_packet_size",
             );
         }
-        if l.max_held_response_bytes < 64 * 1024 {
-            return invalid("limits.max_held_response_bytes", "must be at least 64 KiB");
-        }
-        if l.max_async_held_bytes < 64 * 1024 {
-            return invalid("limits.max_async_held_bytes", "must be at least 64 KiB");
-        }
-        let d = &self.durability;
-        if d.quorum == 0 || d.quorum > 64 {
-            return invalid(
-                "durability.quorum",
-                "must be between 1 and 64 (to relay without waiting, set durability.passthrough)",
-            );
-        }
-        if d.visibility != Visibility::Commit && self.probe.is_none() {
+        if self.durability.visibility != Visibility::Commit && self.probe.user.is_none() {
             return invalid(
                 "durability.visibility",
                 "\"quorum\" and \"snapshot\" bound responses by the primary's binlog position, read on strongsync's own connection: configure a [probe] account",
             );
         }
         self.validate_rule()?;
-        if d.gtid_index_capacity == 0 {
-            return invalid("durability.gtid_index_capacity", "must be at least 1");
-        }
-        for (key, value) in [
-            ("timeouts.primary_connect", self.timeouts.primary_connect),
-            ("timeouts.client_handshake", self.timeouts.client_handshake),
-            ("timeouts.client_read", self.timeouts.client_read),
-            ("timeouts.client_write", self.timeouts.client_write),
-            ("durability.ack_timeout", d.ack_timeout),
-            ("durability.ack_nudge_after", d.ack_nudge_after),
-        ] {
-            if value.is_zero() {
-                return invalid(key, "must be greater than zero");
-            }
-        }
-        if self.compression_level > 9 {
-            return invalid("compression_level", "must be between 0 and 9");
-        }
         // Port 0 asks the OS for a free port, so two zero ports never collide.
         if self.admin_listen == self.listen && self.listen.port() != 0 {
             return invalid("admin_listen", "must differ from listen");
@@ -263,7 +333,8 @@ impl Config {
     fn validate_rule(&self) -> Result<(), ConfigError> {
         let invalid = |key, problem: String| Err(ConfigError::Invalid { key, problem });
         let d = &self.durability;
-        let zones = self.topology.zones();
+        let topology = self.topology()?;
+        let zones = topology.zones();
         if d.quorum_zones > 1 {
             if d.quorum_zones > d.quorum {
                 return invalid(
@@ -287,7 +358,7 @@ impl Config {
             }
         }
         if d.cross_zone {
-            let Some(primary_zone) = self.topology.primary_zone.as_deref() else {
+            let Some(primary_zone) = d.primary_zone.as_deref() else {
                 return invalid(
                     "durability.cross_zone",
                     "needs durability.primary_zone: without it no replica is known to be outside the primary's zone".into(),
@@ -302,29 +373,106 @@ impl Config {
                 );
             }
         }
-        if d.session_quorum_max > 64 {
-            return invalid("durability.session_quorum_max", "must be at most 64".into());
-        }
-        if d.session_floor() > d.session_quorum_max {
+        let floor = d.session_quorum_floor.unwrap_or(d.quorum);
+        if floor > d.session_quorum_max {
             return invalid(
                 "durability.session_quorum_floor",
                 format!(
-                    "the floor ({}) is above durability.session_quorum_max ({})",
-                    d.session_floor(),
+                    "the floor ({floor}) is above durability.session_quorum_max ({})",
                     d.session_quorum_max
                 ),
             );
         }
-        if d.session_floor() > d.quorum {
+        if floor > d.quorum {
             return invalid(
                 "durability.session_quorum_floor",
                 format!(
-                    "the floor ({}) is above durability.quorum ({}): sessions that ask for nothing get the quorum",
-                    d.session_floor(),
+                    "the floor ({floor}) is above durability.quorum ({}): sessions that ask for nothing get the quorum",
                     d.quorum
                 ),
             );
         }
+        Ok(())
+    }
+}
+
+// === impl TlsConfig ===
+
+impl TlsConfig {
+    /// The certificate and key, if TLS is configured.
+    ///
+    /// # Errors
+    /// [`ConfigError::Missing`] if only one of the two is given.
+    pub fn files(&self) -> Result<Option<TlsFiles<'_>>, ConfigError> {
+        match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => Ok(Some(TlsFiles { cert, key })),
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(ConfigError::Missing { key: "tls.key" }),
+            (None, Some(_)) => Err(ConfigError::Missing { key: "tls.cert" }),
+        }
+    }
+}
+
+// === impl ProbeConfig ===
+
+impl ProbeConfig {
+    /// An account given as it is (tests and embedders).
+    pub fn account_of(user: impl Into<String>, password: impl Into<String>) -> Self {
+        ProbeConfig {
+            user: Some(user.into()),
+            password: Some(Secret(password.into())),
+            password_file: None,
+        }
+    }
+
+    /// The account, if one is configured.
+    ///
+    /// # Errors
+    /// [`ConfigError::Missing`] for a user without a password or a password without a user;
+    /// [`ConfigError::Invalid`] for a password given both inline and in a file.
+    pub fn account(&self) -> Result<Option<ProbeAccount>, ConfigError> {
+        let Some(user) = &self.user else {
+            if self.password.is_some() || self.password_file.is_some() {
+                return Err(ConfigError::Missing { key: "probe.user" });
+            }
+            return Ok(None);
+        };
+        match &self.password {
+            Some(password) => Ok(Some(ProbeAccount {
+                user: user.clone(),
+                password: password.0.clone(),
+            })),
+            None => Err(ConfigError::Missing {
+                key: "probe.password_file",
+            }),
+        }
+    }
+
+    /// Reads the password file, if one is named, into the password (shown by its file, never
+    /// itself).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] if the file cannot be read, or if a password is also given.
+    pub fn read_password_file(&mut self) -> Result<(), ConfigError> {
+        let Some(file) = &self.password_file else {
+            return Ok(());
+        };
+        if self.password.is_some() {
+            return Err(ConfigError::Invalid {
+                key: "probe.password",
+                problem: "set probe.password or probe.password_file, not both".into(),
+            });
+        }
+        let text = std::fs::read_to_string(file).map_err(|e| ConfigError::Invalid {
+            key: "probe.password_file",
+            problem: format!("cannot read {}: {e}", file.display()),
+        })?;
+        // A file written by `echo` or a secret mount may end in a newline.
+        let password = text
+            .strip_suffix('\n')
+            .map(|t| t.strip_suffix('\r').unwrap_or(t))
+            .unwrap_or(&text);
+        self.password = Some(Secret(password.to_owned()));
         Ok(())
     }
 }
@@ -334,7 +482,6 @@ impl std::fmt::Debug for ProbeAccount {
         f.debug_struct("ProbeAccount")
             .field("user", &self.user)
             .field("password", &"(hidden)")
-            .field("password_file", &self.password_file)
             .finish()
     }
 }
@@ -344,72 +491,5 @@ fn is_host_port(addr: &str) -> bool {
         .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0))
 }
 
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_connections: 4096,
-            max_packet_size: 1 << 30,
-            max_handshake_packet_size: 64 * 1024,
-            max_held_response_bytes: 64 << 20,
-            max_async_held_bytes: 64 << 20,
-        }
-    }
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Timeouts {
-            primary_connect: Duration::from_secs(5),
-            client_handshake: Duration::from_secs(10),
-            client_read: Duration::from_secs(30),
-            client_write: Duration::from_secs(60),
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults_are_valid_and_bad_values_name_their_key() {
-        assert_eq!(Config::new("db:3306").validate(), Ok(()));
-        assert_eq!(Config::new("[::1]:3306").validate(), Ok(()));
-        assert_eq!(Config::new("/run/mysqld/mysqld.sock").validate(), Ok(()));
-        type Breaks = fn(&mut Config);
-        let table: [(&str, Breaks); 12] = [
-            ("primary", |c| c.primary = "db".into()),
-            ("primary", |c| c.primary = "db:0".into()),
-            ("primary", |c| c.primary = "run/mysqld.sock".into()),
-            ("limits.max_connections", |c| c.limits.max_connections = 0),
-            ("limits.max_packet_size", |c| {
-                c.limits.max_packet_size = 2 << 30
-            }),
-            ("limits.max_handshake_packet_size", |c| {
-                c.limits.max_handshake_packet_size = 2 << 30
-            }),
-            ("timeouts.client_handshake", |c| {
-                c.timeouts.client_handshake = Duration::ZERO
-            }),
-            ("timeouts.client_read", |c| {
-                c.timeouts.client_read = Duration::ZERO
-            }),
-            ("timeouts.client_write", |c| {
-                c.timeouts.client_write = Duration::ZERO
-            }),
-            ("durability.quorum", |c| c.durability.quorum = 0),
-            ("durability.ack_timeout", |c| {
-                c.durability.ack_timeout = Duration::ZERO
-            }),
-            ("admin_listen", |c| c.admin_listen = c.listen),
-        ];
-        for (key, breaks) in table {
-            let mut config = Config::new("db:3306");
-            breaks(&mut config);
-            match config.validate() {
-                Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key),
-                other => panic!("{key}: {other:?}"),
-            }
-        }
-    }
-}
+mod tests;

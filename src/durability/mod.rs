@@ -10,7 +10,6 @@
 
 mod coverage;
 mod degraded;
-mod held;
 mod index;
 mod lag;
 mod policy;
@@ -18,7 +17,6 @@ mod quorum;
 mod registry;
 mod replica;
 mod status;
-mod topology;
 mod wait;
 mod waiters;
 
@@ -30,29 +28,25 @@ mod tests;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::gtid::{GtidPosition, MariaGtid};
 use strongsync_proto::position::Position;
 use tokio::time::Instant;
 use tracing::warn;
 
 use crate::commit::{Commit, CommitHook, Release, WaitKind};
+use crate::config::{DurabilityConfig, Topology};
 pub use coverage::StreamCoverage;
 pub use degraded::{DomainRange, ReleasedWithoutQuorum};
-pub use held::GtidPosition;
 use index::{GtidIndex, Lookup};
-pub use policy::{
-    AsyncReplicas, DurabilityConfig, NotAcknowledged, OnTimeout, Outcome, SessionQuorum, State,
-    Visibility, WithoutQuorum, OUTCOMES,
-};
+pub use policy::{Outcome, SessionQuorum, State, OUTCOMES};
 pub use quorum::{QuorumRule, Unmet};
 use registry::{Holders, Registry};
 pub use replica::{AckError, ReplicaHandle};
 pub use status::{DurabilityStatus, NotCandidate, ReplicaStatus, UnresolvedRelease};
-pub use topology::{ReplicaLabels, Topology};
 use waiters::{waking, Until, Verdict, Waiters};
 
 /// Releases without quorum of unknown GTIDs remembered for `/status`, the most recent ones.
@@ -81,19 +75,8 @@ pub trait WaitObserver: Send + Sync + 'static {
 
 /// The strong-sync service shared by sessions and replica pipes.
 pub struct Durability {
-    /// The settings, for readers outside the hot path (a copy lives in [`Inner`]).
-    config: RwLock<DurabilityConfig>,
-    /// `config.passthrough`, read by every commit before anything else.
-    passthrough: AtomicBool,
-    /// Responses wait for the quorum to hold what they may reveal (`visibility = "quorum"`,
-    /// not passthrough), read by every response.
-    reads_wait: AtomicBool,
-    /// A transaction's reads from its snapshot may be bounded once (`visibility = "snapshot"`,
-    /// not passthrough).
-    snapshot_reads: AtomicBool,
-    /// Replicas without semisync get a transaction once the quorum holds it
-    /// (`async_replicas = "after_quorum"`, not passthrough), read for each of their packets.
-    async_held_back: AtomicBool,
+    /// What the hot paths read of the settings, derived from them at each change.
+    fast: FastSettings,
     inner: Mutex<Inner>,
     parked: AtomicUsize,
     /// Responses held by the read barrier now.
@@ -113,9 +96,28 @@ pub struct Durability {
     observer: Option<Arc<dyn WaitObserver>>,
 }
 
+/// What is read of the settings on every commit, response or replica packet, derived from
+/// [`Inner::config`] whenever it changes.
+struct FastSettings {
+    /// `passthrough`, read by every commit before anything else.
+    passthrough: AtomicBool,
+    /// Responses wait for the quorum to hold what they may reveal (`visibility = "quorum"`,
+    /// not passthrough), read by every response.
+    reads_wait: AtomicBool,
+    /// A transaction's reads from its snapshot may be bounded once (`visibility = "snapshot"`,
+    /// not passthrough).
+    snapshot_reads: AtomicBool,
+    /// Replicas without semisync get a transaction once the quorum holds it
+    /// (`async_replicas = "after_quorum"`, not passthrough), read for each of their packets.
+    async_held_back: AtomicBool,
+    /// `ack_nudge_after` in microseconds, read by replica pipes while an ACK is owed.
+    ack_nudge_after_us: AtomicU64,
+}
+
 struct Inner {
-    /// The settings in force, read by commits under the lock they look with.
-    config: DurabilityConfig,
+    /// The settings in force: the one place they live, swapped whole on a reload. Commits read
+    /// them under the lock they look with; [`FastSettings`] derives from them.
+    config: Arc<DurabilityConfig>,
     /// The replicas' zones and labels.
     topology: Arc<Topology>,
     registry: Registry,
@@ -164,14 +166,11 @@ impl Durability {
 
     fn build(config: DurabilityConfig, observer: Option<Arc<dyn WaitObserver>>) -> Arc<Self> {
         let capacity = config.gtid_index_capacity;
+        let fast = FastSettings::of(&config);
         Arc::new(Durability {
-            config: RwLock::new(config),
-            passthrough: AtomicBool::new(config.passthrough),
-            reads_wait: AtomicBool::new(config.reads_wait()),
-            snapshot_reads: AtomicBool::new(config.snapshot_reads()),
-            async_held_back: AtomicBool::new(config.async_held_back()),
+            fast,
             inner: Mutex::new(Inner {
-                config,
+                config: Arc::new(config),
                 topology: Arc::default(),
                 registry: Registry::default(),
                 waiters: Waiters::default(),
@@ -200,37 +199,20 @@ impl Durability {
 
     /// The settings in force.
     pub fn config(&self) -> DurabilityConfig {
-        *self
-            .config
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        DurabilityConfig::clone(&self.lock().config)
     }
 
     /// Applies new settings (the index capacity stays): the quorum position is recomputed for
     /// the new quorum, and parked commits look again under the new settings.
     pub fn reconfigure(&self, config: DurabilityConfig) {
-        let config = {
-            let mut held = self
-                .config
-                .write()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            *held = DurabilityConfig {
-                gtid_index_capacity: held.gtid_index_capacity,
-                ..config
-            };
-            *held
-        };
-        self.passthrough
-            .store(config.passthrough, Ordering::Relaxed);
-        self.reads_wait
-            .store(config.reads_wait(), Ordering::Relaxed);
-        self.snapshot_reads
-            .store(config.snapshot_reads(), Ordering::Relaxed);
-        self.async_held_back
-            .store(config.async_held_back(), Ordering::Relaxed);
         waking(|woken| {
             let mut inner = self.lock();
-            inner.config = config;
+            let config = DurabilityConfig {
+                gtid_index_capacity: inner.config.gtid_index_capacity,
+                ..config
+            };
+            self.fast.derive(&config);
+            inner.config = Arc::new(config);
             inner.positions_changed(woken);
             inner.waiters.all(woken);
             // Pipes of async replicas look at the settings again too.
@@ -258,17 +240,22 @@ impl Durability {
 
     /// Whether replicas without semisync get a transaction only once the quorum holds it.
     pub fn async_held_back(&self) -> bool {
-        self.async_held_back.load(Ordering::Relaxed)
+        self.fast.async_held_back.load(Ordering::Relaxed)
     }
 
     /// Whether every response waits for the quorum to hold what it may reveal.
     pub fn reads_wait(&self) -> bool {
-        self.reads_wait.load(Ordering::Relaxed)
+        self.fast.reads_wait.load(Ordering::Relaxed)
     }
 
     /// Whether a transaction's reads from its snapshot may be bounded once, by the snapshot.
     pub fn snapshot_reads(&self) -> bool {
-        self.snapshot_reads.load(Ordering::Relaxed)
+        self.fast.snapshot_reads.load(Ordering::Relaxed)
+    }
+
+    /// How long a replica may take to acknowledge a transaction end before it is asked again.
+    pub fn ack_nudge_after(&self) -> Duration {
+        Duration::from_micros(self.fast.ack_nudge_after_us.load(Ordering::Relaxed))
     }
 
     /// Whether a response may go without a bound of its own because it was read from a
@@ -328,10 +315,10 @@ impl Durability {
     /// the last summary and, per domain, which; and commits `block` keeps parked past their
     /// `ack_timeout`.
     pub fn log_summary(&self) {
-        let config = self.config();
         let overdue = self.overdue.load(Ordering::Relaxed);
-        let (connected, degraded) = {
+        let (config, connected, degraded) = {
             let mut inner = self.lock();
+            let config = Arc::clone(&inner.config);
             let connected = inner.registry.semisync_count();
             let degraded = match &mut inner.state {
                 DurableState::Degraded {
@@ -345,7 +332,7 @@ impl Durability {
                 }
                 DurableState::Strong => None,
             };
-            (connected, degraded)
+            (config, connected, degraded)
         };
         if let Some((spell, released, new)) = degraded {
             warn!(
@@ -407,6 +394,32 @@ impl fmt::Debug for Durability {
         f.debug_struct("Durability")
             .field("config", &self.config())
             .finish_non_exhaustive()
+    }
+}
+
+// === impl FastSettings ===
+
+impl FastSettings {
+    fn of(config: &DurabilityConfig) -> Self {
+        let fast = FastSettings {
+            passthrough: AtomicBool::new(false),
+            reads_wait: AtomicBool::new(false),
+            snapshot_reads: AtomicBool::new(false),
+            async_held_back: AtomicBool::new(false),
+            ack_nudge_after_us: AtomicU64::new(0),
+        };
+        fast.derive(config);
+        fast
+    }
+
+    fn derive(&self, config: &DurabilityConfig) {
+        let store = |flag: &AtomicBool, on: bool| flag.store(on, Ordering::Relaxed);
+        store(&self.passthrough, config.passthrough);
+        store(&self.reads_wait, config.reads_wait());
+        store(&self.snapshot_reads, config.snapshot_reads());
+        store(&self.async_held_back, config.async_held_back());
+        let nudge = u64::try_from(config.ack_nudge_after.as_micros()).unwrap_or(u64::MAX);
+        self.ack_nudge_after_us.store(nudge, Ordering::Relaxed);
     }
 }
 

@@ -14,10 +14,10 @@ use strongsync_proto::gtid::MariaGtid;
 use strongsync_proto::position::Position;
 use tokio::time::Instant;
 
-use super::held::GtidPosition;
 use super::quorum::{QuorumRule, Tally, Unmet};
-use super::topology::Topology;
 use super::ReplicaStatus;
+use crate::config::Topology;
+use strongsync_proto::gtid::GtidPosition;
 
 /// Disconnected replicas remembered, the most recent ones.
 pub(super) const DEPARTED_KEPT: usize = 64;

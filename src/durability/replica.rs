@@ -10,9 +10,10 @@ use strongsync_proto::position::Position;
 use thiserror::Error;
 use tokio::time::Instant;
 
-use super::held::GtidPosition;
 use super::waiters::waking;
-use super::{Durability, WithoutQuorum};
+use super::Durability;
+use crate::config::WithoutQuorum;
+use strongsync_proto::gtid::GtidPosition;
 
 /// A replica's accepted dump, registered with strong sync for as long as it lives.
 pub struct ReplicaHandle {

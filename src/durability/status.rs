@@ -6,14 +6,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use strongsync_proto::gtid::GtidPosition;
 use strongsync_proto::position::Position;
 use tokio::time::Instant;
 
 use super::quorum::{QuorumRule, Tally, Unmet};
-use super::{
-    AsyncReplicas, Durability, DurableState, GtidPosition, ReleasedWithoutQuorum, State,
-    Visibility, OUTCOMES,
-};
+use super::{Durability, DurableState, ReleasedWithoutQuorum, State, OUTCOMES};
+use crate::config::{AsyncReplicas, Visibility};
 
 /// The snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,11 +138,11 @@ pub struct UnresolvedRelease {
 impl Durability {
     /// A snapshot of the state, the replicas and the parked commits.
     pub fn status(&self) -> DurabilityStatus {
-        let config = self.config();
         let now = Instant::now();
         // Under the lock, only copies: what a replica holds is shared (copied on write), and
         // sorting and the failover candidates are worked out after it.
         let inner = self.lock();
+        let config = Arc::clone(&inner.config);
         let mut replicas: Vec<ReplicaStatus> = inner
             .registry
             .connected()

@@ -7,6 +7,9 @@ use strongsync_proto::gtid::{Gtid, MariaGtid};
 
 use super::testing::at;
 use super::*;
+use crate::config::{
+    DurabilityConfig, OnTimeout, ReplicaLabels, Topology, Visibility, WithoutQuorum,
+};
 
 fn gtid(seq_no: u64) -> MariaGtid {
     MariaGtid {
@@ -787,7 +790,7 @@ async fn switching_visibility_back_to_commit_lets_held_reads_go() {
         on_timeout: OnTimeout::Block,
         ..DurabilityConfig::default()
     };
-    let d = Durability::new(config);
+    let d = Durability::new(config.clone());
     let read = hold(&d, read(&[2])).await;
     let commit = park(&d, commit(&[2])).await;
     d.reconfigure(DurabilityConfig {

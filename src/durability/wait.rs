@@ -18,11 +18,9 @@ use tracing::{debug, warn};
 
 use super::status::UnresolvedRelease;
 use super::waiters::{waking, Gtids, Verdict};
-use super::{
-    Durability, DurabilityConfig, DurableState, Inner, NotAcknowledged, OnTimeout, Outcome, Plan,
-    WithoutQuorum,
-};
-use crate::commit::{Commit, Release, Unresolved, WaitKind};
+use super::{Durability, DurableState, Inner, Outcome, Plan};
+use crate::commit::{Commit, NotAcknowledged, Release, Unresolved, WaitKind};
+use crate::config::{DurabilityConfig, OnTimeout, WithoutQuorum};
 
 /// What a look at the shared state decided.
 enum Look {
@@ -50,8 +48,8 @@ struct Park<'a> {
     /// The quorum its session asked for, if it did.
     asked: Option<usize>,
     slot: Option<usize>,
-    /// The settings of the last look.
-    config: DurabilityConfig,
+    /// The settings of the last look (none before the first).
+    config: Option<Arc<DurabilityConfig>>,
     /// The quorum it waited for at the last look.
     quorum: usize,
 }
@@ -73,7 +71,7 @@ struct Parked<'a> {
 impl Durability {
     /// Waits until `commit` may be acknowledged to the client, as the policy says.
     pub(super) async fn wait(self: Arc<Self>, commit: Commit) -> Release {
-        if self.passthrough.load(Ordering::Relaxed) {
+        if self.fast.passthrough.load(Ordering::Relaxed) {
             return Release::Proceed;
         }
         let gtids = followed(&commit.gtids);
@@ -144,7 +142,7 @@ impl Durability {
             kind: parked.kind,
             asked,
             slot: None,
-            config: DurabilityConfig::default(),
+            config: None,
             quorum: 0,
         };
         // One timer for the whole wait, set by the first look and moved only by a reload.
@@ -155,8 +153,10 @@ impl Durability {
             match step {
                 Step::Released(outcome, release) => return (outcome, release, park.quorum),
                 Step::TimedOut => {
+                    // A step is only taken after a look, which keeps its settings.
+                    let config = park.config.clone().unwrap_or_default();
                     if let Some((outcome, release)) =
-                        self.timed_out(gtids, parked, &park.config, park.quorum)
+                        self.timed_out(gtids, parked, &config, park.quorum)
                     {
                         return (outcome, release, park.quorum);
                     }
@@ -174,22 +174,22 @@ impl Durability {
         kind: WaitKind,
         asked: Option<usize>,
         waker: &std::task::Waker,
-    ) -> (Look, DurabilityConfig, usize) {
-        let config = inner.config;
+    ) -> (Look, Arc<DurabilityConfig>, usize) {
+        let config = Arc::clone(&inner.config);
         let k = config.session_quorum(asked).get();
-        let (look, config) = self.look_under(inner, gtids, kind, k, waker);
+        let look = self.look_under(inner, &config, gtids, kind, k, waker);
         (look, config, k)
     }
 
     fn look_under(
         &self,
         inner: &mut Inner,
+        config: &DurabilityConfig,
         gtids: &[MariaGtid],
         kind: WaitKind,
         k: usize,
         waker: &std::task::Waker,
-    ) -> (Look, DurabilityConfig) {
-        let config = inner.config;
+    ) -> Look {
         if self.releasing.load(Ordering::Relaxed) {
             let error = NotAcknowledged {
                 gtids: list(gtids),
@@ -198,18 +198,15 @@ impl Durability {
                 shutdown: true,
                 read: kind == WaitKind::Read,
             };
-            return (
-                Look::Released(Outcome::Shutdown, Release::Fail(error)),
-                config,
-            );
+            return Look::Released(Outcome::Shutdown, Release::Fail(error));
         }
         if config.passthrough || (kind == WaitKind::Read && !config.reads_wait()) {
             // Switched to relaying only (or, for a read, to `visibility = "commit"`) while
             // this wait was parked: it stops waiting too.
-            return (Look::Released(Outcome::Degraded, Release::Proceed), config);
+            return Look::Released(Outcome::Degraded, Release::Proceed);
         }
         if k == 0 {
-            return (Look::Released(Outcome::NoneAsked, Release::Proceed), config);
+            return Look::Released(Outcome::NoneAsked, Release::Proceed);
         }
         // A session that raised its quorum asked for more than DEGRADED gives up: it still
         // waits for what it asked, or is told it did not get it.
@@ -219,16 +216,16 @@ impl Durability {
             if kind == WaitKind::Commit {
                 released.record(gtids);
             }
-            return (Look::Released(Outcome::Degraded, Release::Proceed), config);
+            return Look::Released(Outcome::Degraded, Release::Proceed);
         }
         let rule = config.rule().with_count(k);
         if config.without_quorum == WithoutQuorum::Immediate
             && config.on_timeout != OnTimeout::Block
             && inner.registry.unmet(&rule).is_some()
         {
-            return (Look::NoQuorum, config);
+            return Look::NoQuorum;
         }
-        let look = match inner.plan(gtids, &rule) {
+        match inner.plan(gtids, &rule) {
             Plan::Held => {
                 for gtid in gtids {
                     Arc::make_mut(&mut inner.acknowledged).advance(*gtid);
@@ -236,8 +233,7 @@ impl Durability {
                 Look::Released(Outcome::Quorum, Release::Proceed)
             }
             Plan::Wait(until) => Look::Parked(inner.waiters.park(gtids, rule, until, waker)),
-        };
-        (look, config)
+        }
     }
 
     /// The commit's time is up (or there is no quorum to wait for): the policy decides, for a
@@ -361,7 +357,7 @@ impl Park<'_> {
                 let (look, config, quorum) =
                     self.durability
                         .look(&mut inner, self.gtids, self.kind, self.asked, cx.waker());
-                self.config = config;
+                self.config = Some(config);
                 self.quorum = quorum;
                 match look {
                     Look::Released(outcome, release) => {
@@ -378,7 +374,11 @@ impl Park<'_> {
         };
         // The timeout follows the settings in force, not those the commit parked under: a
         // look (after a reload) may find its time already up, even under `block`.
-        let deadline = parked.since + self.config.ack_timeout;
+        let ack_timeout = self
+            .config
+            .as_ref()
+            .map_or(Duration::ZERO, |c| c.ack_timeout);
+        let deadline = parked.since + ack_timeout;
         if looked && Instant::now() >= deadline {
             return Poll::Ready(Step::TimedOut);
         }

@@ -1,29 +1,28 @@
 //! What one response reported about commits, and which part of it the session holds back
 //! until strong sync lets it go: from the packet that brought news, from the packet after
-//! which the session must be checked (see [`super::tracking`]), or — under the read barrier
-//! (`visibility = "quorum"`) — from the first packet not yet released.
+//! which the session must be checked (see [`crate::flavour::Tracker`]), or — under the read
+//! barrier (`visibility = "quorum"`) — from the first packet not yet released.
 
 use std::sync::Arc;
 
-use strongsync_proto::gtid::Gtid;
+use strongsync_proto::gtid::{Gtid, GtidPosition};
 use strongsync_proto::ok::OkPacket;
 use strongsync_proto::snapshot;
 
-use super::tracking::CheckReason;
 use crate::commit::{Commit, Unresolved, WaitKind};
-use crate::durability::GtidPosition;
+use crate::flavour::CheckReason;
 
 /// What one response reported about commits, and which part of it is held for them.
 #[derive(Debug, Default)]
 pub(super) struct ResponseCommits {
     gtids: Vec<Gtid>,
     unresolved: Option<Unresolved>,
-    /// The response is checked once it is over (see [`super::tracking`]).
-    pub check: Option<CheckReason>,
+    /// The response is checked once it is over (see [`crate::flavour::Tracker`]).
+    check: Option<CheckReason>,
     /// Until that check, nothing more is released.
-    pub holding: bool,
+    holding: bool,
     /// The read barrier: every release waits for a bound read after what it releases.
-    pub barrier: bool,
+    barrier: bool,
     /// Something of the session's own commits is among the news (else the news is a bound).
     own: bool,
     /// How many of `gtids`, from the first, are the session's own.
@@ -33,13 +32,13 @@ pub(super) struct ResponseCommits {
     /// The last packet queued for the client.
     last: Option<Mark>,
     /// The client was told the commit failed: the rest of the response is not relayed.
-    pub discard: bool,
+    discard: bool,
     /// The bound of the snapshot the response reads from, if it is a single `SELECT` in a
     /// transaction covered by one (see [`super::snapshot`]).
-    pub snapshot: Option<Arc<GtidPosition>>,
+    snapshot: Option<Arc<GtidPosition>>,
     /// Something in the response says its transaction may not read only its snapshot (or
     /// cannot say): an error, a state with other flags, an insert id, a check.
-    pub leaves_snapshot: bool,
+    leaves_snapshot: bool,
     /// An OK said a transaction started with a consistent snapshot and nothing else.
     took_snapshot: bool,
     /// The last bound the barrier read for what was released.
@@ -49,19 +48,84 @@ pub(super) struct ResponseCommits {
 /// Where a packet starts in the client's write queue, and its sequence id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Mark {
-    pub offset: usize,
-    pub seq: u8,
+    offset: usize,
+    seq: u8,
+}
+
+// === impl Mark ===
+
+impl Mark {
+    pub(super) fn new(offset: usize, seq: u8) -> Self {
+        Mark { offset, seq }
+    }
+
+    pub(super) fn offset(self) -> usize {
+        self.offset
+    }
+
+    pub(super) fn seq(self) -> u8 {
+        self.seq
+    }
 }
 
 // === impl ResponseCommits ===
 
 impl ResponseCommits {
-    /// Nothing reported yet; `barrier`: every release waits for a bound read after it.
-    pub(super) fn new(barrier: bool) -> Self {
+    /// Nothing reported yet; `barrier`: every release waits for a bound read after it;
+    /// `snapshot`: the bound of the snapshot the response reads from, if it reads only that.
+    pub(super) fn new(barrier: bool, snapshot: Option<Arc<GtidPosition>>) -> Self {
         ResponseCommits {
             barrier,
+            snapshot,
             ..ResponseCommits::default()
         }
+    }
+
+    /// The reason the response is to be checked, if it is: taken once, and from then on
+    /// nothing is held for the check.
+    pub(super) fn take_check(&mut self) -> Option<CheckReason> {
+        self.holding = false;
+        self.check.take()
+    }
+
+    /// Whether the response is held until its check.
+    pub(super) fn holding(&self) -> bool {
+        self.holding
+    }
+
+    /// Whether every release waits for a bound read after what it releases.
+    pub(super) fn barrier(&self) -> bool {
+        self.barrier
+    }
+
+    /// Whether the rest of the response is dropped: the client was told the commit failed.
+    pub(super) fn discarded(&self) -> bool {
+        self.discard
+    }
+
+    /// The client has its error: the rest of the response is not relayed.
+    pub(super) fn discard(&mut self) {
+        self.discard = true;
+    }
+
+    /// What is released now is not the whole response: it cannot go by its snapshot's bound.
+    pub(super) fn not_whole(&mut self) {
+        self.snapshot = None;
+    }
+
+    /// The bound of the snapshot the response reads from, if it read nothing else.
+    pub(super) fn snapshot(&self) -> Option<&GtidPosition> {
+        self.snapshot.as_deref().filter(|_| self.reads_snapshot())
+    }
+
+    /// Something said the transaction may not read only its snapshot any more.
+    pub(super) fn leave_snapshot(&mut self) {
+        self.leaves_snapshot = true;
+    }
+
+    /// Whether something in the response left the snapshot.
+    pub(super) fn leaves_snapshot(&self) -> bool {
+        self.leaves_snapshot
     }
 
     /// The response must be checked once it is over; from now on it is held until then.
@@ -87,7 +151,7 @@ impl ResponseCommits {
 
     /// Whether the response, once over, may go without a bound of its own if the quorum holds
     /// its snapshot's: nothing in it said otherwise, and it brought no news to wait for.
-    pub(super) fn reads_snapshot(&self) -> bool {
+    fn reads_snapshot(&self) -> bool {
         self.snapshot.is_some() && !self.leaves_snapshot && self.check.is_none() && !self.has_news()
     }
 
@@ -118,13 +182,13 @@ impl ResponseCommits {
     pub(super) fn bounded(&mut self, bound: &GtidPosition) {
         self.holding = false;
         self.own = true;
-        self.gtids.extend(bound.gtids().map(|g| Gtid::Maria(*g)));
+        self.gtids.extend(bound.newest_gtids());
         self.own_gtids = self.gtids.len();
     }
 
     /// Under the read barrier, what is queued may reveal every transaction `bound` holds.
     pub(super) fn bounded_read(&mut self, bound: &Arc<GtidPosition>) {
-        self.gtids.extend(bound.gtids().map(|g| Gtid::Maria(*g)));
+        self.gtids.extend(bound.newest_gtids());
         self.last_bound = Some(Arc::clone(bound));
     }
 

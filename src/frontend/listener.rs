@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info_span, warn, Instrument};
 
-use super::login::connect_primary;
-use super::session::{queue_client_error, Session};
+use super::legs::queue_client_error;
+use super::login::{connect_primary, Login};
+use super::session::Session;
 use super::Shared;
 use crate::conn::Conn;
 use crate::error::Error;
@@ -84,9 +85,12 @@ async fn handle(tcp: TcpStream, peer: SocketAddr, shared: Arc<Shared>, cancel: C
         Ok((primary, greeting)) => {
             shared.primary_health.record(Ok(()));
             let _primary = Gauged::new(&shared.metrics.primary_connections);
-            Session::new(shared, client, primary, cancel, in_flight)
-                .run(greeting, peer)
-                .await;
+            let login = Login::new(Arc::clone(&shared), client, primary);
+            if let Some(logged_in) = login.run(greeting, peer).await {
+                Session::new(shared, logged_in, cancel, in_flight)
+                    .run(peer)
+                    .await;
+            }
         }
         Err(error) => {
             shared.primary_health.record(Err(error.to_string()));

@@ -1,35 +1,69 @@
 //! Connecting a client: the primary's greeting shown to the client with capabilities
 //! rewritten, TLS on the client leg, and the authentication exchange relayed untouched until
 //! the primary says OK or ERR. The proxy never sees a password; the same relay serves
-//! `COM_CHANGE_USER`.
+//! `COM_CHANGE_USER` ([`relay_auth`]). A [`Login`] takes both connections and, once the primary
+//! accepts the client, hands them on as a [`LoggedIn`].
 
 use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
-use strongsync_proto::capabilities::{self, CapabilityFlags};
+use strongsync_proto::capabilities::{self, CapabilityFlags, MariadbCapabilities, StatusFlags};
 use strongsync_proto::handshake::{ClientResponse, ServerGreeting};
-use strongsync_proto::ok::{ERR_HEADER, OK_HEADER};
-use strongsync_proto::packet::{Packet, Sequence};
+use strongsync_proto::ok::{OkPacket, TrackingFilter, ERR_HEADER, OK_HEADER};
+use strongsync_proto::packet::Packet;
+use strongsync_proto::resultset::Layout;
 use strongsync_proto::ProtoError;
 use tracing::debug;
 
-use super::session::{Phase, Session};
+use super::legs::{Either, Legs};
 use super::Shared;
 use crate::conn::Conn;
 use crate::error::Error;
+use crate::flavour::Flavour;
 use crate::primary::{self, PrimaryStream};
+use crate::stream::ClientStream;
 
-/// How an authentication exchange ended.
-enum AuthOutcome {
-    /// The primary accepted the client.
-    Accepted,
-    /// The primary refused it (its ERR was passed on).
-    Refused,
+/// A client logging in.
+pub(super) struct Login {
+    shared: Arc<Shared>,
+    legs: Legs,
+    /// The primary's id for this connection.
+    connection_id: u32,
+    flavour: Flavour,
+    /// Capabilities the client may use: offered in the greeting, then also asked for.
+    client_caps: CapabilityFlags,
+    /// MariaDB extended capabilities the client negotiated, if it is a MariaDB client.
+    client_ext_caps: Option<MariadbCapabilities>,
+    /// The primary leg negotiated session tracking.
+    primary_tracks: bool,
 }
 
-/// One packet of an authentication exchange, from either side.
-enum AuthEvent {
-    Primary(Packet),
-    Client(Packet),
+/// A client the primary accepted, with both connections and what the login settled.
+pub(super) struct LoggedIn {
+    legs: Legs,
+    connection_id: u32,
+    flavour: Flavour,
+    client: ClientCaps,
+    primary_tracks: bool,
+    /// The status flags of the primary's OK.
+    status: StatusFlags,
+}
+
+/// What the client negotiated.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ClientCaps {
+    caps: CapabilityFlags,
+    /// MariaDB extended capabilities, if it is a MariaDB client.
+    ext: Option<MariadbCapabilities>,
+}
+
+/// How an authentication exchange ended.
+pub(super) enum AuthOutcome {
+    /// The primary accepted the client; its OK had these status flags.
+    Accepted(StatusFlags),
+    /// The primary refused it (its ERR was passed on).
+    Refused,
 }
 
 /// Connects to the primary and reads its greeting (or the ERR it sends instead, e.g. when
@@ -73,54 +107,99 @@ pub(super) async fn connect_primary(
         })
 }
 
-// === impl Session (login) ===
+// === impl Login ===
 
-impl Session {
-    /// Relays the login from the greeting to the primary's verdict.
-    pub(super) async fn login(&mut self, greeting: Packet) -> Result<Phase, Error> {
-        if greeting.first_byte() == Some(ERR_HEADER) {
-            // The primary refused the connection outright; the client gets its words.
-            self.client.forward(&greeting);
-            self.flush_client().await?;
-            return Ok(Phase::Closed);
-        }
-        self.show_greeting(&greeting).await?;
-        let mut response = self.read_client_packet().await?;
-        if ClientResponse::is_ssl_request(response.payload()) {
-            self.start_tls().await?;
-            response = self.read_client_packet().await?;
-        }
-        self.forward_login(&response).await?;
-        match self.relay_auth().await? {
-            AuthOutcome::Accepted => {
-                let max_payload = self.shared.config.limits.max_packet_size;
-                if self.client_caps.contains(CapabilityFlags::CLIENT_COMPRESS) {
-                    // Like a server, compressed from the first command on: the login's OK
-                    // went plain.
-                    self.client
-                        .start_compression(max_payload, self.shared.config.compression_level);
-                    self.shared.metrics.compressed_logins.inc();
-                } else {
-                    self.client.set_max_payload(max_payload);
-                }
-                Ok(Phase::TrackingSetup)
-            }
-            AuthOutcome::Refused => Ok(Phase::Closed),
+impl Login {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        client: Conn<ClientStream>,
+        primary: Conn<PrimaryStream>,
+    ) -> Self {
+        let legs = Legs::new(client, primary, shared.config.timeouts.clone());
+        Login {
+            shared,
+            legs,
+            connection_id: 0,
+            flavour: Flavour::MariaDb,
+            client_caps: CapabilityFlags::empty(),
+            client_ext_caps: None,
+            primary_tracks: false,
         }
     }
 
-    /// Re-authentication after `COM_CHANGE_USER` (already forwarded); the new user's session
-    /// starts without the proxy's tracking, so it is set up again.
-    pub(super) async fn change_user(&mut self) -> Result<Phase, Error> {
-        self.relay_auth().await?;
-        Ok(Phase::TrackingSetup)
+    /// Relays the login from the primary's greeting to its verdict, within
+    /// `timeouts.client_handshake`. The client is logged in, or the login ended (the client
+    /// was told why, if it could be) and so did the session.
+    pub(super) async fn run(mut self, greeting: Packet, peer: SocketAddr) -> Option<LoggedIn> {
+        let limit = self.shared.config.timeouts.client_handshake;
+        let outcome = tokio::time::timeout(limit, self.exchange(greeting))
+            .await
+            .unwrap_or(Err(Error::HandshakeTimeout(limit)));
+        let status = match outcome {
+            Ok(AuthOutcome::Accepted(status)) => status,
+            Ok(AuthOutcome::Refused) => {
+                self.legs.close(None, peer, &self.shared.metrics).await;
+                return None;
+            }
+            Err(error) => {
+                self.legs
+                    .close(Some(error), peer, &self.shared.metrics)
+                    .await;
+                return None;
+            }
+        };
+        let max_payload = self.shared.config.limits.max_packet_size;
+        if self.client_caps.contains(CapabilityFlags::CLIENT_COMPRESS) {
+            // Like a server, compressed from the first command on: the login's OK went plain.
+            self.legs
+                .client()
+                .start_compression(max_payload, self.shared.config.compression_level);
+            self.shared.metrics.compressed_logins.inc();
+        } else {
+            self.legs.client().set_max_payload(max_payload);
+        }
+        Some(LoggedIn {
+            legs: self.legs,
+            connection_id: self.connection_id,
+            flavour: self.flavour,
+            client: ClientCaps {
+                caps: self.client_caps,
+                ext: self.client_ext_caps,
+            },
+            primary_tracks: self.primary_tracks,
+            status,
+        })
+    }
+
+    async fn exchange(&mut self, greeting: Packet) -> Result<AuthOutcome, Error> {
+        if greeting.first_byte() == Some(ERR_HEADER) {
+            // The primary refused the connection outright; the client gets its words.
+            self.legs.client().forward(&greeting);
+            self.legs.flush_client().await?;
+            return Ok(AuthOutcome::Refused);
+        }
+        self.show_greeting(&greeting).await?;
+        let mut response = self.legs.read_client_packet().await?;
+        if ClientResponse::is_ssl_request(response.payload()) {
+            self.start_tls().await?;
+            response = self.legs.read_client_packet().await?;
+        }
+        self.forward_login(&response).await?;
+        // Before the tracking is set up the client sees no tracker data but what it asked for.
+        let filter = TrackingFilter {
+            client_tracks: self
+                .client_caps
+                .contains(CapabilityFlags::CLIENT_SESSION_TRACK),
+            ..TrackingFilter::default()
+        };
+        relay_auth(&mut self.legs, self.primary_tracks, filter).await
     }
 
     async fn show_greeting(&mut self, greeting: &Packet) -> Result<(), Error> {
         let mut payload = greeting.payload().to_vec();
         let parsed = ServerGreeting::parse(&payload).map_err(Error::PrimaryProtocol)?;
         self.connection_id = parsed.connection_id;
-        self.mariadb = parsed.is_mariadb();
+        self.flavour = Flavour::of(&parsed);
         self.primary_tracks = parsed
             .capabilities
             .contains(CapabilityFlags::CLIENT_SESSION_TRACK);
@@ -134,11 +213,10 @@ impl Session {
             .map_err(Error::PrimaryProtocol)?;
         // What the client may use is what was offered and what it asks for.
         self.client_caps = offered;
-        self.primary_seq = Sequence::expecting(greeting.seq().wrapping_add(1));
-        self.client_seq = Sequence::expecting(0);
-        self.client
-            .write_packet(self.client_seq.advance(), &payload);
-        self.flush_client().await
+        self.legs.greeted(greeting.seq());
+        let seq = self.legs.next_client_seq();
+        self.legs.client().write_packet(seq, &payload);
+        self.legs.flush_client().await
     }
 
     async fn start_tls(&mut self) -> Result<(), Error> {
@@ -147,7 +225,8 @@ impl Session {
                 what: "TLS (the proxy has no certificate configured and did not offer it)",
             }));
         };
-        self.client
+        self.legs
+            .client()
             .start_tls(&acceptor)
             .await
             .map_err(Error::ClientTls)
@@ -158,66 +237,140 @@ impl Session {
     async fn forward_login(&mut self, response: &Packet) -> Result<(), Error> {
         let mut payload = response.payload().to_vec();
         let parsed = ClientResponse::parse(&payload).map_err(Error::ClientProtocol)?;
-        debug!(user = %String::from_utf8_lossy(parsed.user), tls = self.client.get_ref().is_tls(), "login");
-        self.logged_in = true;
+        debug!(user = %String::from_utf8_lossy(parsed.user), tls = self.legs.client_ref().get_ref().is_tls(), "login");
         self.client_caps &= parsed.capabilities;
+        self.legs.logged_in(
+            self.client_caps
+                .contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
+        );
         self.client_ext_caps = parsed
             .mariadb_capabilities
             .map(capabilities::requested_from_primary_mariadb);
-        self.tracking.client_tracks(
-            self.client_caps
-                .contains(CapabilityFlags::CLIENT_SESSION_TRACK),
-        );
         let caps = capabilities::requested_from_primary(parsed.capabilities, false);
         let ext = parsed
             .mariadb_capabilities
             .map(capabilities::requested_from_primary_mariadb);
         ClientResponse::set_capabilities(&mut payload, caps, ext);
-        self.primary
-            .write_packet(self.primary_seq.advance(), &payload);
-        self.flush_primary().await
+        let seq = self.legs.next_primary_seq();
+        self.legs.primary().write_packet(seq, &payload);
+        self.legs.flush_primary().await
+    }
+}
+
+// === impl LoggedIn ===
+
+impl LoggedIn {
+    /// The primary's id for the connection.
+    pub(super) fn connection_id(&self) -> u32 {
+        self.connection_id
     }
 
-    /// Relays an authentication exchange (auth switch, more data, any plugin's rounds) in
-    /// both directions until the primary answers OK or ERR; that answer goes to the client
-    /// too. Sequence ids are renumbered per leg, which also covers TLS on one leg only.
-    async fn relay_auth(&mut self) -> Result<AuthOutcome, Error> {
-        loop {
-            let event = tokio::select! {
-                packet = self.primary.read_packet() => AuthEvent::Primary(packet.map_err(Error::from_primary)?),
-                packet = self.client.read_packet() => AuthEvent::Client(packet.map_err(Error::from_client)?),
-            };
-            match event {
-                AuthEvent::Primary(packet) => {
-                    self.primary_seq
-                        .check(packet.seq())
-                        .map_err(Error::PrimaryProtocol)?;
-                    let seq = self.client_seq.advance();
-                    let outcome = match packet.first_byte() {
-                        Some(OK_HEADER) => {
-                            self.relay_ok(&packet, seq, None)?;
-                            Some(AuthOutcome::Accepted)
-                        }
-                        Some(ERR_HEADER) => {
-                            self.client.forward_as(&packet, seq);
-                            Some(AuthOutcome::Refused)
-                        }
-                        _ => {
-                            self.client.forward_as(&packet, seq);
-                            None
-                        }
-                    };
-                    self.flush_client().await?;
-                    if let Some(outcome) = outcome {
-                        return Ok(outcome);
+    pub(super) fn flavour(&self) -> Flavour {
+        self.flavour
+    }
+
+    /// What the client negotiated.
+    pub(super) fn client(&self) -> ClientCaps {
+        self.client
+    }
+
+    /// The primary leg negotiated session tracking.
+    pub(super) fn primary_tracks(&self) -> bool {
+        self.primary_tracks
+    }
+
+    /// The status flags of the primary's OK to the login.
+    pub(super) fn status(&self) -> StatusFlags {
+        self.status
+    }
+
+    /// Both connections, for the session that relays the client's commands.
+    pub(super) fn into_legs(self) -> Legs {
+        self.legs
+    }
+}
+
+// === impl ClientCaps ===
+
+impl ClientCaps {
+    /// The client negotiated `CLIENT_DEPRECATE_EOF` (so did the primary leg: the proxy
+    /// passes the client's choice on).
+    pub(super) fn deprecate_eof(self) -> bool {
+        self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF)
+    }
+
+    /// The client reads session state (`CLIENT_SESSION_TRACK`).
+    pub(super) fn tracks(self) -> bool {
+        self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK)
+    }
+
+    /// How the client reads the result sets the proxy makes up.
+    pub(super) fn layout(self) -> Layout {
+        Layout {
+            deprecate_eof: self.deprecate_eof(),
+            extended_metadata: self
+                .ext
+                .is_some_and(|c| c.contains(MariadbCapabilities::MARIADB_CLIENT_EXTENDED_METADATA)),
+        }
+    }
+}
+
+/// Relays an authentication exchange (auth switch, more data, any plugin's rounds) in both
+/// directions until the primary answers OK or ERR; that answer goes to the client too, its
+/// tracker data as `filter` lets it through. Sequence ids are renumbered per leg, which also
+/// covers TLS on one leg only.
+pub(super) async fn relay_auth(
+    legs: &mut Legs,
+    primary_tracks: bool,
+    filter: TrackingFilter,
+) -> Result<AuthOutcome, Error> {
+    loop {
+        match legs.next_from_either().await? {
+            Either::Primary(packet) => {
+                legs.check_primary_seq(&packet)?;
+                let seq = legs.next_client_seq();
+                let outcome = match packet.first_byte() {
+                    Some(OK_HEADER) => {
+                        let ok = OkPacket::parse(packet.payload(), primary_tracks)
+                            .map_err(Error::PrimaryProtocol)?;
+                        forward_ok(legs.client(), &packet, &ok, seq, filter);
+                        Some(AuthOutcome::Accepted(ok.status))
                     }
-                }
-                AuthEvent::Client(packet) => {
-                    self.take_client_seq(&packet)?;
-                    self.primary.forward_as(&packet, self.primary_seq.advance());
-                    self.flush_primary().await?;
+                    Some(ERR_HEADER) => {
+                        legs.client().forward_as(&packet, seq);
+                        Some(AuthOutcome::Refused)
+                    }
+                    _ => {
+                        legs.client().forward_as(&packet, seq);
+                        None
+                    }
+                };
+                legs.flush_client().await?;
+                if let Some(outcome) = outcome {
+                    return Ok(outcome);
                 }
             }
+            Either::Client(packet) => {
+                legs.take_client_seq(&packet)?;
+                legs.pass_to_primary(&packet);
+                legs.flush_primary().await?;
+            }
         }
+    }
+}
+
+/// Queues an OK for the client with the tracker data `filter` does not let through removed
+/// (the packet as it came when there is none).
+pub(super) fn forward_ok(
+    client: &mut Conn<ClientStream>,
+    packet: &Packet,
+    ok: &OkPacket<'_>,
+    seq: u8,
+    filter: TrackingFilter,
+) {
+    if ok.needs_filtering(filter) {
+        client.write_packet_with(seq, |buf| ok.write_filtered(filter, buf));
+    } else {
+        client.forward_as(packet, seq);
     }
 }

@@ -1,9 +1,15 @@
 //! The SQL port: accepts client connections and runs one session per client, each with its
-//! own connection to the primary.
+//! own connection to the primary. A connection goes through phases, each a type that owns what
+//! it needs and hands it on: a [`login::Login`], then a [`session::Session`] that relays
+//! commands (one [`relay::ResponseRelay`] per response, with the session's commit tracker,
+//! snapshot cover and read barrier), and — if the primary accepts its binlog dump — a
+//! [`pipe::ReplicaPipe`].
 
-mod barrier;
+mod bound;
 mod commits;
 mod held_back;
+mod in_flight;
+mod legs;
 mod listener;
 mod login;
 mod own_query;
@@ -12,21 +18,26 @@ mod relay;
 mod replica;
 mod session;
 mod snapshot;
-mod tracking;
 
 use std::sync::Arc;
 
 use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
 
 use crate::commit::CommitHook;
 use crate::config::Config;
 use crate::durability::Durability;
+use crate::health::PrimaryHealth;
 use crate::metrics::Metrics;
+use crate::probe::Probe;
 
+pub(crate) use in_flight::InFlight;
 pub(crate) use listener::serve;
 
-/// What every session of one proxy shares.
+/// What every session of one proxy shares. Sessions hold it behind an `Arc`: nothing in it
+/// changes after the proxy starts.
 pub(crate) struct Shared {
+    /// The settings the proxy started with (strong sync's live ones are in `durability`).
     pub config: Config,
     /// Present when the client leg offers TLS.
     pub tls: Option<TlsAcceptor>,
@@ -34,14 +45,13 @@ pub(crate) struct Shared {
     pub hook: Arc<dyn CommitHook>,
     /// Strong sync: replica pipes report to it.
     pub durability: Arc<Durability>,
-    /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Whether the primary answered lately, as far as sessions and health checks have seen.
-    pub primary_health: Arc<crate::health::PrimaryHealth>,
+    pub primary_health: Arc<PrimaryHealth>,
     /// Fires at the end of the shutdown grace period (replica dumps stop then).
-    pub hard_stop: tokio_util::sync::CancellationToken,
+    pub hard_stop: CancellationToken,
     /// Client sessions in flight, for the shutdown to wait on.
-    pub in_flight: Arc<crate::app::InFlight>,
+    pub in_flight: Arc<InFlight>,
     /// strongsync's own connection to the primary, if an account is configured.
-    pub probe: Option<Arc<crate::probe::Probe>>,
+    pub probe: Option<Arc<Probe>>,
 }

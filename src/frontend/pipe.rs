@@ -36,8 +36,8 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::held_back::HeldBack;
+use super::legs::Legs;
 use super::replica::AcceptedDump;
-use super::session::Session;
 use super::Shared;
 use crate::conn::Conn;
 use crate::deadline;
@@ -99,26 +99,24 @@ enum DumpEvent {
 // === impl ReplicaPipe ===
 
 impl ReplicaPipe {
-    /// Takes over `session`'s connections for the dump the primary accepted: the replica is
+    /// Takes over a session's connections for the dump the primary accepted: the replica is
     /// admitted to strong sync now, holding what the primary was told it has.
-    pub(super) fn admit(session: Session, dump: AcceptedDump, peer: SocketAddr) -> (Self, Packet) {
-        let Session {
-            shared,
-            client,
-            primary,
-            mut client_seq,
-            ..
-        } = session;
-        let handle = shared.durability.admit_replica(
-            dump.server_id,
-            peer,
-            dump.semisync,
-            dump.connect_state,
-        );
+    pub(super) fn admit(
+        shared: Arc<Shared>,
+        legs: Legs,
+        dump: AcceptedDump,
+        peer: SocketAddr,
+    ) -> (Self, Packet) {
+        let (client, seq, primary) = legs.into_dump();
+        let (server_id, semisync) = (dump.server_id(), dump.semisync());
+        let (connect_state, first) = dump.into_start();
+        let handle = shared
+            .durability
+            .admit_replica(server_id, peer, semisync, connect_state);
         if client.is_compressed() {
             handle.compressed();
         }
-        let (ack_latency, acks) = shared.metrics.ack_latency_of(dump.server_id);
+        let (ack_latency, acks) = shared.metrics.ack_latency_of(server_id);
         let held = HeldBack::new(shared.metrics.async_held_bytes.clone());
         let quorum = shared.durability.watch_quorum();
         let pipe = ReplicaPipe {
@@ -127,10 +125,10 @@ impl ReplicaPipe {
             primary,
             handle,
             peer,
-            semisync: dump.semisync,
+            semisync,
             tracker: StreamTracker::new(),
             coverage: StreamCoverage::new(),
-            seq: client_seq.advance(),
+            seq,
             relayed: None,
             unacked: None,
             owed: None,
@@ -143,7 +141,7 @@ impl ReplicaPipe {
             held,
             quorum,
         };
-        (pipe, dump.first)
+        (pipe, first)
     }
 
     /// Relays the dump, starting with its first packet, until either side ends it; then

@@ -1,63 +1,138 @@
-//! Relaying a command's response packet by packet: tracker data filtered, commits reported to
-//! the commit hook before the packets that announce them are released (or replaced by an
-//! error if the hook says so), and `LOAD DATA LOCAL INFILE` uploads.
+//! Relaying one command's response packet by packet: tracker data filtered, commits reported to
+//! the commit hook before the packets that announce them are released (or replaced by an error
+//! if the hook says so), responses that may hide a commit held until the session is checked,
+//! the read barrier, and `LOAD DATA LOCAL INFILE` uploads.
 
 use strongsync_proto::capabilities::StatusFlags;
-use strongsync_proto::gtid::tracked_gtids;
-use strongsync_proto::ok::{
-    self, EofPacket, OkPacket, SESSION_TRACK_STATE_CHANGE_VAR, SESSION_TRACK_TRANSACTION_INFO_VAR,
-};
+use strongsync_proto::ok::{self, EofPacket, OkPacket};
 use strongsync_proto::packet::Packet;
 use strongsync_proto::response::{PacketKind, ResponseReader};
 
+use super::bound::Bounds;
 use super::commits::{Mark, ResponseCommits};
-use super::session::{Phase, Session, CLIENT_READ_AHEAD, FLUSH_AT, READ_HOLD_CHUNK};
-use super::tracking::CheckReason;
+use super::legs::Legs;
+use super::login::forward_ok;
+use super::snapshot::SnapshotCover;
+use super::Shared;
 use crate::commit::{Release, Unresolved};
 use crate::error::Error;
+use crate::flavour::{CheckReason, Tracker, Unlearnt};
 
-// === impl Session (relay) ===
+/// Queued response bytes that trigger a write to the client even if more packets are
+/// already buffered from the primary.
+pub(super) const FLUSH_AT: usize = 64 * 1024;
 
-impl Session {
-    /// Relays one response. Packets go to the client in batches (whatever the primary has
-    /// sent so far); a batch that reports a commit is held until the commit hook lets it go,
-    /// and from a packet that may hide one (see [`super::tracking`]) everything is held until
-    /// the session has been checked.
-    pub(super) async fn relay_response(
-        &mut self,
-        mut reader: ResponseReader,
-    ) -> Result<Phase, Error> {
-        let barrier = self.shared.durability.reads_wait() && !self.reveals_nothing;
-        let mut commits = ResponseCommits::new(barrier);
-        commits.snapshot = self.snapshot.for_response();
-        let check_every = self.tracking.checks_every_response();
-        if self.tracking.take_names_quorum() && self.mariadb {
-            commits.need_check(CheckReason::SessionQuorum);
+/// Under the read barrier, response bytes gathered before a part of an unfinished response is
+/// bounded and released (at most `limits.max_held_response_bytes`): a large result set streams
+/// in parts of this size, one probe reading each.
+const READ_HOLD_CHUNK: usize = 1024 * 1024;
+
+/// A command whose response is to be relayed.
+#[derive(Debug)]
+pub(super) struct Command {
+    reader: ResponseReader,
+    /// The response reveals no data, so the read barrier lets it through: the answer to a
+    /// replica's setup statement, a plain `BEGIN`, `COMMIT` or `ROLLBACK`, `COM_PING`,
+    /// `COM_RESET_CONNECTION`.
+    reveals_nothing: bool,
+    /// The response is checked whatever it says (the statement names `@strongsync_quorum`).
+    check: Option<CheckReason>,
+}
+
+/// The relay of one response, with the parts of the session it works on.
+pub(super) struct ResponseRelay<'s> {
+    shared: &'s Shared,
+    legs: &'s mut Legs,
+    tracker: &'s mut Tracker,
+    cover: &'s mut SnapshotCover,
+    bounds: Bounds<'s>,
+    connection_id: u32,
+    /// The primary leg negotiated session tracking (its OKs may carry a state block).
+    primary_tracks: bool,
+    commits: ResponseCommits,
+    /// Status flags of the last OK or EOF relayed.
+    status: Option<StatusFlags>,
+}
+
+// === impl Command ===
+
+impl Command {
+    pub(super) fn new(
+        reader: ResponseReader,
+        reveals_nothing: bool,
+        check: Option<CheckReason>,
+    ) -> Self {
+        Command {
+            reader,
+            reveals_nothing,
+            check,
+        }
+    }
+}
+
+// === impl ResponseRelay ===
+
+impl<'s> ResponseRelay<'s> {
+    pub(super) fn new(
+        shared: &'s Shared,
+        legs: &'s mut Legs,
+        tracker: &'s mut Tracker,
+        cover: &'s mut SnapshotCover,
+        bounds: Bounds<'s>,
+        connection_id: u32,
+        primary_tracks: bool,
+    ) -> Self {
+        ResponseRelay {
+            shared,
+            legs,
+            tracker,
+            cover,
+            bounds,
+            connection_id,
+            primary_tracks,
+            commits: ResponseCommits::default(),
+            status: None,
+        }
+    }
+
+    /// Relays the response to `command`. Packets go to the client in batches (whatever the
+    /// primary has sent so far); a batch that reports a commit is held until the commit hook
+    /// lets it go, and from a packet that may hide one everything is held until the session
+    /// has been checked. Returns the status flags of the last OK or EOF, if one came.
+    pub(super) async fn run(mut self, command: Command) -> Result<Option<StatusFlags>, Error> {
+        let Command {
+            mut reader,
+            reveals_nothing,
+            check,
+        } = command;
+        let barrier = self.shared.durability.reads_wait() && !reveals_nothing;
+        self.commits = ResponseCommits::new(barrier, self.cover.for_response());
+        let check_every = self.tracker.checks_every_response();
+        if let Some(reason) = check {
+            self.commits.need_check(reason);
         }
         loop {
             if reader.awaits_client() {
-                self.answer_infile_request(&mut commits).await?;
+                self.answer_infile_request().await?;
                 reader.infile_sent();
                 continue;
             }
-            if !self.primary.has_buffered_packet() || self.client.pending_write() >= FLUSH_AT {
-                self.release(&mut commits, false).await?;
+            if !self.legs.primary().has_buffered_packet()
+                || self.legs.client().pending_write() >= FLUSH_AT
+            {
+                self.release(false).await?;
             }
-            let packet = self.next_primary_packet().await?;
-            self.primary_seq
-                .check(packet.seq())
-                .map_err(Error::PrimaryProtocol)?;
+            let packet = self.legs.next_primary_packet().await?;
+            self.legs.check_primary_seq(&packet)?;
             let step = reader.on_packet(&packet).map_err(Error::PrimaryProtocol)?;
-            let mark = Mark {
-                offset: self.client.pending_write(),
-                seq: self.client_seq.advance(),
-            };
-            commits.queued(mark);
+            let offset = self.legs.client().pending_write();
+            let mark = Mark::new(offset, self.legs.next_client_seq());
+            self.commits.queued(mark);
             match step.kind {
                 PacketKind::Ok | PacketKind::OkTerminator => {
-                    self.relay_ok(&packet, mark.seq, Some(&mut commits))?;
+                    self.relay_ok(&packet, mark.seq())?;
                     if let Some(reason) = check_every {
-                        commits.need_check(reason);
+                        self.commits.need_check(reason);
                     }
                 }
                 PacketKind::Eof => {
@@ -66,99 +141,89 @@ impl Session {
                         .map_err(Error::PrimaryProtocol)?
                         .status;
                     if status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED) {
-                        commits.need_check(CheckReason::LegacyEof);
+                        self.commits.need_check(CheckReason::LegacyEof);
                     }
                     if let Some(reason) = check_every {
-                        commits.need_check(reason);
+                        self.commits.need_check(reason);
                     }
-                    self.last_status = status;
-                    self.forward_to_client(&packet, mark.seq, &commits);
+                    self.status = Some(status);
+                    self.forward_to_client(&packet, mark.seq());
                 }
                 PacketKind::Err => {
                     // An error may have ended the transaction (a deadlock, a row changed
                     // since the snapshot) and never carries its state.
-                    commits.leaves_snapshot = true;
-                    self.forward_to_client(&packet, mark.seq, &commits);
+                    self.commits.leave_snapshot();
+                    self.forward_to_client(&packet, mark.seq());
                 }
                 PacketKind::PrepareOk => {
-                    self.snapshot.prepared(packet.payload());
-                    self.forward_to_client(&packet, mark.seq, &commits);
+                    self.cover.prepared(packet.payload());
+                    self.forward_to_client(&packet, mark.seq());
                 }
-                _ => self.forward_to_client(&packet, mark.seq, &commits),
+                _ => self.forward_to_client(&packet, mark.seq()),
             }
-            commits.hold_if_news();
+            self.commits.hold_if_news();
             if step.done {
                 break;
             }
         }
-        if commits.check.is_some() {
-            self.check_tracking(&mut commits).await?;
-            commits.hold_if_news();
+        if let Some(reason) = self.commits.take_check() {
+            self.check(reason).await?;
+            self.commits.hold_if_news();
         }
-        debug_assert!(!commits.holding, "a finished response is never held back");
-        self.release(&mut commits, true).await?;
-        self.snapshot.after_response(&commits);
-        Ok(if self.tracking.reset {
-            Phase::TrackingSetup
-        } else {
-            Phase::Idle
-        })
+        debug_assert!(
+            !self.commits.holding(),
+            "a finished response is never held back"
+        );
+        self.release(true).await?;
+        self.cover.after_response(&self.commits);
+        Ok(self.status)
     }
 
-    /// Passes an OK to the client with the tracker data it did not ask for removed, noting
-    /// (when `commits` is given) any commit it reports and anything else it says changed.
-    pub(super) fn relay_ok(
-        &mut self,
-        packet: &Packet,
-        seq: u8,
-        commits: Option<&mut ResponseCommits>,
-    ) -> Result<(), Error> {
+    /// Passes an OK to the client with the tracker data it did not ask for removed, noting any
+    /// commit it reports and anything else it says changed.
+    fn relay_ok(&mut self, packet: &Packet, seq: u8) -> Result<(), Error> {
         let ok = OkPacket::parse(packet.payload(), self.primary_tracks)
             .map_err(Error::PrimaryProtocol)?;
-        self.last_status = ok.status;
-        let discard = commits.as_ref().is_some_and(|c| c.discard);
-        if let Some(commits) = commits {
-            commits.transaction_reported(&ok);
-            if ok
-                .status
-                .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
-            {
-                for tracked in tracked_gtids(&ok) {
-                    self.note_tracked(tracked, commits);
-                }
-                if self.mariadb && !ok.reports_only_routine_state() {
-                    commits.need_check(CheckReason::StateChange);
-                    if let Some(on) = state_change_set(&ok) {
-                        // The client switched state-change items on or off itself: from this
-                        // packet on it sees them as it asked.
-                        self.tracking.filter.keep_state_change = on;
-                    }
-                    let switched = variable_set(&ok, SESSION_TRACK_TRANSACTION_INFO_VAR)
-                        .filter(|_| self.tracking.snapshot_vars);
-                    if let Some(value) = switched {
-                        // Likewise for the transaction items (set back to the proxy's value
-                        // by the check after this response).
-                        self.tracking.client_transaction_info(value);
-                    }
-                }
-            }
+        self.status = Some(ok.status);
+        self.commits.transaction_reported(&ok);
+        let news = self.tracker.on_ok(&ok);
+        for gtid in news.committed {
+            self.commits.reported(gtid);
         }
-        if discard {
-            return Ok(());
+        if let Some(reason) = news.check {
+            self.commits.need_check(reason);
         }
-        let filter = self.tracking.filter;
-        if ok.needs_filtering(filter) {
-            self.client
-                .write_packet_with(seq, |buf| ok.write_filtered(filter, buf));
-        } else {
-            self.client.forward_as(packet, seq);
+        if !self.commits.discarded() {
+            forward_ok(self.legs.client(), packet, &ok, seq, self.tracker.filter());
         }
         Ok(())
     }
 
-    fn forward_to_client(&mut self, packet: &Packet, seq: u8, commits: &ResponseCommits) {
-        if !commits.discard {
-            self.client.forward_as(packet, seq);
+    fn forward_to_client(&mut self, packet: &Packet, seq: u8) {
+        if !self.commits.discarded() {
+            self.legs.client().forward_as(packet, seq);
+        }
+    }
+
+    /// Checks the session after a response that may have changed its tracking or committed
+    /// unreported: what it learns is waited for; what it cannot learn is bounded, or released
+    /// as unresolved.
+    async fn check(&mut self, reason: CheckReason) -> Result<(), Error> {
+        let checked = self.tracker.check(reason, &mut *self.legs).await?;
+        if let Some(gtid) = checked.committed {
+            self.commits.reported(gtid);
+        }
+        match checked.unlearnt {
+            None => Ok(()),
+            Some(Unlearnt::Bound(reason)) => {
+                self.bounds
+                    .bound_or_give_up(self.legs, &mut self.commits, reason)
+                    .await
+            }
+            Some(Unlearnt::Unresolved(reason)) => {
+                self.commits.give_up(reason);
+                Ok(())
+            }
         }
     }
 
@@ -170,38 +235,45 @@ impl Session {
     /// unresolved. Under the read barrier, what is queued goes once the response is `done`
     /// (or [`READ_HOLD_CHUNK`] has gathered), after the quorum holds the binlog position read
     /// after it arrived.
-    async fn release(&mut self, commits: &mut ResponseCommits, done: bool) -> Result<(), Error> {
-        if commits.holding {
-            let limit = self.shared.config.limits.max_held_response_bytes;
-            if self.client.pending_write() <= limit {
+    async fn release(&mut self, done: bool) -> Result<(), Error> {
+        let limits = &self.shared.config.limits;
+        if self.commits.holding() {
+            let limit = limits.max_held_response_bytes;
+            if self.legs.client().pending_write() <= limit {
                 return Ok(());
             }
-            self.bound_or_give_up(commits, Unresolved::HeldPastLimit { limit })
+            self.bounds
+                .bound_or_give_up(
+                    self.legs,
+                    &mut self.commits,
+                    Unresolved::HeldPastLimit { limit },
+                )
                 .await?;
         }
-        if commits.barrier && !commits.discard && self.client.pending_write() > 0 {
-            let chunk = READ_HOLD_CHUNK.min(self.shared.config.limits.max_held_response_bytes);
-            if !done && self.client.pending_write() < chunk {
+        let pending = self.legs.client().pending_write();
+        if self.commits.barrier() && !self.commits.discarded() && pending > 0 {
+            let chunk = READ_HOLD_CHUNK.min(limits.max_held_response_bytes);
+            if !done && pending < chunk {
                 return Ok(());
             }
-            if !(done && self.answers_from_snapshot(commits)) {
-                self.bound_read(commits).await?;
+            let by_snapshot = done && self.cover.answers(&self.commits, &self.shared.durability);
+            if !by_snapshot {
+                self.bounds.bound_read(self.legs, &mut self.commits).await?;
             }
         }
-        if commits.has_news() {
-            let (commit, hold) = commits.take(self.connection_id, self.tracking.quorum);
-            if commits.discard {
-                // The client already has its error; later commits of the batch wait for no one.
-            } else {
+        if self.commits.has_news() {
+            let (commit, hold) = self.commits.take(self.connection_id, self.tracker.quorum());
+            // Once the client has its error, later commits of the batch wait for no one.
+            if !self.commits.discarded() {
                 let wait = self.shared.hook.on_commit(commit);
-                if let Release::Fail(error) = self.while_watching_client(wait).await? {
+                if let Release::Fail(error) = self.legs.while_watching_client(wait).await? {
                     self.fail_held(hold, Error::NotAcknowledged(error));
-                    commits.discard = true;
+                    self.commits.discard();
                 }
             }
         }
-        self.flush_client().await?;
-        commits.flushed();
+        self.legs.flush_client().await?;
+        self.commits.flushed();
         Ok(())
     }
 
@@ -209,48 +281,12 @@ impl Session {
     fn fail_held(&mut self, hold: Option<Mark>, error: Error) {
         let Some(hold) = hold else { return };
         tracing::warn!(%error, "commit not acknowledged: the client gets an error");
-        self.client.truncate_pending(hold.offset);
+        let client = self.legs.client();
+        client.truncate_pending(hold.offset());
         if let Some(err) = error.client_error() {
-            self.client.write_packet_with(hold.seq, |buf| {
+            client.write_packet_with(hold.seq(), |buf| {
                 ok::put_err(buf, err.code, Some(err.sql_state), &err.message)
             });
-        }
-    }
-
-    /// Runs `fut`, failing early if the client disconnects. A parked commit is not cut short
-    /// by shutdown: it gets the shutdown's grace period like any other work in flight.
-    pub(super) async fn while_watching_client<T>(
-        &mut self,
-        fut: impl std::future::Future<Output = T>,
-    ) -> Result<T, Error> {
-        tokio::pin!(fut);
-        loop {
-            tokio::select! {
-                biased;
-                out = &mut fut => return Ok(out),
-                filled = self.client.fill(), if self.client.buffered_len() < CLIENT_READ_AHEAD => {
-                    if filled.map_err(Error::from_client)? == 0 {
-                        return Err(Error::ClientClosed);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The next packet from the primary. A client that hangs up meanwhile ends the session
-    /// (dropping the primary connection, which rolls back anything uncommitted, as a direct
-    /// disconnect would); bytes it pipelines meanwhile wait in its buffer.
-    pub(super) async fn next_primary_packet(&mut self) -> Result<Packet, Error> {
-        loop {
-            tokio::select! {
-                biased;
-                packet = self.primary.read_packet() => return packet.map_err(Error::from_primary),
-                filled = self.client.fill(), if self.client.buffered_len() < CLIENT_READ_AHEAD => {
-                    if filled.map_err(Error::from_client)? == 0 {
-                        return Err(Error::ClientClosed);
-                    }
-                }
-            }
         }
     }
 
@@ -259,17 +295,18 @@ impl Session {
     /// the response is over: the probe bounds it, or it goes out as unresolved; the check
     /// after the response still covers the rest). After a failed commit the client is not
     /// listening any more: the proxy declines the file itself.
-    async fn answer_infile_request(&mut self, commits: &mut ResponseCommits) -> Result<(), Error> {
-        // What is released now is not the whole response.
-        commits.snapshot = None;
-        if commits.holding {
-            self.bound_or_give_up(commits, Unresolved::HiddenBeforeInfile)
+    async fn answer_infile_request(&mut self) -> Result<(), Error> {
+        self.commits.not_whole();
+        if self.commits.holding() {
+            self.bounds
+                .bound_or_give_up(self.legs, &mut self.commits, Unresolved::HiddenBeforeInfile)
                 .await?;
         }
-        self.release(commits, true).await?;
-        if commits.discard {
-            self.primary.write_packet(self.primary_seq.advance(), &[]);
-            return self.flush_primary().await;
+        self.release(true).await?;
+        if self.commits.discarded() {
+            let seq = self.legs.next_primary_seq();
+            self.legs.primary().write_packet(seq, &[]);
+            return self.legs.flush_primary().await;
         }
         self.relay_infile().await
     }
@@ -278,31 +315,17 @@ impl Session {
     /// packet that ends it.
     async fn relay_infile(&mut self) -> Result<(), Error> {
         loop {
-            if !self.client.has_buffered_packet() || self.primary.pending_write() >= FLUSH_AT {
-                self.flush_primary().await?;
+            if !self.legs.client().has_buffered_packet()
+                || self.legs.primary().pending_write() >= FLUSH_AT
+            {
+                self.legs.flush_primary().await?;
             }
-            let packet = self.read_client_packet().await?;
-            self.primary.forward_as(&packet, self.primary_seq.advance());
+            let packet = self.legs.read_client_packet().await?;
+            self.legs.pass_to_primary(&packet);
             // An empty packet after a full one only ends that chunk, not the file.
             if packet.payload().is_empty() && !packet.is_continuation() {
-                return self.flush_primary().await;
+                return self.legs.flush_primary().await;
             }
         }
     }
-}
-
-/// What an OK says the session's `session_track_state_change` was set to, if it says.
-fn state_change_set(ok: &OkPacket<'_>) -> Option<bool> {
-    variable_set(ok, SESSION_TRACK_STATE_CHANGE_VAR)
-        .map(|value| value.eq_ignore_ascii_case(b"ON") || value == b"1")
-}
-
-/// What an OK says the session's variable `name` was set to, if it says.
-fn variable_set<'a>(ok: &OkPacket<'a>, name: &[u8]) -> Option<&'a [u8]> {
-    ok.state_items()
-        .flatten()
-        .flat_map(|item| item.variables().flatten())
-        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, value)| value)
-        .last()
 }

@@ -8,84 +8,76 @@
 //!
 //! [`ReplicaPipe`]: super::pipe::ReplicaPipe
 
-use strongsync_proto::capabilities::MariadbCapabilities;
+use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::command::{COM_BINLOG_DUMP, COM_QUERY};
+use strongsync_proto::gtid::GtidPosition;
 use strongsync_proto::packet::Packet;
 use strongsync_proto::resultset::{self, Layout};
 use strongsync_proto::semisync::Negotiation;
 use tracing::{debug, info};
 
-use super::session::{queue_client_error, Phase, Session};
-use crate::durability::GtidPosition;
+use super::legs::Legs;
 use crate::error::{Error, ReplicaSetupError};
-
-/// What the primary will start a dump from and whether it would add a semisync header of its
-/// own, read on the replica's connection just before its dump: the replica may have set them
-/// any way SQL allows, not only with the statements the proxy recognises.
-const DUMP_PROBE: &str =
-    "SELECT @slave_connect_state, @rpl_semi_sync_slave, @rpl_semi_sync_replica";
+use crate::flavour::{Flavour, OwnQueries};
+use crate::metrics::Metrics;
 
 /// A replica's setup, as far as the proxy cares.
 #[derive(Debug, Default)]
 pub(super) struct ReplicaSetup {
     /// It sent `SET @rpl_semi_sync_slave = 1`: it will acknowledge flagged events.
-    pub semisync: bool,
+    semisync: bool,
 }
 
 /// A dump the primary accepted: what the replica pipe starts from.
 #[derive(Debug)]
 pub(super) struct AcceptedDump {
     /// The replica's `server_id` (from its dump request).
-    pub server_id: u32,
+    server_id: u32,
     /// It negotiated semisync with the proxy.
-    pub semisync: bool,
+    semisync: bool,
     /// The GTIDs the primary was told it has.
-    pub connect_state: GtidPosition,
+    connect_state: GtidPosition,
     /// The primary's first packet of the dump, not relayed yet.
-    pub first: Packet,
+    first: Packet,
+}
+
+// === impl AcceptedDump ===
+
+impl AcceptedDump {
+    pub(super) fn server_id(&self) -> u32 {
+        self.server_id
+    }
+
+    pub(super) fn semisync(&self) -> bool {
+        self.semisync
+    }
+
+    /// What the replica holds by its connect state, and the dump's first packet.
+    pub(super) fn into_start(self) -> (GtidPosition, Packet) {
+        (self.connect_state, self.first)
+    }
 }
 
 // === impl ReplicaSetup ===
 
 impl ReplicaSetup {
     /// Recognises a semisync negotiation statement (to answer, not forward).
-    pub(super) fn negotiation(&mut self, payload: &[u8]) -> Option<Negotiation> {
+    pub(super) fn negotiation(&self, payload: &[u8]) -> Option<Negotiation> {
         Negotiation::recognise(payload.strip_prefix(&[COM_QUERY])?)
     }
-}
 
-/// The replica's `server_id` in `COM_BINLOG_DUMP` (`u8 cmd | u32 pos | u16 flags | u32
-/// server_id | …`) or `COM_BINLOG_DUMP_GTID` (`u8 cmd | u16 flags | u32 server_id | …`);
-/// 0 if the packet is too short to say.
-fn dump_server_id(payload: &[u8]) -> u32 {
-    let at = if payload.first() == Some(&COM_BINLOG_DUMP) {
-        7
-    } else {
-        3
-    };
-    payload
-        .get(at..at + 4)
-        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-// === impl Session (replica setup) ===
-
-impl Session {
-    /// Answers a semisync negotiation statement as a semisync-enabled primary would.
-    pub(super) async fn answer_negotiation(
+    /// Answers a semisync negotiation statement as a semisync-enabled primary would, laid out
+    /// as the client reads result sets, its terminator carrying `status`.
+    pub(super) async fn answer(
         &mut self,
         negotiation: Negotiation,
-    ) -> Result<Phase, Error> {
+        legs: &mut Legs,
+        layout: Layout,
+        status: StatusFlags,
+    ) -> Result<(), Error> {
         debug!(?negotiation, "semisync negotiation answered by the proxy");
-        let seq = self.client_seq.advance();
-        let status = self.last_status;
-        let layout = Layout {
-            deprecate_eof: self.deprecate_eof(),
-            extended_metadata: self
-                .client_ext_caps
-                .is_some_and(|c| c.contains(MariadbCapabilities::MARIADB_CLIENT_EXTENDED_METADATA)),
-        };
-        self.client.queue(|buf| match negotiation {
+        let seq = legs.next_client_seq();
+        legs.client().queue(|buf| match negotiation {
             Negotiation::ShowMasterEnabled => resultset::put_text_result(
                 buf,
                 seq,
@@ -113,81 +105,84 @@ impl Session {
             Negotiation::ReplicaEnabled => resultset::put_ok(buf, seq, status),
         });
         if negotiation == Negotiation::ReplicaEnabled {
-            self.replica.semisync = true;
+            self.semisync = true;
         }
-        self.flush_client().await?;
-        Ok(Phase::Idle)
+        legs.flush_client().await
     }
 
     /// Asks the primary for the binlog on the client's behalf. The connection is handed over
     /// to a replica pipe only if the primary accepts (its first event comes back); if it
-    /// refuses, the client gets the primary's error and stays an ordinary client.
-    pub(super) async fn request_dump(&mut self, dump: &Packet) -> Result<Phase, Error> {
+    /// refuses, the client gets the primary's error and stays an ordinary client (`None`).
+    pub(super) async fn request_dump(
+        &self,
+        dump: &Packet,
+        legs: &mut Legs,
+        flavour: Flavour,
+        metrics: &Metrics,
+    ) -> Result<Option<AcceptedDump>, Error> {
         let server_id = dump_server_id(dump.payload());
-        self.send_query(DUMP_PROBE);
-        self.flush_primary().await?;
-        let probe = self.swallow_response().await?;
-        let value = |i: usize| probe.row.get(i).cloned().flatten();
-        if let Some(error) = probe.error {
-            return self
-                .refuse_dump(server_id, ReplicaSetupError::Probe(error))
-                .await;
-        }
-        if value(1).or(value(2)).is_some() {
-            // The primary would add a semisync header of its own that the proxy does not expect.
-            return self
-                .refuse_dump(server_id, ReplicaSetupError::SemisyncOnPrimary)
-                .await;
-        }
-        let connect_state = value(0).unwrap_or_default();
-        let connect_state = GtidPosition::parse(&connect_state).unwrap_or_else(|error| {
-            debug!(%error, state = %String::from_utf8_lossy(&connect_state), "connect state not read: the replica is credited only with what it acknowledges");
-            GtidPosition::default()
-        });
-        self.primary.forward_as(dump, self.primary_seq.advance());
-        self.flush_primary().await?;
-        let first = self.next_primary_packet().await?;
-        self.primary_seq
-            .check(first.seq())
-            .map_err(Error::PrimaryProtocol)?;
+        let answer = legs
+            .ask(&[flavour.dump_query()])
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let setup = match flavour.dump_setup(&answer) {
+            Ok(setup) => setup,
+            Err(why) => {
+                refuse_dump(legs, server_id, why, metrics).await?;
+                return Ok(None);
+            }
+        };
+        legs.pass_to_primary(dump);
+        legs.flush_primary().await?;
+        let first = legs.next_primary_packet().await?;
+        legs.check_primary_seq(&first)?;
         if first.first_byte() == Some(0x00) {
-            return Ok(Phase::Dumping(AcceptedDump {
+            return Ok(Some(AcceptedDump {
                 server_id,
-                semisync: self.replica.semisync,
-                connect_state,
+                semisync: self.semisync,
+                connect_state: setup.connect_state,
                 first,
             }));
         }
         // ERR (or an EOF, a dump that ended before its first event): passed on as it is.
-        let seq = self.client_seq.advance();
-        self.client.forward_as(&first, seq);
-        self.flush_client().await?;
+        legs.pass_to_client(&first);
+        legs.flush_client().await?;
         let said = strongsync_proto::ok::ErrPacket::parse(first.payload())
             .map(|err| format!("{} {}", err.code, String::from_utf8_lossy(err.message)))
             .unwrap_or_else(|_| "the dump ended at once".into());
-        self.shared.metrics.replica_dumps_refused.inc();
+        metrics.replica_dumps_refused.inc();
         info!(server_id, primary_said = %said, "binlog dump refused by the primary: the connection does not count as a replica");
-        Ok(Phase::Idle)
+        Ok(None)
     }
+}
 
-    /// Answers a dump request the proxy refuses itself, with the error saying why.
-    async fn refuse_dump(
-        &mut self,
-        server_id: u32,
-        why: ReplicaSetupError,
-    ) -> Result<Phase, Error> {
-        self.shared.metrics.replica_dumps_refused.inc();
-        info!(server_id, %why, "binlog dump refused: the connection does not count as a replica");
-        let seq = self.client_seq.advance();
-        queue_client_error(
-            &mut self.client,
-            seq,
-            self.logged_in,
-            &Error::ReplicaSetup(why),
-        );
-        self.flush_client().await?;
-        Ok(Phase::Idle)
-    }
+/// Answers a dump request the proxy refuses itself, with the error saying why.
+async fn refuse_dump(
+    legs: &mut Legs,
+    server_id: u32,
+    why: ReplicaSetupError,
+    metrics: &Metrics,
+) -> Result<(), Error> {
+    metrics.replica_dumps_refused.inc();
+    info!(server_id, %why, "binlog dump refused: the connection does not count as a replica");
+    legs.queue_client_error(&Error::ReplicaSetup(why));
+    legs.flush_client().await
+}
+
+/// The replica's `server_id` in `COM_BINLOG_DUMP` (`u8 cmd | u32 pos | u16 flags | u32
+/// server_id | …`) or `COM_BINLOG_DUMP_GTID` (`u8 cmd | u16 flags | u32 server_id | …`);
+/// 0 if the packet is too short to say.
+fn dump_server_id(payload: &[u8]) -> u32 {
+    let at = if payload.first() == Some(&COM_BINLOG_DUMP) {
+        7
+    } else {
+        3
+    };
+    payload
+        .get(at..at + 4)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 #[cfg(test)]
@@ -196,7 +191,7 @@ mod tests {
 
     #[test]
     fn recognises_only_the_semisync_negotiation_sent_as_a_query() {
-        let mut setup = ReplicaSetup::default();
+        let setup = ReplicaSetup::default();
         assert_eq!(
             setup.negotiation(b"\x03SET @rpl_semi_sync_slave= 1"),
             Some(Negotiation::ReplicaEnabled)

@@ -18,9 +18,10 @@ use strongsync_proto::command::{
 };
 use strongsync_proto::snapshot::{self, Start};
 
+use strongsync_proto::gtid::GtidPosition;
+
 use super::commits::ResponseCommits;
-use super::session::Session;
-use crate::durability::{GtidPosition, QuorumRule};
+use crate::durability::{Durability, QuorumRule};
 
 /// Prepared statements remembered as single `SELECT`s per session; past this, a new one is
 /// bounded like any other statement.
@@ -28,7 +29,7 @@ const MAX_PREPARED_READS: usize = 1024;
 
 /// Per-session state of the snapshot cover.
 #[derive(Debug, Default)]
-pub(super) struct Snapshot {
+pub(super) struct SnapshotCover {
     /// The transaction in progress started with a consistent snapshot taken before the
     /// primary's binlog was at this position (its `BEGIN` was bounded by it).
     bound: Option<Arc<GtidPosition>>,
@@ -52,9 +53,9 @@ pub(super) enum Replacement {
     StartWithSnapshot,
 }
 
-// === impl Snapshot ===
+// === impl SnapshotCover ===
 
-impl Snapshot {
+impl SnapshotCover {
     /// The bound of the snapshot the response to the command in flight reads from, if it
     /// reads only from it.
     pub(super) fn for_response(&self) -> Option<Arc<GtidPosition>> {
@@ -79,7 +80,7 @@ impl Snapshot {
     pub(super) fn after_response(&mut self, commits: &ResponseCommits) {
         if std::mem::take(&mut self.starting) {
             self.cover(commits.snapshot_taken().cloned());
-        } else if commits.leaves_snapshot {
+        } else if commits.leaves_snapshot() {
             self.cover(None);
         }
     }
@@ -94,60 +95,50 @@ impl Snapshot {
         self.cover(None);
         self.prepared_reads.clear();
     }
-}
 
-/// The statement id at the start of a `COM_STMT_*` payload or a `PREPARE_OK` (after the
-/// command or status byte).
-fn statement_id(payload: &[u8]) -> Option<u32> {
-    let id = payload.get(1..5)?;
-    Some(u32::from_le_bytes(id.try_into().ok()?))
-}
-
-// === impl Session (snapshot) ===
-
-impl Session {
-    /// Notes a command for the snapshot cover, and says what to send in its place. `whole`:
-    /// `payload` is all of the command (a statement of 16 MiB or more comes in several packets,
-    /// and is never taken for a single `SELECT`: its text is not all here).
-    pub(super) fn note_for_snapshot(&mut self, payload: &[u8], whole: bool) -> Replacement {
-        // Result sets must end with an OK (not a legacy EOF) for their state to be seen.
-        let may_start = self.shared.durability.snapshot_reads()
-            && self.tracking.active
-            && self.tracking.snapshot_ready
-            && self.deprecate_eof();
-        let s = &mut self.snapshot;
-        s.starting = false;
-        s.reading = false;
-        s.preparing_read = false;
+    /// Notes a command, and says what to send in its place. `whole`: `payload` is all of the
+    /// command (a statement of 16 MiB or more comes in several packets, and is never taken for
+    /// a single `SELECT`: its text is not all here). `may_start`: a transaction the command
+    /// starts may be covered by its snapshot (see [`crate::config::Visibility::Snapshot`]).
+    pub(super) fn note_command(
+        &mut self,
+        payload: &[u8],
+        whole: bool,
+        may_start: bool,
+    ) -> Replacement {
+        self.starting = false;
+        self.reading = false;
+        self.preparing_read = false;
         let Some((&cmd, rest)) = payload.split_first() else {
             return Replacement::None;
         };
         match cmd {
-            COM_RESET_CONNECTION | COM_CHANGE_USER => s.forget(),
+            COM_RESET_CONNECTION | COM_CHANGE_USER => self.forget(),
             COM_STMT_CLOSE => {
                 if let Some(id) = statement_id(payload) {
-                    s.prepared_reads.remove(&id);
+                    self.prepared_reads.remove(&id);
                 }
             }
             // The text is only looked at where a snapshot may cover it.
             COM_STMT_PREPARE if may_start && whole => {
-                s.preparing_read = snapshot::reads_snapshot_only(rest);
+                self.preparing_read = snapshot::reads_snapshot_only(rest);
             }
-            COM_STMT_EXECUTE if s.bound.is_some() => {
-                s.reading = statement_id(payload).is_some_and(|id| s.prepared_reads.contains(&id));
+            COM_STMT_EXECUTE if self.bound.is_some() => {
+                self.reading =
+                    statement_id(payload).is_some_and(|id| self.prepared_reads.contains(&id));
             }
             // Nothing to look at for a session that neither starts nor has a covered snapshot
             // (every session, under `visibility = "commit"` or `"quorum"`).
-            COM_QUERY if may_start || s.bound.is_some() => {
+            COM_QUERY if may_start || self.bound.is_some() => {
                 if let Some(start) = snapshot::transaction_start(rest) {
                     // A new transaction (the old one, if any, commits implicitly).
-                    s.cover(None);
-                    s.starting = may_start;
-                    if s.starting && start == Start::Plain {
+                    self.cover(None);
+                    self.starting = may_start;
+                    if self.starting && start == Start::Plain {
                         return Replacement::StartWithSnapshot;
                     }
-                } else if s.bound.is_some() && whole {
-                    s.reading = snapshot::reads_snapshot_only(rest);
+                } else if self.bound.is_some() && whole {
+                    self.reading = snapshot::reads_snapshot_only(rest);
                 }
             }
             _ => {}
@@ -157,21 +148,26 @@ impl Session {
 
     /// Whether what is queued may go without a bound of its own: the whole response is in,
     /// it read only its transaction's snapshot, and the quorum holds that snapshot.
-    pub(super) fn answers_from_snapshot(&mut self, commits: &ResponseCommits) -> bool {
-        let Some(bound) = commits
-            .snapshot
-            .as_deref()
-            .filter(|_| commits.reads_snapshot())
-        else {
+    pub(super) fn answers(&mut self, commits: &ResponseCommits, durability: &Durability) -> bool {
+        let Some(bound) = commits.snapshot() else {
             return false;
         };
-        let held_under = self.snapshot.held_under;
-        match self.shared.durability.read_in_snapshot(bound, held_under) {
+        match durability.read_in_snapshot(bound, self.held_under) {
             Some(rule) => {
-                self.snapshot.held_under = Some(rule);
+                self.held_under = Some(rule);
                 true
             }
             None => false,
         }
     }
 }
+
+/// The statement id at the start of a `COM_STMT_*` payload or a `PREPARE_OK` (after the
+/// command or status byte).
+fn statement_id(payload: &[u8]) -> Option<u32> {
+    let id = payload.get(1..5)?;
+    Some(u32::from_le_bytes(id.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests;

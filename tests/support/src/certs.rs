@@ -8,7 +8,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
 };
-use strongsync::TlsFiles;
+use strongsync::config::TlsConfig;
 use tempfile::TempDir;
 
 /// A CA certificate and a server certificate plus key signed by it.
@@ -77,10 +77,10 @@ impl TestCerts {
     }
 
     /// The server certificate and key as the proxy's TLS setting.
-    pub fn tls_files(&self) -> TlsFiles {
-        TlsFiles {
-            cert: self.cert.clone(),
-            key: self.key.clone(),
+    pub fn tls_config(&self) -> TlsConfig {
+        TlsConfig {
+            cert: Some(self.cert.clone()),
+            key: Some(self.key.clone()),
         }
     }
 }

@@ -217,16 +217,23 @@ impl ProxyProcess {
     /// Starts the binary and waits until `listen` accepts connections.
     /// The admin port goes to a free loopback port unless `args` choose one.
     pub fn start(args: &[&str], envs: &[(&str, &str)], listen: SocketAddr) -> ProxyProcess {
+        let chosen = args.contains(&"--admin-listen")
+            || envs.iter().any(|(k, _)| *k == "STRONGSYNC_ADMIN_LISTEN");
+        if chosen {
+            return ProxyProcess::start_as_given(args, envs, listen);
+        }
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let admin_text = admin.to_string();
         let mut all: Vec<&str> = args.to_vec();
-        let chosen = args.contains(&"--admin-listen")
-            || envs.iter().any(|(k, _)| *k == "STRONGSYNC_ADMIN_LISTEN");
-        if !chosen {
-            all.extend(["--admin-listen", &admin_text]);
-        }
-        let mut process = ProxyProcess::start_as_given(&all, envs, listen);
-        process.admin = (!chosen).then_some(admin);
+        all.extend(["--admin-listen", &admin_text]);
+        let mut process = ProxyProcess::spawn(&all, envs);
+        // Ready once the admin port accepts: the proxy binds its SQL port first. A connection
+        // to the SQL port would be a client session of its own, holding one of
+        // `limits.max_connections` until the proxy has seen it close.
+        wait_for("strongsync to listen", Duration::from_secs(20), || {
+            TcpStream::connect(admin).is_ok()
+        });
+        process.admin = Some(admin);
         process
     }
 
@@ -252,6 +259,14 @@ impl ProxyProcess {
         envs: &[(&str, &str)],
         listen: SocketAddr,
     ) -> ProxyProcess {
+        let process = ProxyProcess::spawn(args, envs);
+        wait_for("strongsync to listen", Duration::from_secs(20), || {
+            TcpStream::connect(listen).is_ok()
+        });
+        process
+    }
+
+    fn spawn(args: &[&str], envs: &[(&str, &str)]) -> ProxyProcess {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("strongsync.log");
         let child = strongsync_command(args)
@@ -261,16 +276,12 @@ impl ProxyProcess {
             .stderr(File::create(&log).unwrap())
             .spawn()
             .expect("start strongsync");
-        let process = ProxyProcess {
+        ProxyProcess {
             child,
             admin: None,
             log,
             _dir: dir,
-        };
-        wait_for("strongsync to listen", Duration::from_secs(20), || {
-            TcpStream::connect(listen).is_ok()
-        });
-        process
+        }
     }
 
     /// The admin port, when [`start`](Self::start) chose it.

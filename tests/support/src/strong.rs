@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
-use strongsync::durability::{DurabilityConfig, OnTimeout, State};
+use strongsync::config::{DurabilityConfig, OnTimeout};
+use strongsync::durability::State;
 use strongsync::Config;
 
 use super::admin;

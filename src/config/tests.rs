@@ -1,7 +1,53 @@
 //! Settings from TOML and overrides, resolved and validated; every error names its key.
 
+use super::load::{from_toml, Flags};
 use super::*;
-use crate::durability::{OnTimeout, Visibility, WithoutQuorum};
+
+fn parse(toml: &str) -> Result<Config, ConfigError> {
+    from_toml(toml, &Flags::new())
+}
+
+#[test]
+fn defaults_are_valid_and_bad_values_name_their_key() {
+    assert_eq!(Config::new("db:3306").validate(), Ok(()));
+    assert_eq!(Config::new("[::1]:3306").validate(), Ok(()));
+    assert_eq!(Config::new("/run/mysqld/mysqld.sock").validate(), Ok(()));
+    type Breaks = fn(&mut Config);
+    let table: [(&str, Breaks); 12] = [
+        ("primary", |c| c.primary = "db".into()),
+        ("primary", |c| c.primary = "db:0".into()),
+        ("primary", |c| c.primary = "run/mysqld.sock".into()),
+        ("limits.max_connections", |c| c.limits.max_connections = 0),
+        ("limits.max_packet_size", |c| {
+            c.limits.max_packet_size = 2 << 30
+        }),
+        ("limits.max_handshake_packet_size", |c| {
+            c.limits.max_handshake_packet_size = 2 << 30
+        }),
+        ("timeouts.client_handshake", |c| {
+            c.timeouts.client_handshake = Duration::ZERO
+        }),
+        ("timeouts.client_read", |c| {
+            c.timeouts.client_read = Duration::ZERO
+        }),
+        ("timeouts.client_write", |c| {
+            c.timeouts.client_write = Duration::ZERO
+        }),
+        ("durability.quorum", |c| c.durability.quorum = 0),
+        ("durability.ack_timeout", |c| {
+            c.durability.ack_timeout = Duration::ZERO
+        }),
+        ("admin_listen", |c| c.admin_listen = c.listen),
+    ];
+    for (key, breaks) in table {
+        let mut config = Config::new("db:3306");
+        breaks(&mut config);
+        match config.validate() {
+            Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key),
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+}
 
 const FULL: &str = r#"
 listen = "0.0.0.0:3307"
@@ -54,7 +100,7 @@ labels = { rack = "r7", role = "dr" }
 "#;
 
 fn error_of(toml: &str) -> String {
-    match Settings::from_toml(toml).and_then(|s| s.resolve()) {
+    match parse(toml) {
         Ok(c) => panic!("accepted: {c:?}"),
         Err(e) => e.to_string(),
     }
@@ -62,7 +108,7 @@ fn error_of(toml: &str) -> String {
 
 #[test]
 fn a_full_file_resolves_and_round_trips() {
-    let config = Settings::from_toml(FULL).unwrap().resolve().unwrap();
+    let config = parse(FULL).unwrap();
     assert_eq!(config.primary, "db1:3306");
     assert_eq!(config.limits.max_connections, 100);
     assert_eq!(config.timeouts.client_handshake, Duration::from_millis(250));
@@ -74,7 +120,7 @@ fn a_full_file_resolves_and_round_trips() {
     assert_eq!(config.shutdown_grace, Duration::from_secs(15));
     assert_eq!(config.worker_threads, Some(1));
     assert_eq!(config.compression_level, 3);
-    assert!(config.tls.is_some());
+    assert!(config.tls.files().unwrap().is_some());
     assert_eq!(
         config.durability.rule(),
         crate::durability::QuorumRule {
@@ -84,39 +130,29 @@ fn a_full_file_resolves_and_round_trips() {
         }
     );
     assert_eq!(config.durability.session_floor(), 1);
-    assert_eq!(
-        config.durability.async_replicas,
-        crate::durability::AsyncReplicas::Immediate
-    );
-    assert_eq!(config.topology.zone_of(3).as_deref(), Some("dc2"));
-    assert_eq!(config.topology.replicas[&3].labels["role"], "dr");
-    assert_eq!(config.topology.primary_zone.as_deref(), Some("dc1"));
-    let printed = Settings::from_config(&config).to_toml();
-    let again = Settings::from_toml(&printed).unwrap().resolve().unwrap();
+    assert_eq!(config.durability.async_replicas, AsyncReplicas::Immediate);
+    let topology = config.topology().unwrap();
+    assert_eq!(topology.zone_of(3).as_deref(), Some("dc2"));
+    assert_eq!(topology.replicas[&3].labels["role"], "dr");
+    assert_eq!(topology.primary_zone.as_deref(), Some("dc1"));
+    let printed = config.to_toml();
+    let again = parse(&printed).unwrap();
     assert_eq!(again, config, "{printed}");
 }
 
 #[test]
 fn defaults_fill_what_the_file_leaves_out() {
-    let config = Settings::from_toml("primary = \"db:3306\"")
-        .unwrap()
-        .resolve()
-        .unwrap();
+    let config = parse("primary = \"db:3306\"").unwrap();
     assert_eq!(config, Config::new("db:3306"));
 }
 
 #[test]
 fn command_line_settings_win() {
-    let file = Settings::from_toml(FULL).unwrap();
-    let cli = Settings {
-        primary: Some("db2:3306".into()),
-        durability: DurabilitySettings {
-            quorum: Some(3),
-            ..DurabilitySettings::default()
-        },
-        ..Settings::default()
-    };
-    let config = file.overridden_by(cli).resolve().unwrap();
+    let cli: Flags = vec![
+        ("primary", "db2:3306".into()),
+        ("durability.quorum", "3".into()),
+    ];
+    let config = from_toml(FULL, &cli).unwrap();
     assert_eq!(
         (config.primary.as_str(), config.durability.quorum),
         ("db2:3306", 3)
@@ -138,7 +174,7 @@ fn bad_files_are_refused_naming_the_key() {
         ),
         (
             "primary = \"db:3306\"\n[durability]\nquorom = 2",
-            vec!["unknown field", "quorom"],
+            vec!["unknown field", "durability.quorom"],
         ),
         (
             "primary = \"db:3306\"\nworker_threads = 0",
@@ -201,7 +237,7 @@ fn bad_files_are_refused_naming_the_key() {
 #[test]
 fn the_shipped_example_is_valid() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/strongsync.toml");
-    let config = Settings::from_file(&path).unwrap().resolve().unwrap();
+    let config = load::load(Some(&path), &Flags::new(), &Flags::new()).unwrap();
     assert_eq!(config.durability.quorum, 1);
 }
 
@@ -214,43 +250,29 @@ fn the_probe_account_takes_its_password_from_a_file_or_the_settings_and_never_sh
         "primary = \"db:3306\"\n[probe]\nuser = \"strongsync\"\npassword_file = {:?}",
         file.display().to_string()
     );
-    let config = Settings::from_toml(&toml).unwrap().resolve().unwrap();
-    let probe = config.probe.clone().expect("configured");
+    let config = parse(&toml).unwrap();
+    let probe = config.probe.account().unwrap().expect("configured");
     assert_eq!(
         (probe.user.as_str(), probe.password.as_str()),
         ("strongsync", "s3cret")
     );
-    let printed = Settings::from_config(&config).to_toml();
+    let printed = config.to_toml();
     assert!(
         printed.contains("password_file") && !printed.contains("s3cret"),
         "{printed}"
     );
-    assert_eq!(
-        Settings::from_toml(&printed).unwrap().resolve().unwrap(),
-        config
-    );
+    assert_eq!(parse(&printed).unwrap(), config);
     assert!(!format!("{config:?}").contains("s3cret"));
 
     let inline = "primary = \"db:3306\"\n[probe]\nuser = \"strongsync\"\npassword = \"s3cret\"";
-    let settings = Settings::from_toml(inline).unwrap();
-    assert!(!format!("{settings:?}").contains("s3cret"));
-    let config = settings.resolve().unwrap();
-    assert!(!Settings::from_config(&config).to_toml().contains("s3cret"));
+    let config = parse(inline).unwrap();
+    assert!(!format!("{config:?}").contains("s3cret"));
+    assert!(!config.to_toml().contains("s3cret"));
 
     // A password from the command line replaces the file's password file.
-    let over = Settings {
-        probe: ProbeSettings {
-            password: Some("other".into()),
-            ..ProbeSettings::default()
-        },
-        ..Settings::default()
-    };
-    let config = Settings::from_toml(&toml)
-        .unwrap()
-        .overridden_by(over)
-        .resolve()
-        .unwrap();
-    assert_eq!(config.probe.unwrap().password, "other");
+    let over: Flags = vec![("probe.password", "other".into())];
+    let config = from_toml(&toml, &over).unwrap();
+    assert_eq!(config.probe.account().unwrap().unwrap().password, "other");
 }
 
 #[test]
@@ -276,7 +298,7 @@ fn a_probe_account_that_cannot_work_names_its_key() {
 #[test]
 fn visibility_quorum_needs_the_probe_account_and_other_values_are_refused() {
     let base = "primary = \"db:3306\"\n[durability]\n";
-    let config = Settings::from_toml(base).unwrap().resolve().unwrap();
+    let config = parse(base).unwrap();
     assert_eq!(config.durability.visibility, Visibility::Commit);
     let error = error_of(&format!("{base}visibility = \"quorum\""));
     assert!(
@@ -287,12 +309,12 @@ fn visibility_quorum_needs_the_probe_account_and_other_values_are_refused() {
     assert!(error.contains("durability.visibility"), "{error}");
     let with_probe =
         format!("{base}visibility = \"quorum\"\n[probe]\nuser = \"strongsync\"\npassword = \"x\"");
-    let config = Settings::from_toml(&with_probe).unwrap().resolve().unwrap();
+    let config = parse(&with_probe).unwrap();
     assert_eq!(config.durability.visibility, Visibility::Quorum);
-    let shown = Settings::from_config(&config).to_toml();
+    let shown = config.to_toml();
     assert!(shown.contains("visibility = \"quorum\""), "{shown}");
     let snapshot = with_probe.replace("\"quorum\"", "\"snapshot\"");
-    let config = Settings::from_toml(&snapshot).unwrap().resolve().unwrap();
+    let config = parse(&snapshot).unwrap();
     assert_eq!(config.durability.visibility, Visibility::Snapshot);
     assert!(config.durability.reads_wait() && config.durability.snapshot_reads());
     let error = error_of(&format!("{base}visibility = \"snapshot\""));
@@ -356,6 +378,6 @@ fn a_rule_the_named_replicas_can_never_meet_is_refused() {
         with("cross_zone = true\nprimary_zone = \"a\"", two_zones),
         with("quorum = 2\nsession_quorum_floor = 0", ""),
     ] {
-        Settings::from_toml(&ok).unwrap().resolve().unwrap();
+        parse(&ok).unwrap();
     }
 }

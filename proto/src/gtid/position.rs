@@ -1,12 +1,14 @@
-//! The GTIDs a replica is known to hold: per replication domain, the newest one it has
-//! acknowledged or said it had when it connected. A failover tool compares these to pick a new
-//! primary that has every acknowledged commit.
+//! A GTID position: per replication domain, the newest GTID, standing for every transaction of
+//! that domain up to it (MariaDB's `gtid_slave_pos`, `gtid_binlog_pos`, a replica's connect
+//! state). What a replica holds, what the primary's binlog reaches, and what was acknowledged
+//! are all positions; a failover tool compares them to pick a new primary that has every
+//! acknowledged commit. Pure arithmetic: no I/O.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use strongsync_proto::gtid::MariaGtid;
-use strongsync_proto::ProtoError;
+use super::{Gtid, MariaGtid};
+use crate::ProtoError;
 
 /// One GTID per replication domain, the newest seen; shown like MariaDB's `gtid_slave_pos`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -86,6 +88,12 @@ impl GtidPosition {
     pub fn gtids(&self) -> impl Iterator<Item = &MariaGtid> {
         self.0.values()
     }
+
+    /// The same, as the GTIDs a commit reports: waiting for each of them waits for everything
+    /// the position holds.
+    pub fn newest_gtids(&self) -> impl Iterator<Item = Gtid> + '_ {
+        self.0.values().map(|g| Gtid::Maria(*g))
+    }
 }
 
 impl fmt::Display for GtidPosition {
@@ -102,6 +110,8 @@ impl fmt::Display for GtidPosition {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn g(text: &str) -> MariaGtid {
@@ -164,6 +174,65 @@ mod tests {
                 *want,
                 "{ours:?} covers {theirs:?}"
             );
+        }
+    }
+
+    /// GTIDs as one primary's binlog has them: under `gtid_strict_mode` a sequence number
+    /// is given once per domain, so its server id follows from it (which one is arbitrary).
+    fn gtid() -> impl Strategy<Value = MariaGtid> {
+        (0u32..4, 0u64..50).prop_map(|(domain, seq_no)| MariaGtid {
+            domain,
+            server_id: 1 + (seq_no % 3) as u32,
+            seq_no,
+        })
+    }
+
+    fn position() -> impl Strategy<Value = GtidPosition> {
+        prop::collection::vec(gtid(), 0..8).prop_map(|gtids| GtidPosition::of(&gtids))
+    }
+
+    proptest! {
+        /// What MariaDB would print reads back as the same position.
+        #[test]
+        fn display_and_parse_round_trip(p in position()) {
+            prop_assert_eq!(GtidPosition::parse(p.to_string().as_bytes()), Ok(p));
+        }
+
+        /// A position is the newest GTID of each domain, whatever the order they came in.
+        #[test]
+        fn the_order_gtids_come_in_does_not_matter(
+            gtids in prop::collection::vec(gtid(), 0..10),
+        ) {
+            let mut reversed = gtids.clone();
+            reversed.reverse();
+            prop_assert_eq!(GtidPosition::of(&gtids), GtidPosition::of(&reversed));
+            let p = GtidPosition::of(&gtids);
+            for g in &gtids {
+                prop_assert!(p.holds(g));
+            }
+        }
+
+        /// Taking a GTID in never loses one: the new position covers the old and holds it.
+        #[test]
+        fn advancing_only_adds(p in position(), g in gtid()) {
+            let mut next = p.clone();
+            next.advance(g);
+            prop_assert!(next.holds(&g));
+            prop_assert!(next.covers(&p));
+        }
+
+        /// `covers` is a partial order (reflexive, transitive), agrees with `holds` for a
+        /// single GTID, and is false exactly when something is `missing`.
+        #[test]
+        fn covers_holds_and_missing_agree(a in position(), b in position(), c in position(), g in gtid()) {
+            prop_assert!(a.covers(&a));
+            if a.covers(&b) && b.covers(&c) {
+                prop_assert!(a.covers(&c));
+            }
+            prop_assert_eq!(a.covers(&b), a.missing(&b).next().is_none());
+            prop_assert_eq!(a.holds(&g), a.covers(&GtidPosition::of(&[g])));
+            let newest: Vec<Gtid> = b.newest_gtids().collect();
+            prop_assert_eq!(newest.len(), b.gtids().count());
         }
     }
 }

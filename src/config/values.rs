@@ -1,0 +1,295 @@
+//! How each kind of setting's value is read from the config file and from a flag, written back
+//! (what `check-config` prints) and checked against its bounds: counts, switches, durations like
+//! `"10s"`, addresses, text, paths, the policies' words, and nothing at all (an optional value).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::define::{Bound, Meta, Value};
+
+/// A password: read like text, never written, shown or logged.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Secret(pub String);
+
+// === counts ===
+
+macro_rules! count {
+    ($($ty:ty),*) => {$(
+        impl Value for $ty {
+            const VALUE_NAME: &'static str = "N";
+
+            fn from_file(value: toml::Value) -> Result<Self, String> {
+                match value {
+                    toml::Value::Integer(n) => count_of(n),
+                    other => Err(format!("expected a whole number, not {}", other.type_str())),
+                }
+            }
+
+            fn from_flag(text: &str) -> Result<Self, String> {
+                let n: i64 = text
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{text:?} is not a whole number"))?;
+                count_of(n)
+            }
+
+            fn to_file(&self) -> Option<toml::Value> {
+                i64::try_from(*self).ok().map(toml::Value::Integer)
+            }
+
+            fn check(&self, meta: &Meta) -> Result<(), String> {
+                let n = *self as u64;
+                match meta.bound {
+                    Some(Bound::Between(min, max)) if !(min..=max).contains(&n) => {
+                        Err(format!("{self} is not between {min} and {max}"))
+                    }
+                    Some(Bound::AtLeast(min)) if n < min => Err(format!("must be at least {min}")),
+                    Some(Bound::AtMost(max)) if n > max => Err(format!("must be at most {max}")),
+                    _ => Ok(()),
+                }
+            }
+        }
+    )*};
+}
+
+count!(usize, u32);
+
+/// A whole number that fits the setting's type.
+fn count_of<T: TryFrom<i64>>(n: i64) -> Result<T, String> {
+    if n < 0 {
+        return Err(format!("{n} is negative"));
+    }
+    T::try_from(n).map_err(|_| format!("{n} is too large"))
+}
+
+// === switches ===
+
+impl Value for bool {
+    const VALUE_NAME: &'static str = "BOOL";
+
+    fn from_file(value: toml::Value) -> Result<Self, String> {
+        value
+            .as_bool()
+            .ok_or_else(|| format!("expected true or false, not {}", value.type_str()))
+    }
+
+    fn from_flag(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" => Ok(true),
+            "false" | "0" | "no" | "off" => Ok(false),
+            _ => Err(format!("{text:?} is not true or false")),
+        }
+    }
+
+    fn to_file(&self) -> Option<toml::Value> {
+        Some(toml::Value::Boolean(*self))
+    }
+}
+
+// === durations ===
+
+impl Value for Duration {
+    const VALUE_NAME: &'static str = "DURATION";
+
+    fn from_file(value: toml::Value) -> Result<Self, String> {
+        match value {
+            toml::Value::String(text) => Self::from_flag(&text),
+            other => Err(format!(
+                "expected a duration like \"10s\" or \"250ms\", not {}",
+                other.type_str()
+            )),
+        }
+    }
+
+    fn from_flag(text: &str) -> Result<Self, String> {
+        humantime::parse_duration(text)
+            .map_err(|e| format!("{text:?} is not a duration like \"10s\" or \"250ms\" ({e})"))
+    }
+
+    fn to_file(&self) -> Option<toml::Value> {
+        Some(toml::Value::String(
+            humantime::format_duration(*self).to_string(),
+        ))
+    }
+
+    fn check(&self, meta: &Meta) -> Result<(), String> {
+        if meta.nonzero && self.is_zero() {
+            return Err("must be greater than zero".into());
+        }
+        Ok(())
+    }
+}
+
+// === text ===
+
+/// A value read from and written as a string, through its `FromStr` and `Display`.
+macro_rules! text {
+    ($($ty:ty => $name:literal),* $(,)?) => {$(
+        impl Value for $ty {
+            const VALUE_NAME: &'static str = $name;
+
+            fn from_file(value: toml::Value) -> Result<Self, String> {
+                match value {
+                    toml::Value::String(text) => Self::from_flag(&text),
+                    other => Err(format!("expected a string, not {}", other.type_str())),
+                }
+            }
+
+            fn from_flag(text: &str) -> Result<Self, String> {
+                text.parse().map_err(|e| format!("{text:?}: {e}"))
+            }
+
+            fn to_file(&self) -> Option<toml::Value> {
+                Some(toml::Value::String(self.to_string()))
+            }
+        }
+    )*};
+}
+
+text!(
+    SocketAddr => "ADDR",
+    String => "TEXT",
+    super::OnTimeout => "POLICY",
+    super::WithoutQuorum => "BEHAVIOUR",
+    super::Visibility => "MODE",
+    super::AsyncReplicas => "WHEN",
+);
+
+impl Value for PathBuf {
+    const VALUE_NAME: &'static str = "FILE";
+
+    fn from_file(value: toml::Value) -> Result<Self, String> {
+        match value {
+            toml::Value::String(text) => Ok(PathBuf::from(text)),
+            other => Err(format!("expected a path, not {}", other.type_str())),
+        }
+    }
+
+    fn from_flag(text: &str) -> Result<Self, String> {
+        Ok(PathBuf::from(text))
+    }
+
+    fn to_file(&self) -> Option<toml::Value> {
+        Some(toml::Value::String(self.display().to_string()))
+    }
+}
+
+/// A zone's name: text, never empty (leave a zone out for none).
+impl Value for Arc<str> {
+    const VALUE_NAME: &'static str = "ZONE";
+
+    fn from_file(value: toml::Value) -> Result<Self, String> {
+        match value {
+            toml::Value::String(text) => Self::from_flag(&text),
+            other => Err(format!("expected a string, not {}", other.type_str())),
+        }
+    }
+
+    fn from_flag(text: &str) -> Result<Self, String> {
+        match text.trim() {
+            "" => Err("a zone cannot be empty (leave it out for none)".into()),
+            zone => Ok(zone.into()),
+        }
+    }
+
+    fn to_file(&self) -> Option<toml::Value> {
+        Some(toml::Value::String(self.to_string()))
+    }
+}
+
+/// Labels shown in `/status`: a table of strings.
+impl Value for BTreeMap<String, String> {
+    const VALUE_NAME: &'static str = "LABELS";
+
+    fn from_file(value: toml::Value) -> Result<Self, String> {
+        let toml::Value::Table(table) = value else {
+            return Err(format!(
+                "expected a table of strings, not {}",
+                value.type_str()
+            ));
+        };
+        table
+            .into_iter()
+            .map(|(name, value)| match value {
+                toml::Value::String(text) => Ok((name, text)),
+                other => Err(format!(
+                    "label {name}: expected a string, not {}",
+                    other.type_str()
+                )),
+            })
+            .collect()
+    }
+
+    fn from_flag(_text: &str) -> Result<Self, String> {
+        Err("labels are set in the config file".into())
+    }
+
+    fn to_file(&self) -> Option<toml::Value> {
+        (!self.is_empty()).then(|| {
+            toml::Value::Table(
+                self.iter()
+                    .map(|(k, v)| (k.clone(), toml::Value::String(v.clone())))
+                    .collect(),
+            )
+        })
+    }
+}
+
+impl Value for Secret {
+    const VALUE_NAME: &'static str = "PASSWORD";
+
+    fn from_file(value: toml::Value) -> Result<Self, String> {
+        match value {
+            toml::Value::String(text) => Ok(Secret(text)),
+            other => Err(format!("expected a string, not {}", other.type_str())),
+        }
+    }
+
+    fn from_flag(text: &str) -> Result<Self, String> {
+        Ok(Secret(text.to_owned()))
+    }
+
+    fn to_file(&self) -> Option<toml::Value> {
+        None
+    }
+}
+
+// === nothing at all ===
+
+impl<T: Value> Value for Option<T> {
+    const VALUE_NAME: &'static str = T::VALUE_NAME;
+
+    fn from_file(value: toml::Value) -> Result<Self, String> {
+        T::from_file(value).map(Some)
+    }
+
+    fn from_flag(text: &str) -> Result<Self, String> {
+        T::from_flag(text).map(Some)
+    }
+
+    fn to_file(&self) -> Option<toml::Value> {
+        self.as_ref().and_then(T::to_file)
+    }
+
+    fn check(&self, meta: &Meta) -> Result<(), String> {
+        self.as_ref().map_or(Ok(()), |v| v.check(meta))
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("(hidden)")
+    }
+}
+
+/// `a, b or c`.
+pub(super) fn either(words: &[&str]) -> String {
+    match words {
+        [] => String::new(),
+        [only] => (*only).to_owned(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    }
+}

@@ -1,0 +1,466 @@
+//! MariaDB: GTID tracking on the primary leg, kept on whatever the client does. The proxy makes
+//! the primary report the session's `last_gtid` and a state-change item whenever the session's
+//! state changes (`session_track_state_change`, with that variable itself tracked): any
+//! statement that touches the trackers — directly, in a procedure, a function, a trigger, a
+//! prepared statement — sets `SERVER_SESSION_STATE_CHANGED` on its response with something
+//! other than a bare `last_gtid` report. After such a response (and after a legacy EOF that
+//! flagged a change, or a state block that does not parse) the relay holds the response, and
+//! the tracker reads back what the session committed last and how its trackers stand, puts its
+//! own tracking back if the client took it away, and only then lets the response go, waiting
+//! for anything committed that it had not been told of. The client keeps seeing exactly the
+//! tracker data it asked for.
+
+use strongsync_proto::command::{COM_QUERY, COM_RESET_CONNECTION, COM_STMT_PREPARE};
+use strongsync_proto::gtid::{tracked_gtids, Gtid, GtidPosition, MariaGtid, TrackedGtid};
+use strongsync_proto::ok::{
+    OkPacket, TrackingFilter, LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR,
+    SESSION_TRACK_TRANSACTION_INFO_VAR,
+};
+use tracing::{debug, warn};
+
+mod check;
+
+use super::{
+    own_gtids, Answer, CheckReason, Checked, DumpSetup, OkNews, OwnQueries, TrackerContext,
+    Unlearnt,
+};
+use crate::commit::Unresolved;
+use crate::durability::SessionQuorum;
+use crate::error::{Error, ReplicaSetupError};
+use crate::metrics::Metrics;
+use check::{
+    tracks, AskedQuorum, Check, CHARACTERISTICS, CHECK, CHECK_SNAPSHOT, DEFAULTS, ENABLE,
+    ENABLE_SNAPSHOT, READ_BACK,
+};
+
+/// MariaDB's error for a system variable it does not know.
+const ER_UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
+
+/// How far the primary's binlog reaches: MariaDB writes a transaction to its binlog before the
+/// statement's response leaves, so this position, read after a response arrived, bounds
+/// everything the response may have committed or revealed.
+pub(super) const BOUND_QUERY: &str = "SELECT @@global.gtid_binlog_pos";
+
+/// What the primary will start a dump from and whether it would add a semisync header of its
+/// own, read on the replica's connection just before its dump: the replica may have set them
+/// any way SQL allows, not only with the statements the proxy recognises.
+pub(super) const DUMP_QUERY: &str =
+    "SELECT @slave_connect_state, @rpl_semi_sync_slave, @rpl_semi_sync_replica";
+
+/// The user variable a session sets to ask for its own quorum.
+const SESSION_QUORUM_VAR: &[u8] = b"strongsync_quorum";
+
+/// A MariaDB session's tracking.
+#[derive(Debug)]
+pub struct Tracker {
+    context: TrackerContext,
+    /// What the client may see of the tracking data.
+    filter: TrackingFilter,
+    /// The primary is known to report this session's commits and state changes.
+    active: bool,
+    /// The GTID the session committed last, as far as the proxy knows: a report of the same
+    /// value is a late repeat, not a new commit.
+    last: Option<MariaGtid>,
+    /// The tracked-variables list as the server stored it after the proxy's change; another
+    /// value later means the client set a list of its own.
+    set_list: Vec<u8>,
+    /// Check after every response: the session's next commit may go unreported (see
+    /// [`Check::may_hide_next_commit`]).
+    check_each: bool,
+    /// `COM_RESET_CONNECTION` put every tracker back to the server's defaults.
+    reset: bool,
+    /// The session's transaction state is tracked and its snapshot settings read (asked for,
+    /// and the server knows `innodb_snapshot_isolation`).
+    snapshot_vars: bool,
+    /// The session's next transaction started with a consistent snapshot reads only that
+    /// snapshot: `REPEATABLE READ`, `innodb_snapshot_isolation = ON`, its state tracked.
+    snapshot_ready: bool,
+    /// The quorum the session asked for (`@strongsync_quorum`), as last read; `None`: it did
+    /// not ask (or asked for something that is not a count).
+    quorum: Option<usize>,
+}
+
+/// What the answer to [`DUMP_QUERY`] says the dump will start from.
+pub(super) fn dump_setup(answer: &Answer) -> Result<DumpSetup, ReplicaSetupError> {
+    if let Some(error) = &answer.error {
+        return Err(ReplicaSetupError::Probe(error.clone()));
+    }
+    if answer.value(1).or(answer.value(2)).is_some() {
+        // The primary would add a semisync header of its own that the proxy does not expect.
+        return Err(ReplicaSetupError::SemisyncOnPrimary);
+    }
+    let text = answer.value(0).unwrap_or_default();
+    let connect_state = GtidPosition::parse(text).unwrap_or_else(|error| {
+        debug!(%error, state = %String::from_utf8_lossy(text), "connect state not read: the replica is credited only with what it acknowledges");
+        GtidPosition::default()
+    });
+    Ok(DumpSetup { connect_state })
+}
+
+// === impl Tracker ===
+
+impl Tracker {
+    pub(super) fn new(context: TrackerContext) -> Self {
+        Tracker {
+            filter: TrackingFilter {
+                client_tracks: context.client_tracks,
+                ..TrackingFilter::default()
+            },
+            context,
+            active: false,
+            last: None,
+            set_list: Vec::new(),
+            check_each: false,
+            reset: false,
+            snapshot_vars: false,
+            snapshot_ready: false,
+            quorum: None,
+        }
+    }
+
+    /// Makes the primary report this session's commits and state changes. Three pipelined
+    /// queries, one round trip: read how the client's session tracks (so the proxy knows what
+    /// to strip) and what it committed last, add the proxy's tracking, read the result.
+    pub(super) async fn set_up(&mut self, primary: &mut impl OwnQueries) -> Result<(), Error> {
+        self.reset = false;
+        self.active = false;
+        // Unless the proxy tracks transactions itself (below), whatever the client asks for of
+        // them is its own, and passes.
+        self.filter.keep_transaction_state = true;
+        self.filter.keep_transaction_characteristics = true;
+        if !self.context.primary_tracks {
+            warn!("primary does not offer session tracking: every response is checked with a query of its own");
+            return Ok(());
+        }
+        // Not for a client with legacy EOF packets: its result sets cannot carry the state,
+        // and inside a transaction MariaDB then flags every one of them as a state change,
+        // each of which would cost a check.
+        self.snapshot_vars = self.context.snapshot_vars;
+        let (check, enable) = self.queries();
+        let answers = primary.ask(&[check, enable, READ_BACK]).await?;
+        let [mut probed, mut enabled, mut read_back] = three(answers);
+        if self.snapshot_vars && probed.code == Some(ER_UNKNOWN_SYSTEM_VARIABLE) {
+            // A server before innodb_snapshot_isolation: every response is bounded one by one.
+            // The setup runs before the client's first command (after a login, a reset or a
+            // change of user), so its trackers were the server's defaults: put them back and
+            // set up again without the transaction tracking.
+            self.snapshot_vars = false;
+            let mut answers = primary
+                .ask(&[DEFAULTS, CHECK, ENABLE, READ_BACK])
+                .await?
+                .into_iter();
+            let defaults = answers.next().unwrap_or_default();
+            [probed, enabled, read_back] = three(answers.collect());
+            if let Some(error) = defaults.error {
+                probed.error.get_or_insert(error);
+            }
+        }
+        let checked = Check::from_row(&probed.row);
+        self.take_quorum(&checked.quorum);
+        self.client_list(&checked.list);
+        self.filter.keep_state_change = checked.state_change;
+        if self.snapshot_vars {
+            self.client_transaction_info(&checked.transaction_info);
+        }
+        self.last = MariaGtid::parse(&checked.last_gtid).ok();
+        self.check_each = checked.may_hide_next_commit(self.last);
+        if let Some(error) = probed.error.or(self.enabled(enabled, read_back)) {
+            warn!(%error, "could not set up GTID tracking on the primary connection: every response is checked with a query of its own");
+        }
+        self.snapshot_settings(&checked, self.active);
+        Ok(())
+    }
+
+    /// Notes a command that resets the session's trackers behind the proxy's back, or that
+    /// names `@strongsync_quorum` (its response is checked, since MariaDB reports no state
+    /// change for an assignment inside a `SELECT`).
+    pub(super) fn note_command(&mut self, payload: &[u8]) -> Option<CheckReason> {
+        match payload.split_first() {
+            Some((&COM_RESET_CONNECTION, _)) => {
+                self.reset = true;
+                None
+            }
+            Some((&(COM_QUERY | COM_STMT_PREPARE), text)) => {
+                names_session_quorum(text).then_some(CheckReason::SessionQuorum)
+            }
+            _ => None,
+        }
+    }
+
+    pub(super) fn take_reset(&mut self) -> bool {
+        std::mem::take(&mut self.reset)
+    }
+
+    pub(super) fn checks_every_response(&self) -> Option<CheckReason> {
+        if !self.active {
+            Some(CheckReason::Untracked)
+        } else if self.check_each {
+            Some(CheckReason::DomainSwitch)
+        } else {
+            None
+        }
+    }
+
+    /// Takes in an OK: the commits it reports (MariaDB reports `last_gtid` again when a later
+    /// statement flushes a pending change, so only a value different from the last one known
+    /// is a new commit), and anything else it says changed — including the client switching
+    /// state-change or transaction items on or off itself, which it sees as it asked from this
+    /// packet on.
+    pub(super) fn on_ok(&mut self, ok: &OkPacket<'_>) -> OkNews {
+        use strongsync_proto::capabilities::StatusFlags;
+        let mut news = OkNews::default();
+        if !ok
+            .status
+            .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
+        {
+            return news;
+        }
+        for tracked in tracked_gtids(ok) {
+            match tracked {
+                TrackedGtid::LastGtid([]) => {}
+                TrackedGtid::LastGtid(value) => match MariaGtid::parse(value) {
+                    Ok(gtid) => news.committed.extend(self.learnt(gtid)),
+                    Err(error) => {
+                        warn!(%error, value = %String::from_utf8_lossy(value), "unreadable last_gtid: the response is checked");
+                        news.check.get_or_insert(CheckReason::StateChange);
+                    }
+                },
+                TrackedGtid::OwnGtids(text) => news.committed.extend(own_gtids(text)),
+            }
+        }
+        if !ok.reports_only_routine_state() {
+            news.check.get_or_insert(CheckReason::StateChange);
+            if let Some(on) = state_change_set(ok) {
+                self.filter.keep_state_change = on;
+            }
+            let switched =
+                variable_set(ok, SESSION_TRACK_TRANSACTION_INFO_VAR).filter(|_| self.snapshot_vars);
+            if let Some(value) = switched {
+                // Set back to the proxy's value by the check after this response.
+                self.client_transaction_info(value);
+            }
+        }
+        news
+    }
+
+    /// Checks the session: learns what it committed last (a commit the response did not
+    /// report is waited for like one it did), takes in the client's own tracker changes and
+    /// quorum, and puts the proxy's tracking back if it is gone.
+    pub(super) async fn check(
+        &mut self,
+        reason: CheckReason,
+        primary: &mut impl OwnQueries,
+    ) -> Result<Checked, Error> {
+        let connection_id = self.context.connection_id;
+        self.context.metrics.tracking_checked(reason.label());
+        let answer = one(primary.ask(&[self.queries().0]).await?);
+        let mut checked = Checked::default();
+        if let Some(error) = answer.error {
+            warn!(connection_id, %error, "could not read what the session committed after a response that may have committed");
+            self.active = false;
+            checked.unlearnt = Some(Unlearnt::Bound(Unresolved::BoundUnreadable { error }));
+            return Ok(checked);
+        }
+        let check = Check::from_row(&answer.row);
+        match MariaGtid::parse(&check.last_gtid) {
+            Ok(gtid) => checked.committed = self.learnt(gtid),
+            Err(_) if check.last_gtid.is_empty() => {}
+            Err(error) => {
+                let error = format!(
+                    "@@last_gtid {:?}: {error}",
+                    String::from_utf8_lossy(&check.last_gtid)
+                );
+                checked.unlearnt = Some(Unlearnt::Bound(Unresolved::BoundUnreadable { error }));
+            }
+        }
+        self.take_in(&check);
+        self.take_quorum(&check.quorum);
+        if check.intact(self.snapshot_vars) && self.context.primary_tracks {
+            self.active = true;
+            self.snapshot_settings(&check, true);
+            self.set_list = check.list;
+            return Ok(checked);
+        }
+        debug!(connection_id, list = %String::from_utf8_lossy(&check.list), state_change = check.state_change, "session tracking was changed: putting it back");
+        self.context.metrics.tracking_restored.inc();
+        self.restore(primary).await?;
+        self.snapshot_settings(&check, self.active);
+        Ok(checked)
+    }
+
+    pub(super) fn filter(&self) -> TrackingFilter {
+        self.filter
+    }
+
+    pub(super) fn quorum(&self) -> Option<usize> {
+        self.quorum
+    }
+
+    pub(super) fn snapshot_ready(&self) -> bool {
+        self.active && self.snapshot_ready
+    }
+}
+
+impl Tracker {
+    /// A `last_gtid` reported or read: a commit if it is not the last one known.
+    fn learnt(&mut self, gtid: MariaGtid) -> Option<Gtid> {
+        (self.last != Some(gtid)).then(|| {
+            self.last = Some(gtid);
+            Gtid::Maria(gtid)
+        })
+    }
+
+    /// Adds the proxy's tracking back to what the client's session has now.
+    async fn restore(&mut self, primary: &mut impl OwnQueries) -> Result<(), Error> {
+        if !self.context.primary_tracks {
+            return Ok(());
+        }
+        let [enabled, read_back] = two(primary.ask(&[self.queries().1, READ_BACK]).await?);
+        if let Some(error) = self.enabled(enabled, read_back) {
+            warn!(%error, "could not put GTID tracking back on the primary connection");
+        }
+        Ok(())
+    }
+
+    /// Takes in the answers to [`ENABLE`] and [`READ_BACK`]: tracking is on if both worked.
+    /// Returns the error otherwise.
+    fn enabled(&mut self, enabled: Answer, read_back: Answer) -> Option<String> {
+        let error = enabled.error.or(read_back.error.clone());
+        self.active = error.is_none();
+        if self.active {
+            self.set_list = read_back.first_value();
+        }
+        error
+    }
+
+    /// Takes in the session's isolation settings; `tracked`: its transaction state is
+    /// reported (the proxy's tracking is on).
+    fn snapshot_settings(&mut self, checked: &Check, tracked: bool) {
+        self.snapshot_ready = self.snapshot_vars
+            && tracked
+            && checked.isolation.eq_ignore_ascii_case(b"REPEATABLE-READ")
+            && checked.snapshot_isolation;
+    }
+
+    /// The check and the enabling statement this session uses.
+    fn queries(&self) -> (&'static str, &'static str) {
+        if self.snapshot_vars {
+            (CHECK_SNAPSHOT, ENABLE_SNAPSHOT)
+        } else {
+            (CHECK, ENABLE)
+        }
+    }
+
+    /// Takes in what a check read: the client's own view of its trackers where it changed
+    /// them (a client that switched state-change items on was already seen doing so, in its
+    /// OK), and whether the next commit may go unreported.
+    fn take_in(&mut self, checked: &Check) {
+        if checked.list != self.set_list {
+            self.client_list(&checked.list);
+        }
+        if self.snapshot_vars
+            && !checked
+                .transaction_info
+                .eq_ignore_ascii_case(CHARACTERISTICS)
+        {
+            self.client_transaction_info(&checked.transaction_info);
+        }
+        if !checked.state_change {
+            self.filter.keep_state_change = false;
+        }
+        self.check_each = checked.may_hide_next_commit(self.last);
+    }
+
+    /// The client's own `session_track_system_variables` is `list`: it sees the variables in
+    /// it.
+    fn client_list(&mut self, list: &[u8]) {
+        self.filter.keep_last_gtid = tracks(list, LAST_GTID);
+        self.filter.keep_state_change_var = tracks(list, SESSION_TRACK_STATE_CHANGE_VAR);
+        self.filter.keep_transaction_info_var = tracks(list, SESSION_TRACK_TRANSACTION_INFO_VAR);
+    }
+
+    /// The client's own `session_track_transaction_info` is `value`: it sees the items that
+    /// value asks for.
+    fn client_transaction_info(&mut self, value: &[u8]) {
+        let characteristics = value.eq_ignore_ascii_case(CHARACTERISTICS);
+        self.filter.keep_transaction_characteristics = characteristics;
+        self.filter.keep_transaction_state =
+            characteristics || value.eq_ignore_ascii_case(b"STATE");
+    }
+
+    /// Takes in the quorum the session asks for. A value that is not a count is taken as no
+    /// ask (the configured quorum); one outside the configured bounds is bounded when its
+    /// commits wait. Both are counted, so that an operator sees sessions asking for what they
+    /// do not get.
+    fn take_quorum(&mut self, asked: &AskedQuorum) {
+        let connection_id = self.context.connection_id;
+        let metrics: &Metrics = &self.context.metrics;
+        let quorum = match asked {
+            AskedQuorum::Unset => None,
+            AskedQuorum::Count(n) => Some(*n),
+            AskedQuorum::Invalid(value) => {
+                debug!(connection_id, %value, "@strongsync_quorum is not a count: the configured quorum applies");
+                metrics.session_quorum_refused("not_a_count");
+                None
+            }
+        };
+        if quorum != self.quorum {
+            let applies = self.context.durability.config().session_quorum(quorum);
+            match applies {
+                SessionQuorum::BelowFloor(_) => metrics.session_quorum_refused("below_floor"),
+                SessionQuorum::AboveMax(_) => metrics.session_quorum_refused("above_max"),
+                SessionQuorum::Taken(_) => {}
+            }
+            debug!(connection_id, asked = ?quorum, applies = applies.get(), "session quorum");
+            self.quorum = quorum;
+        }
+    }
+}
+
+/// Whether SQL text names the session quorum variable (in any case, as MariaDB's variable
+/// names go): a scan for its `_`, then a comparison around each.
+fn names_session_quorum(text: &[u8]) -> bool {
+    const UNDERSCORE_AT: usize = 10;
+    debug_assert_eq!(SESSION_QUORUM_VAR[UNDERSCORE_AT], b'_');
+    memchr::memchr_iter(b'_', text).any(|at| {
+        at.checked_sub(UNDERSCORE_AT)
+            .and_then(|start| text.get(start..start + SESSION_QUORUM_VAR.len()))
+            .is_some_and(|word| word.eq_ignore_ascii_case(SESSION_QUORUM_VAR))
+    })
+}
+
+/// What an OK says the session's `session_track_state_change` was set to, if it says.
+fn state_change_set(ok: &OkPacket<'_>) -> Option<bool> {
+    variable_set(ok, SESSION_TRACK_STATE_CHANGE_VAR)
+        .map(|value| value.eq_ignore_ascii_case(b"ON") || value == b"1")
+}
+
+/// What an OK says the session's variable `name` was set to, if it says.
+fn variable_set<'a>(ok: &OkPacket<'a>, name: &[u8]) -> Option<&'a [u8]> {
+    ok.state_items()
+        .flatten()
+        .flat_map(|item| item.variables().flatten())
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, value)| value)
+        .last()
+}
+
+/// The one answer to a single query.
+fn one(answers: Vec<Answer>) -> Answer {
+    answers.into_iter().next().unwrap_or_default()
+}
+
+/// The answers to two pipelined queries.
+fn two(answers: Vec<Answer>) -> [Answer; 2] {
+    let mut answers = answers.into_iter();
+    [(); 2].map(|()| answers.next().unwrap_or_default())
+}
+
+/// The answers to three pipelined queries.
+fn three(answers: Vec<Answer>) -> [Answer; 3] {
+    let mut answers = answers.into_iter();
+    [(); 3].map(|()| answers.next().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,324 @@
+//! What differs between a MariaDB primary and a MySQL one, behind one type chosen at login from
+//! the primary's greeting, [`Flavour`]:
+//! - how a session's commits are reported, and how the session is checked when a response may
+//!   hide one ([`Tracker`], one per session);
+//! - what the primary's binlog position reads as, the bound of what a response may have
+//!   committed or revealed ([`Flavour::bound_query`]);
+//! - what a replica says it holds when it asks for the binlog ([`Flavour::dump_setup`]).
+//!
+//! GTIDs and positions themselves are in [`strongsync_proto::gtid`]. The relay and the replica
+//! pipes speak to the primary's flavour only through this module. MariaDB is followed in full;
+//! of a MySQL primary, the GTIDs a commit reports are passed on but not followed (they are
+//! released as unresolved).
+
+mod mariadb;
+mod mysql;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+use strongsync_proto::gtid::{Gtid, GtidPosition};
+use strongsync_proto::handshake::ServerGreeting;
+use strongsync_proto::ok::{OkPacket, TrackingFilter};
+use strongsync_proto::ProtoError;
+
+use crate::commit::Unresolved;
+use crate::durability::Durability;
+use crate::error::{Error, ReplicaSetupError};
+use crate::metrics::Metrics;
+
+/// The kind of server the primary is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// MariaDB: `last_gtid` tracking, `domain-server-seq` GTIDs, `@slave_connect_state`.
+    MariaDb,
+    /// MySQL: `session_track_gtids`, `uuid:n` GTIDs (reported, not followed yet).
+    MySql,
+}
+
+/// The session's primary leg, for the queries the proxy sends on its own behalf between the
+/// client's commands; their answers never reach the client.
+pub trait OwnQueries {
+    /// Sends `queries` in one write and reads each one's answer, in order.
+    fn ask(&mut self, queries: &[&str]) -> impl Future<Output = Result<Vec<Answer>, Error>> + Send;
+}
+
+/// The answer to a query the proxy sent on its own behalf: the first row, or the error.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answer {
+    /// The first row's values (`None` for NULL); empty if there was no row.
+    pub row: Vec<Option<Vec<u8>>>,
+    /// The ERR the query got, if it failed (`code message`).
+    pub error: Option<String>,
+    /// Its error code.
+    pub code: Option<u16>,
+}
+
+/// A session's GTID tracking on the primary leg, as its flavour does it.
+#[derive(Debug)]
+pub enum Tracker {
+    /// See [`mariadb`].
+    MariaDb(mariadb::Tracker),
+    /// See [`mysql`].
+    MySql(mysql::Tracker),
+}
+
+/// What a session's tracker is given.
+#[derive(Clone)]
+pub struct TrackerContext {
+    /// The primary's id for the session's connection.
+    pub connection_id: u32,
+    /// The client negotiated session tracking: it may see tracker data it asked for.
+    pub client_tracks: bool,
+    /// The primary leg negotiated session tracking (the proxy asks; old servers lack it).
+    pub primary_tracks: bool,
+    /// Follow the transaction's state for the snapshot cover: a probe is configured (the read
+    /// barrier may come on) and the client reads result sets ending in OK packets.
+    pub snapshot_vars: bool,
+    /// Counts checks, restorations and refused session quorums.
+    pub metrics: Arc<Metrics>,
+    /// The bounds of a session's own quorum.
+    pub durability: Arc<Durability>,
+}
+
+/// Why a response is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckReason {
+    /// Its state block says more than a bare report of the session's commit.
+    StateChange,
+    /// A legacy EOF flagged a change without saying what.
+    LegacyEof,
+    /// The proxy's tracking is not known to be on.
+    Untracked,
+    /// The session's next commit may not be reported (it switched domain or server id, or
+    /// forced a sequence number).
+    DomainSwitch,
+    /// The statement names `@strongsync_quorum`.
+    SessionQuorum,
+}
+
+/// What one OK packet told the tracker.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct OkNews {
+    /// Commits it reported.
+    pub committed: SmallVec<[Gtid; 1]>,
+    /// The session must be checked once the response is over.
+    pub check: Option<CheckReason>,
+}
+
+/// What a check learnt.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// A commit the response did not report (it is waited for like one it did).
+    pub committed: Option<Gtid>,
+    /// What it could not learn, if anything.
+    pub unlearnt: Option<Unlearnt>,
+}
+
+/// What a check could not learn, and what then becomes of what the response holds back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unlearnt {
+    /// It is bounded by the primary's binlog position, read on strongsync's own connection, or
+    /// released as unresolved for this reason where that fails.
+    Bound(Unresolved),
+    /// It is released as unresolved for this reason: nothing can bound it.
+    Unresolved(Unresolved),
+}
+
+/// What the connection of a replica asking for the binlog has set up, read just before its dump.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DumpSetup {
+    /// The GTIDs the primary was told the replica has.
+    pub connect_state: GtidPosition,
+}
+
+// === impl Flavour ===
+
+impl Flavour {
+    /// The flavour of the server that sent `greeting`.
+    pub fn of(greeting: &ServerGreeting<'_>) -> Flavour {
+        if greeting.is_mariadb() {
+            Flavour::MariaDb
+        } else {
+            Flavour::MySql
+        }
+    }
+
+    /// A session's tracker.
+    pub fn tracker(self, context: TrackerContext) -> Tracker {
+        match self {
+            Flavour::MariaDb => Tracker::MariaDb(mariadb::Tracker::new(context)),
+            Flavour::MySql => Tracker::MySql(mysql::Tracker::new(context)),
+        }
+    }
+
+    /// The query whose answer is the primary's binlog position, read after a response arrived:
+    /// it bounds everything the response may have committed or revealed.
+    pub fn bound_query(self) -> &'static str {
+        match self {
+            Flavour::MariaDb => mariadb::BOUND_QUERY,
+            Flavour::MySql => mysql::BOUND_QUERY,
+        }
+    }
+
+    /// The position [`bound_query`](Self::bound_query) answered.
+    ///
+    /// # Errors
+    /// [`ProtoError::Malformed`] if it is not a position.
+    pub fn parse_bound(self, text: &[u8]) -> Result<GtidPosition, ProtoError> {
+        GtidPosition::parse(text)
+    }
+
+    /// The query a replica's connection is asked just before its dump request goes to the
+    /// primary (see [`dump_setup`](Self::dump_setup)).
+    pub fn dump_query(self) -> &'static str {
+        mariadb::DUMP_QUERY
+    }
+
+    /// What the answer to [`dump_query`](Self::dump_query) says the dump will start from.
+    ///
+    /// # Errors
+    /// [`ReplicaSetupError`] if the dump must not go to the primary.
+    pub fn dump_setup(self, answer: &Answer) -> Result<DumpSetup, ReplicaSetupError> {
+        mariadb::dump_setup(answer)
+    }
+}
+
+// === impl Tracker ===
+
+impl Tracker {
+    /// Makes the primary report this session's commits and state changes (after a login, a
+    /// reset or a change of user, before the client's next command).
+    ///
+    /// # Errors
+    /// The primary leg failed.
+    pub async fn set_up(&mut self, primary: &mut impl OwnQueries) -> Result<(), Error> {
+        match self {
+            Tracker::MariaDb(t) => t.set_up(primary).await,
+            Tracker::MySql(t) => t.set_up(primary).await,
+        }
+    }
+
+    /// Notes a command before it goes to the primary; says why its response must be checked,
+    /// if it must whatever the response says.
+    pub fn note_command(&mut self, payload: &[u8]) -> Option<CheckReason> {
+        match self {
+            Tracker::MariaDb(t) => t.note_command(payload),
+            Tracker::MySql(t) => t.note_command(payload),
+        }
+    }
+
+    /// Whether the command just relayed reset the session's trackers (`COM_RESET_CONNECTION`):
+    /// then they are set up again. Asked once per command.
+    pub fn take_reset(&mut self) -> bool {
+        match self {
+            Tracker::MariaDb(t) => t.take_reset(),
+            Tracker::MySql(t) => t.take_reset(),
+        }
+    }
+
+    /// Why every response must be checked now, if it must.
+    pub fn checks_every_response(&self) -> Option<CheckReason> {
+        match self {
+            Tracker::MariaDb(t) => t.checks_every_response(),
+            Tracker::MySql(t) => t.checks_every_response(),
+        }
+    }
+
+    /// Takes in an OK packet of a response: the commits it reports and whether it may hide
+    /// something that needs a check.
+    pub fn on_ok(&mut self, ok: &OkPacket<'_>) -> OkNews {
+        match self {
+            Tracker::MariaDb(t) => t.on_ok(ok),
+            Tracker::MySql(t) => t.on_ok(ok),
+        }
+    }
+
+    /// Checks the session after a response that may have changed its tracking or committed
+    /// unreported, and puts the proxy's tracking back if the client took it away.
+    ///
+    /// # Errors
+    /// The primary leg failed.
+    pub async fn check(
+        &mut self,
+        reason: CheckReason,
+        primary: &mut impl OwnQueries,
+    ) -> Result<Checked, Error> {
+        match self {
+            Tracker::MariaDb(t) => t.check(reason, primary).await,
+            Tracker::MySql(t) => t.check(reason),
+        }
+    }
+
+    /// What the client may see of the tracker data.
+    pub fn filter(&self) -> TrackingFilter {
+        match self {
+            Tracker::MariaDb(t) => t.filter(),
+            Tracker::MySql(t) => t.filter(),
+        }
+    }
+
+    /// The quorum the session asked for (`@strongsync_quorum`), as last read.
+    pub fn quorum(&self) -> Option<usize> {
+        match self {
+            Tracker::MariaDb(t) => t.quorum(),
+            Tracker::MySql(_) => None,
+        }
+    }
+
+    /// Whether the session's next transaction started with a consistent snapshot reads only
+    /// that snapshot (see [`crate::config::Visibility::Snapshot`]).
+    pub fn snapshot_ready(&self) -> bool {
+        match self {
+            Tracker::MariaDb(t) => t.snapshot_ready(),
+            Tracker::MySql(_) => false,
+        }
+    }
+}
+
+// === impl Answer ===
+
+impl Answer {
+    /// The first value of the first row (empty for NULL or no row).
+    pub fn first_value(self) -> Vec<u8> {
+        self.row.into_iter().next().flatten().unwrap_or_default()
+    }
+
+    /// Value `i` of the first row, if it is there and not NULL.
+    pub fn value(&self, i: usize) -> Option<&[u8]> {
+        self.row.get(i)?.as_deref()
+    }
+}
+
+// === impl CheckReason ===
+
+impl CheckReason {
+    /// Label for the metric.
+    pub fn label(self) -> &'static str {
+        match self {
+            CheckReason::StateChange => "state_change",
+            CheckReason::LegacyEof => "legacy_eof",
+            CheckReason::Untracked => "untracked",
+            CheckReason::DomainSwitch => "domain_switch",
+            CheckReason::SessionQuorum => "session_quorum",
+        }
+    }
+}
+
+impl std::fmt::Debug for TrackerContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrackerContext")
+            .field("connection_id", &self.connection_id)
+            .field("client_tracks", &self.client_tracks)
+            .field("primary_tracks", &self.primary_tracks)
+            .field("snapshot_vars", &self.snapshot_vars)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every GTID report in an OK packet's state block that is a MySQL `session_track_gtids` item,
+/// as the commits it reports (not followed; see [`Unresolved::NotFollowed`]).
+fn own_gtids(text: &[u8]) -> Option<Gtid> {
+    (!text.is_empty()).then(|| Gtid::MySql(String::from_utf8_lossy(text).into()))
+}

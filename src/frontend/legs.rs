@@ -1,0 +1,312 @@
+//! A client session's two connections — the client's and its own to the primary — with the
+//! sequence ids of the exchange in flight as each leg sees them, the client's time limits, and
+//! the ways the session waits on one leg while watching the other. The login, the relay and a
+//! replica's pipe each own them in turn.
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use strongsync_proto::ok;
+use strongsync_proto::packet::{Packet, Sequence};
+use tracing::{debug, warn};
+
+use crate::config::Timeouts;
+use crate::conn::{Conn, ReadDeadline};
+use crate::error::Error;
+use crate::metrics::Metrics;
+use crate::primary::PrimaryStream;
+use crate::stream::ClientStream;
+
+/// Unread client bytes the proxy buffers while a response is in flight (pipelined commands);
+/// past this it stops reading the client until the response is done.
+const CLIENT_READ_AHEAD: usize = 256 * 1024;
+
+/// A packet from one leg or the other.
+pub(super) enum Either {
+    Primary(Packet),
+    Client(Packet),
+}
+
+/// The client's connection and the session's connection to the primary.
+pub(super) struct Legs {
+    client: Conn<ClientStream>,
+    primary: Conn<PrimaryStream>,
+    client_seq: Sequence,
+    primary_seq: Sequence,
+    timeouts: Timeouts,
+    /// The client has sent a protocol-4.1 login, so ERR packets may carry a SQLSTATE, and it
+    /// owes every packet of an exchange within `timeouts.client_read`.
+    logged_in: bool,
+    /// Both legs negotiated `CLIENT_DEPRECATE_EOF` (the proxy passes the client's choice on).
+    deprecate_eof: bool,
+}
+
+// === impl Legs ===
+
+impl Legs {
+    pub(super) fn new(
+        client: Conn<ClientStream>,
+        primary: Conn<PrimaryStream>,
+        timeouts: Timeouts,
+    ) -> Self {
+        Legs {
+            client,
+            primary,
+            client_seq: Sequence::expecting(0),
+            primary_seq: Sequence::expecting(0),
+            timeouts,
+            logged_in: false,
+            deprecate_eof: false,
+        }
+    }
+
+    pub(super) fn client(&mut self) -> &mut Conn<ClientStream> {
+        &mut self.client
+    }
+
+    pub(super) fn primary(&mut self) -> &mut Conn<PrimaryStream> {
+        &mut self.primary
+    }
+
+    /// The client's connection, for reading what it says of itself.
+    pub(super) fn client_ref(&self) -> &Conn<ClientStream> {
+        &self.client
+    }
+
+    /// The client has sent its login, asking for `CLIENT_DEPRECATE_EOF` or not (see
+    /// [`Legs::read_client_packet`]).
+    pub(super) fn logged_in(&mut self, deprecate_eof: bool) {
+        self.logged_in = true;
+        self.deprecate_eof = deprecate_eof;
+    }
+
+    /// Whether result sets end in an OK packet rather than a legacy EOF, on both legs.
+    pub(super) fn deprecate_eof(&self) -> bool {
+        self.deprecate_eof
+    }
+
+    /// A new exchange (a command and its response) starts on both legs.
+    pub(super) fn new_exchange(&mut self) {
+        self.client_seq = Sequence::expecting(0);
+        self.primary_seq = Sequence::expecting(0);
+    }
+
+    /// The primary's greeting came with sequence id `seq`: the login goes on from there on its
+    /// leg, and from 0 on the client's.
+    pub(super) fn greeted(&mut self, seq: u8) {
+        self.primary_seq = Sequence::expecting(seq.wrapping_add(1));
+        self.client_seq = Sequence::expecting(0);
+    }
+
+    /// The sequence id of the next packet to the client.
+    pub(super) fn next_client_seq(&mut self) -> u8 {
+        self.client_seq.advance()
+    }
+
+    /// The sequence id of the next packet to the primary.
+    pub(super) fn next_primary_seq(&mut self) -> u8 {
+        self.primary_seq.advance()
+    }
+
+    /// Checks the sequence id of a packet from the primary.
+    pub(super) fn check_primary_seq(&mut self, packet: &Packet) -> Result<(), Error> {
+        self.primary_seq
+            .check(packet.seq())
+            .map_err(Error::PrimaryProtocol)
+    }
+
+    /// Checks a client packet's sequence id. Under the compressed protocol the frames carry
+    /// the sequence and a packet's own id follows its client's count of frames (servers do not
+    /// check it there either): it is taken as it comes, and the connection numbers what goes
+    /// back by its frames.
+    pub(super) fn take_client_seq(&mut self, packet: &Packet) -> Result<(), Error> {
+        if self.client.is_compressed() {
+            self.client_seq = Sequence::expecting(packet.seq().wrapping_add(1));
+            return Ok(());
+        }
+        self.client_seq
+            .check(packet.seq())
+            .map_err(Error::ClientProtocol)
+    }
+
+    /// Passes a packet on to the primary as the next of the exchange.
+    pub(super) fn pass_to_primary(&mut self, packet: &Packet) {
+        let seq = self.primary_seq.advance();
+        self.primary.forward_as(packet, seq);
+    }
+
+    /// Passes a packet on to the client as the next of the exchange.
+    pub(super) fn pass_to_client(&mut self, packet: &Packet) {
+        let seq = self.client_seq.advance();
+        self.client.forward_as(packet, seq);
+    }
+
+    /// Reads the client's next packet of the current exchange. Once the client has logged in
+    /// it owes the packet, so it must arrive within `timeouts.client_read`; before, the login
+    /// as a whole has `timeouts.client_handshake` instead.
+    pub(super) async fn read_client_packet(&mut self) -> Result<Packet, Error> {
+        let read = if self.logged_in {
+            let limit = self.timeouts.client_read;
+            self.client
+                .read_packet_within(limit, ReadDeadline::FromNow)
+                .await
+        } else {
+            self.client.read_packet().await
+        };
+        let packet = read.map_err(Error::from_client)?;
+        self.take_client_seq(&packet)?;
+        Ok(packet)
+    }
+
+    /// The client's next command, however long it idles (a command begun must be finished
+    /// within `timeouts.client_read`), watching the primary connection and `cancel`
+    /// meanwhile: between commands the primary has nothing to say, so if it speaks it is
+    /// closing (`KILL`, `wait_timeout`, shutdown). What it sent stays buffered for the next
+    /// response, as it would on a direct connection.
+    pub(super) async fn next_command(
+        &mut self,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<Packet, Error> {
+        let limit = self.timeouts.client_read;
+        loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(Error::Shutdown),
+                packet = self.client.read_packet_within(limit, ReadDeadline::FromFirstByte) => {
+                    return packet.map_err(Error::from_client);
+                }
+                filled = self.primary.fill() => {
+                    if filled.map_err(Error::from_primary)? == 0 {
+                        return Err(Error::PrimaryClosed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next packet from whichever leg speaks first (an authentication exchange, where
+    /// either may).
+    pub(super) async fn next_from_either(&mut self) -> Result<Either, Error> {
+        tokio::select! {
+            packet = self.primary.read_packet() => Ok(Either::Primary(packet.map_err(Error::from_primary)?)),
+            packet = self.client.read_packet() => Ok(Either::Client(packet.map_err(Error::from_client)?)),
+        }
+    }
+
+    /// The next packet from the primary. A client that hangs up meanwhile ends the session
+    /// (dropping the primary connection, which rolls back anything uncommitted, as a direct
+    /// disconnect would); bytes it pipelines meanwhile wait in its buffer.
+    pub(super) async fn next_primary_packet(&mut self) -> Result<Packet, Error> {
+        loop {
+            tokio::select! {
+                biased;
+                packet = self.primary.read_packet() => return packet.map_err(Error::from_primary),
+                filled = self.client.fill(), if self.client.buffered_len() < CLIENT_READ_AHEAD => {
+                    if filled.map_err(Error::from_client)? == 0 {
+                        return Err(Error::ClientClosed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs `fut`, failing early if the client disconnects. A parked commit is not cut short
+    /// by shutdown: it gets the shutdown's grace period like any other work in flight.
+    pub(super) async fn while_watching_client<T>(
+        &mut self,
+        fut: impl Future<Output = T>,
+    ) -> Result<T, Error> {
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut fut => return Ok(out),
+                filled = self.client.fill(), if self.client.buffered_len() < CLIENT_READ_AHEAD => {
+                    if filled.map_err(Error::from_client)? == 0 {
+                        return Err(Error::ClientClosed);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(super) async fn flush_primary(&mut self) -> Result<(), Error> {
+        self.primary.flush().await.map_err(Error::PrimaryIo)
+    }
+
+    /// Writes what is queued for the client. While the client does not read, nothing more is
+    /// read from the primary either (the session is here, not reading), so a client that stops
+    /// reading holds at most what is queued; after `timeouts.client_write` without progress
+    /// the session ends.
+    pub(super) async fn flush_client(&mut self) -> Result<(), Error> {
+        let limit = self.timeouts.client_write;
+        self.client
+            .flush_within(limit)
+            .await
+            .map_err(Error::from_client)
+    }
+
+    /// Queues the ERR packet that tells the client about `error`, as the next packet of the
+    /// exchange, if it has one. The SQLSTATE marker is only understood once the client has
+    /// logged in with protocol 4.1.
+    pub(super) fn queue_client_error(&mut self, error: &Error) {
+        let seq = self.client_seq.advance();
+        queue_client_error(&mut self.client, seq, self.logged_in, error);
+    }
+
+    /// Adds what was written on both legs to the relayed-bytes counters.
+    pub(super) fn count_relayed_bytes(&mut self, metrics: &Metrics) {
+        metrics
+            .relayed_to_primary
+            .inc_by(self.primary.take_written());
+        metrics.relayed_to_client.inc_by(self.client.take_written());
+    }
+
+    /// Ends the session: logs why (`error`, if it ended on one) and tells the client, if there
+    /// is anything to tell, then closes both connections.
+    pub(super) async fn close(mut self, error: Option<Error>, peer: SocketAddr, metrics: &Metrics) {
+        if let Some(error) = &error {
+            if let Some(kind) = error.malformed_kind() {
+                metrics.malformed(kind);
+            }
+            if error.is_routine() {
+                debug!(%error, "session ended");
+            } else {
+                warn!(%error, client = %peer, side = ?error.side(), "closing client connection");
+            }
+            self.queue_client_error(error);
+        }
+        // A client that stopped reading would stall the goodbye as well: it gets none, and
+        // any other client gets no longer than a write may take.
+        if !matches!(error, Some(Error::ClientWriteTimeout(_))) {
+            let limit = self.timeouts.client_write;
+            let _ = tokio::time::timeout(limit, self.client.shutdown()).await;
+        }
+        self.primary.shutdown().await;
+        self.count_relayed_bytes(metrics);
+    }
+
+    /// The two connections, for a replica's pipe: the client's with the sequence id of the
+    /// next packet to it, and the primary's.
+    pub(super) fn into_dump(mut self) -> (Conn<ClientStream>, u8, Conn<PrimaryStream>) {
+        let seq = self.client_seq.advance();
+        (self.client, seq, self.primary)
+    }
+}
+
+/// Queues the ERR packet that tells the client about `error`, if it has one. The SQLSTATE
+/// marker is only understood once the client has logged in with protocol 4.1; before the
+/// greeting nothing has been negotiated.
+pub(super) fn queue_client_error(
+    client: &mut Conn<ClientStream>,
+    seq: u8,
+    logged_in: bool,
+    error: &Error,
+) {
+    if let Some(err) = error.client_error() {
+        let sql_state = logged_in.then_some(err.sql_state);
+        client.write_packet_with(seq, |buf| {
+            ok::put_err(buf, err.code, sql_state, &err.message)
+        });
+    }
+}
