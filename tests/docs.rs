@@ -1,0 +1,365 @@
+//! The user documentation holds to the code: every relative link and anchor in `README.md` and
+//! `docs/` resolves, the settings table of `docs/configuration.md` is the one the settings'
+//! definitions make, `deploy/strongsync.toml` names every setting and nothing else, and the
+//! module graph on the architecture page is the one the code's imports draw (without circles).
+//!
+//! `STRONGSYNC_BLESS=1 cargo test --test docs` rewrites the generated parts in place.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use strongsync::config::reference_table;
+use strongsync::Config;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `README.md` and every page of `docs/`.
+fn pages() -> Vec<PathBuf> {
+    let mut pages = vec![repo().join("README.md")];
+    let mut docs: Vec<PathBuf> = fs::read_dir(repo().join("docs"))
+        .expect("docs/")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    pages.extend(docs);
+    pages
+}
+
+/// The text of a page without its code: fenced blocks and inline code spans, where a `](` is
+/// not a link.
+fn prose(text: &str) -> String {
+    let mut out = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let mut in_code = false;
+        for c in line.chars() {
+            if c == '`' {
+                in_code = !in_code;
+            } else if !in_code {
+                out.push(c);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Every link target of a page: what stands in `(…)` after `]`.
+fn links(text: &str) -> Vec<String> {
+    let prose = prose(text);
+    let mut found = Vec::new();
+    let mut rest = prose.as_str();
+    while let Some(at) = rest.find("](") {
+        rest = &rest[at + 2..];
+        if let Some(end) = rest.find(')') {
+            let target = rest[..end].split_whitespace().next().unwrap_or("");
+            found.push(target.to_owned());
+            rest = &rest[end..];
+        }
+    }
+    found
+}
+
+/// The anchors GitHub makes of a page's headings: lower case, punctuation dropped, blanks
+/// turned into hyphens, a repeat numbered.
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut anchors = BTreeSet::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced || !line.starts_with('#') {
+            continue;
+        }
+        let title = line.trim_start_matches('#').trim();
+        let slug: String = title
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c.to_ascii_lowercase()),
+                _ => None,
+            })
+            .collect();
+        let n = seen.entry(slug.clone()).or_insert(0);
+        anchors.insert(if *n == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{n}")
+        });
+        *n += 1;
+    }
+    anchors
+}
+
+#[test]
+fn every_relative_link_and_anchor_in_the_readme_and_docs_resolves() {
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for page in pages() {
+        let text = fs::read_to_string(&page).unwrap();
+        for link in links(&text) {
+            if link.contains("://") || link.starts_with("mailto:") || link.is_empty() {
+                continue;
+            }
+            checked += 1;
+            let (path, anchor) = match link.split_once('#') {
+                Some((path, anchor)) => (path, Some(anchor)),
+                None => (link.as_str(), None),
+            };
+            let target = if path.is_empty() {
+                page.clone()
+            } else {
+                page.parent().unwrap().join(path)
+            };
+            if !target.exists() {
+                broken.push(format!(
+                    "{}: {link}: no {}",
+                    page.display(),
+                    target.display()
+                ));
+                continue;
+            }
+            if let Some(anchor) = anchor {
+                let text = fs::read_to_string(&target).unwrap_or_default();
+                if !anchors(&text).contains(anchor) {
+                    broken.push(format!("{}: {link}: no heading #{anchor}", page.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 50,
+        "only {checked} links found: is the scan broken?"
+    );
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_anchor_rule_is_githubs() {
+    let text = "# Strong sync\n## Quorum rules, per-session quorum and async replicas\n\
+                ### The read barrier (`visibility = \"quorum\"`)\n## Strong sync\n";
+    let got = anchors(text);
+    for want in [
+        "strong-sync",
+        "quorum-rules-per-session-quorum-and-async-replicas",
+        "the-read-barrier-visibility--quorum",
+        "strong-sync-1",
+    ] {
+        assert!(got.contains(want), "{want} in {got:?}");
+    }
+    assert_eq!(
+        links("see [a](x.md#y) and `[b](not-a-link)`\n```\n[c](nor-this)\n```\n"),
+        ["x.md#y"]
+    );
+}
+
+/// Replaces what stands between `begin` and `end` (the marker lines) in `file` with `body`
+/// under `STRONGSYNC_BLESS=1`; otherwise asserts that it is `body`.
+fn holds_to(file: &Path, begin: &str, end: &str, body: &str) {
+    let text = fs::read_to_string(file).unwrap();
+    let start = text
+        .find(begin)
+        .unwrap_or_else(|| panic!("{}: no {begin:?}", file.display()))
+        + begin.len();
+    let stop = start
+        + text[start..]
+            .find(end)
+            .unwrap_or_else(|| panic!("{}: no {end:?}", file.display()));
+    let have = text[start..stop].trim_start_matches('\n');
+    if std::env::var_os("STRONGSYNC_BLESS").is_some() {
+        let blessed = format!("{}\n{body}{}", &text[..start], &text[stop..]);
+        fs::write(file, blessed).unwrap();
+        return;
+    }
+    assert!(
+        have == body,
+        "{} is not what the code says (STRONGSYNC_BLESS=1 cargo test --test docs rewrites it):\n\
+         --- it says\n{have}\n--- the code says\n{body}",
+        file.display()
+    );
+}
+
+#[test]
+fn the_settings_table_is_the_one_the_definitions_make() {
+    holds_to(
+        &repo().join("docs/configuration.md"),
+        "<!-- settings: made from the definitions in src/config/ (tests/docs.rs checks it) -->",
+        "<!-- end of settings -->",
+        &reference_table(),
+    );
+    // Every setting has a row, by its key.
+    let page = fs::read_to_string(repo().join("docs/configuration.md")).unwrap();
+    for setting in Config::settings() {
+        assert!(
+            page.contains(&format!("| `{}` |", setting.key)),
+            "{} has no row",
+            setting.key
+        );
+    }
+}
+
+/// The keys `deploy/strongsync.toml` sets or shows commented out (`# key = …`), with their
+/// sections.
+fn example_keys() -> BTreeSet<String> {
+    let text = fs::read_to_string(repo().join("deploy/strongsync.toml")).unwrap();
+    let mut section = String::new();
+    let mut keys = BTreeSet::new();
+    for line in text.lines() {
+        let line = line.trim_start_matches('#').trim();
+        if let Some(name) = line
+            .strip_prefix("[[")
+            .and_then(|l| l.strip_suffix("]]"))
+            .or_else(|| line.strip_prefix('[').and_then(|l| l.strip_suffix(']')))
+        {
+            section = name.to_owned();
+            continue;
+        }
+        let Some((key, _)) = line.split_once(" = ") else {
+            continue;
+        };
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            continue;
+        }
+        keys.insert(if section.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{section}.{key}")
+        });
+    }
+    keys
+}
+
+#[test]
+fn the_shipped_example_names_every_setting_and_nothing_else() {
+    let defined: BTreeSet<String> = Config::settings()
+        .iter()
+        .map(|s| s.key.to_owned())
+        .collect();
+    let shown = example_keys();
+    let missing: Vec<_> = defined.difference(&shown).collect();
+    let unknown: Vec<_> = shown.difference(&defined).collect();
+    assert!(
+        missing.is_empty(),
+        "deploy/strongsync.toml does not show {missing:?}"
+    );
+    assert!(
+        unknown.is_empty(),
+        "deploy/strongsync.toml names {unknown:?}, which are no settings"
+    );
+}
+
+/// The top-level modules of `src/` a file imports (`crate::x`, and `super::x` from a module's
+/// own files).
+fn imports_of(module: &str, text: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')) {
+        if let Some(path) = word.strip_prefix("crate::") {
+            let first = path.split("::").next().unwrap_or("");
+            if modules.contains(first) && first != module {
+                found.insert(first.to_owned());
+            }
+        }
+    }
+    found
+}
+
+/// The import graph of `src/`'s top-level modules, as the code has it.
+fn module_graph() -> BTreeSet<(String, String)> {
+    let src = repo().join("src");
+    let mut modules = BTreeSet::new();
+    for entry in fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if !["lib", "main"].contains(&name.as_str()) {
+            modules.insert(name);
+        }
+    }
+    let mut edges = BTreeSet::new();
+    for module in &modules {
+        let mut files = vec![src.join(format!("{module}.rs"))];
+        let mut dirs = vec![src.join(module)];
+        while let Some(dir) = dirs.pop() {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    files.push(path);
+                }
+            }
+        }
+        for file in files {
+            // Unit tests may reach anywhere.
+            if file.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let Ok(text) = fs::read_to_string(&file) else {
+                continue;
+            };
+            // Code only: comments may name any module (a doc link is no import).
+            let code: String = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap_or("")
+                .lines()
+                .map(|line| line.split("//").next().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for to in imports_of(module, &code, &modules) {
+                edges.insert((module.clone(), to));
+            }
+        }
+    }
+    edges
+}
+
+fn mermaid(edges: &BTreeSet<(String, String)>) -> String {
+    let mut out = String::from("```mermaid\nflowchart TD\n");
+    for (from, to) in edges {
+        out.push_str(&format!("    {from} --> {to}\n"));
+    }
+    out.push_str("```\n");
+    out
+}
+
+#[test]
+fn the_architecture_page_shows_the_module_graph_and_it_has_no_circle() {
+    let edges = module_graph();
+    // No circle: every module can be put below the ones that import it.
+    let mut left: BTreeSet<String> = edges
+        .iter()
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect();
+    while !left.is_empty() {
+        let leaf = left
+            .iter()
+            .find(|m| !edges.iter().any(|(a, b)| a == *m && left.contains(b)))
+            .cloned();
+        let Some(leaf) = leaf else {
+            panic!("an import circle among {left:?}: {edges:?}");
+        };
+        left.remove(&leaf);
+    }
+    holds_to(
+        &repo().join("docs/architecture.md"),
+        "<!-- module graph: drawn from the imports in src/ (tests/docs.rs checks it) -->",
+        "<!-- end of module graph -->",
+        &mermaid(&edges),
+    );
+}
