@@ -58,6 +58,11 @@ impl<'s> Bounds<'s> {
         }
     }
 
+    /// The primary's id for the session's connection.
+    pub(super) fn connection_id(&self) -> u32 {
+        self.connection_id
+    }
+
     /// What is held must go before the session can say what it committed (or the session
     /// cannot say): bounds it by the primary's binlog position, read on strongsync's own
     /// connection, or — without one, or if it fails — releases it as unresolved for `reason`.

@@ -183,7 +183,7 @@ impl ReplicaPipe {
             // Read while an ACK is owed, at every turn: the setting is live.
             let remind_at = self
                 .unacked
-                .map(|(_, since)| since + self.shared.durability.config().ack_nudge_after);
+                .map(|(_, since)| since + self.shared.durability.ack_nudge_after());
             let event = tokio::select! {
                 biased;
                 () = hard_stop.cancelled() => return Err(Error::Shutdown),

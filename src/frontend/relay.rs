@@ -49,6 +49,7 @@ pub(super) struct ResponseRelay<'s> {
     connection_id: u32,
     /// The primary leg negotiated session tracking (its OKs may carry a state block).
     primary_tracks: bool,
+    reader: ResponseReader,
     commits: ResponseCommits,
     /// Status flags of the last OK or EOF relayed.
     status: Option<StatusFlags>,
@@ -73,48 +74,46 @@ impl Command {
 // === impl ResponseRelay ===
 
 impl<'s> ResponseRelay<'s> {
+    /// The relay of the response to `command`, with the session's parts it works on.
     pub(super) fn new(
+        command: Command,
         shared: &'s Shared,
         legs: &'s mut Legs,
         tracker: &'s mut Tracker,
         cover: &'s mut SnapshotCover,
         bounds: Bounds<'s>,
-        connection_id: u32,
         primary_tracks: bool,
     ) -> Self {
+        let barrier = shared.durability.reads_wait() && !command.reveals_nothing;
+        let mut commits = ResponseCommits::new(barrier, cover.for_response());
+        if let Some(reason) = command.check {
+            commits.need_check(reason);
+        }
         ResponseRelay {
+            connection_id: bounds.connection_id(),
             shared,
             legs,
             tracker,
             cover,
             bounds,
-            connection_id,
             primary_tracks,
-            commits: ResponseCommits::default(),
+            reader: command.reader,
+            commits,
             status: None,
         }
     }
 
-    /// Relays the response to `command`. Packets go to the client in batches (whatever the
-    /// primary has sent so far); a batch that reports a commit is held until the commit hook
-    /// lets it go, and from a packet that may hide one everything is held until the session
-    /// has been checked. Returns the status flags of the last OK or EOF, if one came.
-    pub(super) async fn run(mut self, command: Command) -> Result<Option<StatusFlags>, Error> {
-        let Command {
-            mut reader,
-            reveals_nothing,
-            check,
-        } = command;
-        let barrier = self.shared.durability.reads_wait() && !reveals_nothing;
-        self.commits = ResponseCommits::new(barrier, self.cover.for_response());
+    /// Relays the response. Packets go to the client in batches (whatever the primary has sent
+    /// so far); a batch that reports a commit is held until the commit hook lets it go, and
+    /// from a packet that may hide one everything is held until the session has been checked.
+    /// Returns the status flags of the last OK or EOF, if one came.
+    pub(super) async fn run(mut self) -> Result<Option<StatusFlags>, Error> {
         let check_every = self.tracker.checks_every_response();
-        if let Some(reason) = check {
-            self.commits.need_check(reason);
-        }
         loop {
+            let reader = &mut self.reader;
             if reader.awaits_client() {
                 self.answer_infile_request().await?;
-                reader.infile_sent();
+                self.reader.infile_sent();
                 continue;
             }
             if !self.legs.primary().has_buffered_packet()
@@ -124,7 +123,10 @@ impl<'s> ResponseRelay<'s> {
             }
             let packet = self.legs.next_primary_packet().await?;
             self.legs.check_primary_seq(&packet)?;
-            let step = reader.on_packet(&packet).map_err(Error::PrimaryProtocol)?;
+            let step = self
+                .reader
+                .on_packet(&packet)
+                .map_err(Error::PrimaryProtocol)?;
             let offset = self.legs.client().pending_write();
             let mark = Mark::new(offset, self.legs.next_client_seq());
             self.commits.queued(mark);

@@ -255,15 +255,15 @@ impl Session {
     async fn relay_response(&mut self, command: Command) -> Result<Phase, Error> {
         let bounds = Bounds::new(&self.shared, self.flavour, self.connection_id);
         let status = ResponseRelay::new(
+            command,
             &self.shared,
             &mut self.legs,
             &mut self.tracker,
             &mut self.cover,
             bounds,
-            self.connection_id,
             self.primary_tracks,
         )
-        .run(command)
+        .run()
         .await?;
         if let Some(status) = status {
             self.last_status = status;
