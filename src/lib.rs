@@ -6,17 +6,21 @@
 //!   OK/EOF/ERR with session state, where each response ends.
 //! - [`conn`]: one socket with its buffers, read and written as packets (cancel-safe reads);
 //!   [`primary`]: the way to the primary (TCP, or its Unix socket beside it).
-//! - `frontend`: the SQL port. Each client gets its own connection to the primary; the
-//!   session relays the login untouched (the proxy stores no passwords), switches on GTID
-//!   tracking on the primary leg, relays every command and learns from each response which
-//!   GTIDs it committed.
+//! - `frontend`: the SQL port. Each client gets its own connection to the primary; a login
+//!   relays the authentication untouched (the proxy stores no passwords), then a session
+//!   switches on GTID tracking on the primary leg, relays every command and learns from each
+//!   response which GTIDs it committed; a connection whose binlog dump the primary accepts
+//!   becomes a replica pipe.
+//! - [`flavour`]: what differs between a MariaDB primary and a MySQL one (how commits are
+//!   reported and checked, what bounds a response, what a replica says it holds), behind one
+//!   type chosen at login.
 //! - [`commit`]: the hook a session calls with those GTIDs before it releases the response.
 //! - [`durability`]: strong sync. Replica pipes report the transactions they relay and the
 //!   acknowledgements they get; commits park until a quorum of replicas has them, under the
 //!   timeout policy and the STRONG/DEGRADED state.
-//! - [`app`]: wiring, cancellation tree, reload and graceful stop; [`config`]: typed settings
-//!   and the config file; [`error`]: session errors and the single mapping to MySQL ERR
-//!   packets.
+//! - [`app`]: wiring, cancellation tree, reload and graceful stop; [`config`]: every setting
+//!   defined once, read from the file, flags and environment; [`error`]: session errors and the
+//!   single mapping to MySQL ERR packets.
 //! - [`metrics`], [`admin`], [`health`]: Prometheus metrics, the admin HTTP port (`/metrics`,
 //!   `/healthz`, `/readyz`, `/status`), and the primary's reachability; [`probe`]: strongsync's
 //!   own connection to the primary, which bounds a response by the primary's binlog position.

@@ -36,321 +36,217 @@ pub const SESSION_QUORUM_REFUSALS: [&str; 3] = ["not_a_count", "below_floor", "a
 /// The highest quorum there is (settings bound quorums to it).
 const MAX_QUORUM: usize = 64;
 
-/// Every metric the proxy exports.
-pub struct Metrics {
-    registry: Registry,
-    /// Histogram: seconds a commit was parked, by outcome.
-    pub commit_wait: HistogramVec,
-    /// Counter: commits released, by outcome.
-    pub commits_released: IntCounterVec,
-    /// `commit_wait` and `commits_released` of each outcome, in [`OUTCOMES`] order, looked up
-    /// once (every commit records into them).
-    by_outcome: Vec<(Histogram, IntCounter)>,
-    /// Gauge: commits parked now.
-    pub parked: IntGauge,
-    /// Histogram: seconds the read barrier held a response, by outcome.
-    pub read_wait: HistogramVec,
-    /// Counter: responses the read barrier released, by outcome.
-    pub reads_released: IntCounterVec,
-    /// `read_wait` and `reads_released` of each outcome, in [`OUTCOMES`] order.
-    reads_by_outcome: Vec<(Histogram, IntCounter)>,
-    /// Gauge: responses the read barrier holds now.
-    pub reads_held: IntGauge,
-    /// Responses that went without a bound of their own, their transaction's snapshot held.
-    pub reads_in_snapshot: IntCounter,
-    /// Gauge: 1 under `visibility = "quorum"` (the read barrier), else 0.
-    pub visibility_quorum: IntGauge,
-    /// Histogram: seconds from a flagged event sent to the ACK that covers it, by replica.
-    pub ack_latency: HistogramVec,
-    /// Counter: ACKs received, by replica.
-    pub acks: IntCounterVec,
-    /// Gauge: the configured quorum.
-    pub quorum: IntGauge,
-    /// Gauge: 1 when commits do not wait at all (passthrough).
-    pub passthrough: IntGauge,
-    /// Gauge: 1 for the current durability state, 0 for the other.
-    pub durability_state: IntGaugeVec,
-    /// Counter: durability state transitions, by the state entered.
-    pub durability_transitions: IntCounterVec,
-    /// Counter: seconds spent DEGRADED.
-    pub degraded_seconds: Counter,
-    /// Gauge: connected replicas, semisync or async.
-    pub replicas_connected: IntGaugeVec,
-    /// Gauge: per replica, the binlog file (sequence number) of its acknowledged position.
-    pub replica_acked_file: IntGaugeVec,
-    /// Gauge: per replica, the offset of its acknowledged position.
-    pub replica_acked_offset: IntGaugeVec,
-    /// Gauge: per replica, binlog bytes between its acknowledged position and the newest
-    /// transaction relayed.
-    pub replica_lag_bytes: IntGaugeVec,
-    /// Gauge: per replica, transactions relayed but not acknowledged by it.
-    pub replica_lag_transactions: IntGaugeVec,
-    /// Gauge: client connections.
-    pub client_connections: IntGauge,
-    /// Gauge: connections to the primary.
-    pub primary_connections: IntGauge,
-    /// Gauge: 1 if the primary answered the last check.
-    pub primary_up: IntGauge,
-    /// Counter: bytes relayed, by direction.
-    pub relayed_bytes: IntCounterVec,
-    /// `relayed_bytes` towards the primary, looked up once (sessions add to it per command).
-    pub relayed_to_primary: IntCounter,
-    /// `relayed_bytes` towards clients and replicas.
-    pub relayed_to_client: IntCounter,
-    /// Counter: input rejected as malformed, by kind.
-    pub malformed_input: IntCounterVec,
-    /// Counter: binlog dump requests the primary (or the proxy) refused: connections that
-    /// asked to be replicas and were not.
-    pub replica_dumps_refused: IntCounter,
-    /// Counter: sessions checked after a response (what they committed, how they track), by
-    /// why.
-    pub tracking_checks: IntCounterVec,
-    /// Counter: checks that found a client had taken the proxy's tracking away (it was put
-    /// back).
-    pub tracking_restored: IntCounter,
-    /// Counter: responses bounded by the probe (the primary's binlog position read on
-    /// strongsync's own connection), by result (`ok`, `failed`).
-    pub probe_bounds: IntCounterVec,
-    /// Counter: commits released, by the quorum they waited for (0: their session asked for
-    /// none).
-    pub commits_by_quorum: IntCounterVec,
-    /// `commits_by_quorum` per quorum, looked up once each.
-    by_quorum: Vec<OnceLock<IntCounter>>,
-    /// Counter: sessions' `@strongsync_quorum` not taken as asked, by why.
-    pub session_quorum_refused: IntCounterVec,
-    /// Gauge: 1 while the connected semisync replicas cannot meet the quorum rule.
-    pub quorum_unmet: IntGauge,
-    /// Gauge: bytes of the binlog held back from async replicas until the quorum holds them.
-    pub async_held_bytes: IntGauge,
-    /// Counter: client connections (replicas' included) that logged in with the compressed
-    /// protocol.
-    pub compressed_logins: IntCounter,
-    /// DEGRADED time already counted into `degraded_seconds` (it is refreshed on scrape).
-    degraded_counted: Mutex<Duration>,
+/// A kind of metric family: how one is made and what the docs call it.
+pub trait Family: prometheus::core::Collector + Clone + 'static {
+    /// `counter`, `gauge` or `histogram`.
+    const KIND: &'static str;
+
+    /// A family called `name`, described by `help`, with series by `labels`.
+    ///
+    /// # Panics
+    /// If `name` or a label is not a valid Prometheus name (the definitions below are).
+    fn make(name: &str, help: &str, labels: &[&str]) -> Self;
+}
+
+/// One metric family, as the docs describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FamilyInfo {
+    /// Its name (`strongsync_…`).
+    pub name: &'static str,
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: &'static str,
+    /// Its labels.
+    pub labels: &'static [&'static str],
+    /// What it measures: its help text, which `/metrics` shows too.
+    pub help: String,
+}
+
+/// Declares every metric family once: its field, type, name, labels and help (the doc comment),
+/// from which come the struct, its registration and the docs' table of metrics; then the
+/// fields derived from them (series looked up once for the hot paths).
+macro_rules! metrics {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident {
+            $(
+                $(#[doc = $doc:literal])*
+                pub $field:ident: $ty:ty = $metric:literal [$($label:literal),*],
+            )*
+        }
+        derived {
+            $(
+                $(#[doc = $ddoc:literal])*
+                $dvis:vis $dfield:ident: $dty:ty = $dmake:expr,
+            )*
+        }
+    ) => {
+        $(#[$attr])*
+        pub struct $name {
+            registry: Registry,
+            $( $(#[doc = $doc])* pub $field: $ty, )*
+            $( $(#[doc = $ddoc])* $dvis $dfield: $dty, )*
+        }
+
+        impl $name {
+            /// All metrics, registered in a registry of their own.
+            ///
+            /// # Panics
+            /// Never in practice: the names above are valid and registered once each.
+            pub fn new() -> Self {
+                let registry = Registry::new();
+                $(
+                    let $field = <$ty as Family>::make(
+                        $metric,
+                        &words(concat!($($doc, " "),*)),
+                        &[$($label),*],
+                    );
+                    registry
+                        .register(Box::new($field.clone()))
+                        .expect("each metric is registered once");
+                )*
+                $( let $dfield: $dty = $dmake; )*
+                let metrics = $name { registry, $($field,)* $($dfield,)* };
+                metrics.preset();
+                metrics
+            }
+
+            /// Every metric family, as the docs' table of metrics describes it.
+            pub fn families() -> Vec<FamilyInfo> {
+                vec![$(
+                    FamilyInfo {
+                        name: $metric,
+                        kind: <$ty as Family>::KIND,
+                        labels: &[$($label),*],
+                        help: words(concat!($($doc, " "),*)),
+                    },
+                )*]
+            }
+        }
+    };
+}
+
+metrics! {
+    /// Every metric the proxy exports.
+    pub struct Metrics {
+        /// Time a commit's OK was held (parked until released), by outcome.
+        pub commit_wait: HistogramVec = "strongsync_commit_wait_seconds" ["outcome"],
+        /// Commits released to their client, by outcome: `quorum` (acknowledged in time),
+        /// `timeout` (the policy released it), `degraded` (released at once while DEGRADED),
+        /// `unresolved` (what it committed could be neither learnt nor bounded), `client_gone`
+        /// (the client left while parked), `shutdown`, `none_asked` (its session asked for no
+        /// quorum).
+        pub commits_released: IntCounterVec = "strongsync_commits_released_total" ["outcome"],
+        /// Sessions whose commit OK is held right now.
+        pub parked: IntGauge = "strongsync_parked_sessions" [],
+        /// Time the read barrier (visibility = quorum) held a response until the quorum held
+        /// the primary's binlog position read after it, by outcome.
+        pub read_wait: HistogramVec = "strongsync_read_wait_seconds" ["outcome"],
+        /// Responses the read barrier (visibility = quorum) released, by outcome (as for
+        /// commits; `degraded` also counts those let go by a reload to visibility = commit).
+        pub reads_released: IntCounterVec = "strongsync_reads_released_total" ["outcome"],
+        /// Responses the read barrier (visibility = quorum) holds right now.
+        pub reads_held: IntGauge = "strongsync_reads_held" [],
+        /// Responses the read barrier (visibility = quorum) let go without a bound of their
+        /// own: their transaction read only its consistent snapshot, which the quorum held.
+        pub reads_in_snapshot: IntCounter = "strongsync_reads_in_snapshot_total" [],
+        /// 1 when responses wait until the quorum holds what they may reveal (visibility =
+        /// quorum).
+        pub visibility_quorum: IntGauge = "strongsync_visibility_quorum" [],
+        /// Time from a transaction end sent to a replica (flagged for ACK: the last one of a
+        /// batch, or a heartbeat asking for it) to the ACK that covers it.
+        pub ack_latency: HistogramVec = "strongsync_replica_ack_latency_seconds" ["server_id"],
+        /// Semisync ACKs received, by replica.
+        pub acks: IntCounterVec = "strongsync_replica_acks_total" ["server_id"],
+        /// Semisync replicas that must acknowledge a transaction before its commit is
+        /// acknowledged (the configured quorum).
+        pub quorum: IntGauge = "strongsync_quorum" [],
+        /// 1 if the proxy only relays (commits never wait for replicas), 0 otherwise.
+        pub passthrough: IntGauge = "strongsync_passthrough" [],
+        /// 1 for the current durability state (strong: commits wait for their quorum;
+        /// degraded: they do not), 0 for the other.
+        pub durability_state: IntGaugeVec = "strongsync_durability_state" ["state"],
+        /// Durability state changes, by the state entered.
+        pub durability_transitions: IntCounterVec = "strongsync_durability_transitions_total" ["to"],
+        /// Seconds spent in the degraded state (brought up to date on scrape).
+        pub degraded_seconds: Counter = "strongsync_degraded_seconds_total" [],
+        /// Replicas replicating through the proxy, by kind (semisync counts towards the
+        /// quorum; async does not).
+        pub replicas_connected: IntGaugeVec = "strongsync_replicas_connected" ["kind"],
+        /// Binlog file number (the name's numeric suffix) of each replica's acknowledged
+        /// position.
+        pub replica_acked_file: IntGaugeVec = "strongsync_replica_acked_binlog_file" ["server_id"],
+        /// Offset of each replica's acknowledged position in that binlog file.
+        pub replica_acked_offset: IntGaugeVec = "strongsync_replica_acked_binlog_offset" ["server_id"],
+        /// Binlog bytes between a replica's acknowledged position and the newest transaction
+        /// relayed.
+        pub replica_lag_bytes: IntGaugeVec = "strongsync_replica_lag_bytes" ["server_id"],
+        /// Transactions relayed that a replica has not acknowledged.
+        pub replica_lag_transactions: IntGaugeVec = "strongsync_replica_lag_transactions" ["server_id"],
+        /// Client connections (replicas included).
+        pub client_connections: IntGauge = "strongsync_client_connections" [],
+        /// Connections to the primary.
+        pub primary_connections: IntGauge = "strongsync_primary_connections" [],
+        /// 1 if the primary answered the last check (its greeting), 0 if not.
+        pub primary_up: IntGauge = "strongsync_primary_up" [],
+        /// Bytes relayed, by direction (client_to_primary, primary_to_client; replicas are
+        /// clients).
+        pub relayed_bytes: IntCounterVec = "strongsync_relayed_bytes_total" ["direction"],
+        /// Input rejected as malformed, by kind (client_malformed_packet,
+        /// client_out_of_sequence, client_packet_too_large, replica_malformed_ack,
+        /// replica_ack_beyond_relayed, replica_unexpected_packet, primary_malformed_packet).
+        pub malformed_input: IntCounterVec = "strongsync_malformed_input_total" ["kind"],
+        /// Binlog dump requests refused (by the primary, or by the proxy before it):
+        /// connections that asked to be replicas and do not count as ones.
+        pub replica_dumps_refused: IntCounter = "strongsync_replica_dumps_refused_total" [],
+        /// Sessions checked after a response that may have changed their GTID tracking or
+        /// hidden a commit, by why (state_change, legacy_eof, untracked, domain_switch,
+        /// session_quorum).
+        pub tracking_checks: IntCounterVec = "strongsync_tracking_checks_total" ["reason"],
+        /// Checks that found a client had switched off the GTID tracking strongsync needs (it
+        /// was switched back on).
+        pub tracking_restored: IntCounter = "strongsync_tracking_restored_total" [],
+        /// Responses bounded by the primary's binlog position read on strongsync's own
+        /// connection (the probe), by result (ok, failed): every response under visibility =
+        /// quorum.
+        pub probe_bounds: IntCounterVec = "strongsync_probe_bounds_total" ["result"],
+        /// Commits released to their client, by the quorum they waited for (a session may ask
+        /// for its own with @strongsync_quorum; 0: it asked for none).
+        pub commits_by_quorum: IntCounterVec = "strongsync_commits_by_quorum_total" ["quorum"],
+        /// Sessions' @strongsync_quorum not taken as asked, by why (not_a_count: the
+        /// configured quorum applies; below_floor, above_max: bounded).
+        pub session_quorum_refused: IntCounterVec = "strongsync_session_quorum_refused_total" ["why"],
+        /// 1 while the connected semisync replicas cannot meet the quorum rule (count, zones,
+        /// outside the primary's zone): commits cannot reach their quorum.
+        pub quorum_unmet: IntGauge = "strongsync_quorum_unmet" [],
+        /// Binlog bytes held back from replicas without semisync until the quorum holds them
+        /// (async_replicas = after_quorum).
+        pub async_held_bytes: IntGauge = "strongsync_async_held_bytes" [],
+        /// Client connections (replicas' included) that logged in with the compressed protocol
+        /// (CLIENT_COMPRESS, zlib).
+        pub compressed_logins: IntCounter = "strongsync_compressed_logins_total" [],
+    }
+    derived {
+        /// `commit_wait` and `commits_released` of each outcome, in [`OUTCOMES`] order, looked
+        /// up once (every commit records into them).
+        by_outcome: Vec<(Histogram, IntCounter)> = per_outcome(&commit_wait, &commits_released),
+        /// `read_wait` and `reads_released` of each outcome, in [`OUTCOMES`] order.
+        reads_by_outcome: Vec<(Histogram, IntCounter)> = per_outcome(&read_wait, &reads_released),
+        /// `relayed_bytes` towards the primary, looked up once (sessions add to it per command).
+        pub relayed_to_primary: IntCounter = relayed_bytes.with_label_values(&["client_to_primary"]),
+        /// `relayed_bytes` towards clients and replicas.
+        pub relayed_to_client: IntCounter = relayed_bytes.with_label_values(&["primary_to_client"]),
+        /// `commits_by_quorum` per quorum, looked up once each.
+        by_quorum: Vec<OnceLock<IntCounter>> = (0..=MAX_QUORUM).map(|_| OnceLock::new()).collect(),
+        /// DEGRADED time already counted into `degraded_seconds` (it is refreshed on scrape).
+        degraded_counted: Mutex<Duration> = Mutex::new(Duration::ZERO),
+    }
 }
 
 // === impl Metrics ===
 
 impl Metrics {
-    /// All metrics, registered in a registry of their own.
-    ///
-    /// # Panics
-    /// Never in practice: the names below are valid and registered once each.
-    pub fn new() -> Self {
-        let registry = Registry::new();
-        let relayed_bytes = counter_vec(
-            "strongsync_relayed_bytes_total",
-            "Bytes relayed, by direction (client_to_primary, primary_to_client; replicas are clients).",
-            &["direction"],
-        );
-        let commit_wait = histogram_vec(
-            "strongsync_commit_wait_seconds",
-            "Time a commit's OK was held (parked until released), by outcome.",
-            &["outcome"],
-            WAIT_BUCKETS,
-        );
-        let commits_released = counter_vec(
-            "strongsync_commits_released_total",
-            "Commits released to their client, by outcome (quorum, timeout, degraded, unresolved, client_gone, shutdown).",
-            &["outcome"],
-        );
-        let read_wait = histogram_vec(
-            "strongsync_read_wait_seconds",
-            "Time the read barrier (visibility = quorum) held a response until the quorum held the primary's binlog position read after it, by outcome.",
-            &["outcome"],
-            WAIT_BUCKETS,
-        );
-        let reads_released = counter_vec(
-            "strongsync_reads_released_total",
-            "Responses the read barrier (visibility = quorum) released, by outcome (quorum, timeout, degraded, unresolved, client_gone, shutdown).",
-            &["outcome"],
-        );
-        let by_outcome = per_outcome(&commit_wait, &commits_released);
-        let reads_by_outcome = per_outcome(&read_wait, &reads_released);
-        let m = Metrics {
-            commit_wait,
-            commits_released,
-            by_outcome,
-            read_wait,
-            reads_released,
-            reads_by_outcome,
-            reads_in_snapshot: IntCounter::new(
-                "strongsync_reads_in_snapshot_total",
-                "Responses the read barrier (visibility = quorum) let go without a bound of their own: their transaction read only its consistent snapshot, which the quorum held.",
-            )
-            .expect("valid metric"),
-            reads_held: gauge(
-                "strongsync_reads_held",
-                "Responses the read barrier (visibility = quorum) holds right now.",
-            ),
-            visibility_quorum: gauge(
-                "strongsync_visibility_quorum",
-                "1 when responses wait until the quorum holds what they may reveal (visibility = quorum).",
-            ),
-            relayed_to_primary: relayed_bytes.with_label_values(&["client_to_primary"]),
-            relayed_to_client: relayed_bytes.with_label_values(&["primary_to_client"]),
-            relayed_bytes,
-            parked: gauge("strongsync_parked_sessions", "Sessions whose commit OK is held right now."),
-            ack_latency: histogram_vec(
-                "strongsync_replica_ack_latency_seconds",
-                "Time from a transaction end sent to a replica (flagged for ACK) to the ACK that covers it.",
-                &["server_id"],
-                WAIT_BUCKETS,
-            ),
-            acks: counter_vec("strongsync_replica_acks_total", "Semisync ACKs received, by replica.", &["server_id"]),
-            quorum: gauge(
-                "strongsync_quorum",
-                "Semisync replicas that must acknowledge a transaction before its commit is acknowledged (the configured quorum).",
-            ),
-            passthrough: gauge(
-                "strongsync_passthrough",
-                "1 if the proxy only relays (commits never wait for replicas), 0 otherwise.",
-            ),
-            durability_state: gauge_vec(
-                "strongsync_durability_state",
-                "1 for the current durability state (strong: commits wait for their quorum; degraded: they do not).",
-                &["state"],
-            ),
-            durability_transitions: counter_vec(
-                "strongsync_durability_transitions_total",
-                "Durability state changes, by the state entered.",
-                &["to"],
-            ),
-            degraded_seconds: Counter::new(
-                "strongsync_degraded_seconds_total",
-                "Seconds spent in the degraded state (brought up to date on scrape).",
-            )
-            .expect("valid metric"),
-            replicas_connected: gauge_vec(
-                "strongsync_replicas_connected",
-                "Replicas replicating through the proxy, by kind (semisync counts towards the quorum).",
-                &["kind"],
-            ),
-            replica_acked_file: gauge_vec(
-                "strongsync_replica_acked_binlog_file",
-                "Binlog file number (the name's numeric suffix) of each replica's acknowledged position.",
-                &["server_id"],
-            ),
-            replica_acked_offset: gauge_vec(
-                "strongsync_replica_acked_binlog_offset",
-                "Offset of each replica's acknowledged position in that binlog file.",
-                &["server_id"],
-            ),
-            replica_lag_bytes: gauge_vec(
-                "strongsync_replica_lag_bytes",
-                "Binlog bytes between a replica's acknowledged position and the newest transaction relayed.",
-                &["server_id"],
-            ),
-            replica_lag_transactions: gauge_vec(
-                "strongsync_replica_lag_transactions",
-                "Transactions relayed that a replica has not acknowledged.",
-                &["server_id"],
-            ),
-            client_connections: gauge("strongsync_client_connections", "Client connections (replicas included)."),
-            primary_connections: gauge("strongsync_primary_connections", "Connections to the primary."),
-            primary_up: gauge(
-                "strongsync_primary_up",
-                "1 if the primary answered the last check (its greeting), 0 if not.",
-            ),
-            malformed_input: counter_vec(
-                "strongsync_malformed_input_total",
-                "Input rejected as malformed, by kind.",
-                &["kind"],
-            ),
-            replica_dumps_refused: IntCounter::new(
-                "strongsync_replica_dumps_refused_total",
-                "Binlog dump requests refused (by the primary, or by the proxy before it): connections that asked to be replicas and do not count as ones.",
-            )
-            .expect("valid metric"),
-            tracking_checks: counter_vec(
-                "strongsync_tracking_checks_total",
-                "Sessions checked after a response that may have changed their GTID tracking or hidden a commit, by why (state_change, legacy_eof, untracked, domain_switch).",
-                &["reason"],
-            ),
-            tracking_restored: IntCounter::new(
-                "strongsync_tracking_restored_total",
-                "Checks that found a client had switched off the GTID tracking strongsync needs (it was switched back on).",
-            )
-            .expect("valid metric"),
-            probe_bounds: counter_vec(
-                "strongsync_probe_bounds_total",
-                "Responses bounded by the primary's binlog position read on strongsync's own connection (the probe), by result (ok, failed).",
-                &["result"],
-            ),
-            commits_by_quorum: counter_vec(
-                "strongsync_commits_by_quorum_total",
-                "Commits released to their client, by the quorum they waited for (a session may ask for its own with @strongsync_quorum; 0: it asked for none).",
-                &["quorum"],
-            ),
-            by_quorum: (0..=MAX_QUORUM).map(|_| OnceLock::new()).collect(),
-            session_quorum_refused: counter_vec(
-                "strongsync_session_quorum_refused_total",
-                "Sessions' @strongsync_quorum not taken as asked, by why (not_a_count: the configured quorum applies; below_floor, above_max: bounded).",
-                &["why"],
-            ),
-            quorum_unmet: gauge(
-                "strongsync_quorum_unmet",
-                "1 while the connected semisync replicas cannot meet the quorum rule (count, zones, outside the primary's zone): commits cannot reach their quorum.",
-            ),
-            async_held_bytes: gauge(
-                "strongsync_async_held_bytes",
-                "Binlog bytes held back from replicas without semisync until the quorum holds them (async_replicas = after_quorum).",
-            ),
-            compressed_logins: IntCounter::new(
-                "strongsync_compressed_logins_total",
-                "Client connections (replicas' included) that logged in with the compressed protocol (CLIENT_COMPRESS, zlib).",
-            )
-            .expect("valid metric"),
-            degraded_counted: Mutex::new(Duration::ZERO),
-            registry,
-        };
-        m.register_all();
-        m
-    }
-
-    fn register_all(&self) {
-        let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
-            Box::new(self.commit_wait.clone()),
-            Box::new(self.commits_released.clone()),
-            Box::new(self.parked.clone()),
-            Box::new(self.read_wait.clone()),
-            Box::new(self.reads_released.clone()),
-            Box::new(self.reads_held.clone()),
-            Box::new(self.reads_in_snapshot.clone()),
-            Box::new(self.visibility_quorum.clone()),
-            Box::new(self.ack_latency.clone()),
-            Box::new(self.acks.clone()),
-            Box::new(self.quorum.clone()),
-            Box::new(self.passthrough.clone()),
-            Box::new(self.durability_state.clone()),
-            Box::new(self.durability_transitions.clone()),
-            Box::new(self.degraded_seconds.clone()),
-            Box::new(self.replicas_connected.clone()),
-            Box::new(self.replica_acked_file.clone()),
-            Box::new(self.replica_acked_offset.clone()),
-            Box::new(self.replica_lag_bytes.clone()),
-            Box::new(self.replica_lag_transactions.clone()),
-            Box::new(self.client_connections.clone()),
-            Box::new(self.primary_connections.clone()),
-            Box::new(self.primary_up.clone()),
-            Box::new(self.relayed_bytes.clone()),
-            Box::new(self.malformed_input.clone()),
-            Box::new(self.replica_dumps_refused.clone()),
-            Box::new(self.tracking_checks.clone()),
-            Box::new(self.tracking_restored.clone()),
-            Box::new(self.probe_bounds.clone()),
-            Box::new(self.commits_by_quorum.clone()),
-            Box::new(self.session_quorum_refused.clone()),
-            Box::new(self.quorum_unmet.clone()),
-            Box::new(self.async_held_bytes.clone()),
-            Box::new(self.compressed_logins.clone()),
-        ];
-        for c in collectors {
-            self.registry
-                .register(c)
-                .expect("each metric is registered once");
-        }
-        // Series that exist from the start, so alerts and rates see zeros rather than nothing.
+    /// Series that exist from the start, so alerts and rates see zeros rather than nothing.
+    fn preset(&self) {
         for kind in MALFORMED_KINDS {
             self.malformed_input.with_label_values(&[kind]);
         }
@@ -534,24 +430,78 @@ fn observe(series: &[(Histogram, IntCounter)], outcome: Outcome, waited: Duratio
     }
 }
 
-fn histogram_vec(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
-    HistogramVec::new(
-        HistogramOpts::new(name, help).buckets(buckets.to_vec()),
-        labels,
-    )
-    .expect("valid metric")
+/// A doc comment as one line of words.
+fn words(doc: &str) -> String {
+    doc.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+/// The Markdown table of every metric family, as `docs/operations.md` shows it.
+pub fn reference_table() -> String {
+    let mut table = String::from("| metric | type | labels | meaning |\n|---|---|---|---|\n");
+    for family in Metrics::families() {
+        let labels: Vec<String> = family.labels.iter().map(|l| format!("`{l}`")).collect();
+        table.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            family.name,
+            family.kind,
+            labels.join(", "),
+            family.help.replace('|', "\\|")
+        ));
+    }
+    table
 }
 
-fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-    IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
+impl Family for IntCounter {
+    const KIND: &'static str = "counter";
+
+    fn make(name: &str, help: &str, _labels: &[&str]) -> Self {
+        IntCounter::new(name, help).expect("valid metric")
+    }
 }
 
-fn gauge(name: &str, help: &str) -> IntGauge {
-    IntGauge::new(name, help).expect("valid metric")
+impl Family for Counter {
+    const KIND: &'static str = "counter";
+
+    fn make(name: &str, help: &str, _labels: &[&str]) -> Self {
+        Counter::new(name, help).expect("valid metric")
+    }
+}
+
+impl Family for IntCounterVec {
+    const KIND: &'static str = "counter";
+
+    fn make(name: &str, help: &str, labels: &[&str]) -> Self {
+        IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+    }
+}
+
+impl Family for IntGauge {
+    const KIND: &'static str = "gauge";
+
+    fn make(name: &str, help: &str, _labels: &[&str]) -> Self {
+        IntGauge::new(name, help).expect("valid metric")
+    }
+}
+
+impl Family for IntGaugeVec {
+    const KIND: &'static str = "gauge";
+
+    fn make(name: &str, help: &str, labels: &[&str]) -> Self {
+        IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
+    }
+}
+
+/// Histograms of waits, from a fraction of a millisecond to past the default ACK timeout.
+impl Family for HistogramVec {
+    const KIND: &'static str = "histogram";
+
+    fn make(name: &str, help: &str, labels: &[&str]) -> Self {
+        HistogramVec::new(
+            HistogramOpts::new(name, help).buckets(WAIT_BUCKETS.to_vec()),
+            labels,
+        )
+        .expect("valid metric")
+    }
 }
 
 #[cfg(test)]

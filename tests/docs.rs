@@ -1,7 +1,8 @@
 //! The user documentation holds to the code: every relative link and anchor in `README.md` and
-//! `docs/` resolves, the settings table of `docs/configuration.md` is the one the settings'
-//! definitions make, `deploy/strongsync.toml` names every setting and nothing else, and the
-//! module graph on the architecture page is the one the code's imports draw (without circles).
+//! `docs/` resolves, the settings table of `docs/configuration.md` and the metrics table of
+//! `docs/operations.md` are the ones the definitions make, `deploy/strongsync.toml` names every
+//! setting and nothing else, and the module graph on the architecture page is the one the code's
+//! imports draw (without circles).
 //!
 //! `STRONGSYNC_BLESS=1 cargo test --test docs` rewrites the generated parts in place.
 
@@ -209,6 +210,16 @@ fn the_settings_table_is_the_one_the_definitions_make() {
             setting.key
         );
     }
+}
+
+#[test]
+fn the_metrics_table_is_the_one_the_definitions_make() {
+    holds_to(
+        &repo().join("docs/operations.md"),
+        "<!-- metrics: made from the definitions in src/metrics.rs (tests/docs.rs checks it) -->",
+        "<!-- end of metrics -->",
+        &strongsync::metrics::reference_table(),
+    );
 }
 
 /// The keys `deploy/strongsync.toml` sets or shows commented out (`# key = …`), with their

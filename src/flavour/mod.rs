@@ -176,12 +176,16 @@ impl Flavour {
         mariadb::DUMP_QUERY
     }
 
-    /// What the answer to [`dump_query`](Self::dump_query) says the dump will start from.
+    /// What a replica's dump request (`dump`, its payload) and the answer to
+    /// [`dump_query`](Self::dump_query) on its connection say the dump will start from.
     ///
     /// # Errors
     /// [`ReplicaSetupError`] if the dump must not go to the primary.
-    pub fn dump_setup(self, answer: &Answer) -> Result<DumpSetup, ReplicaSetupError> {
-        mariadb::dump_setup(answer)
+    pub fn dump_setup(self, dump: &[u8], answer: &Answer) -> Result<DumpSetup, ReplicaSetupError> {
+        match self {
+            Flavour::MariaDb => mariadb::dump_setup(answer),
+            Flavour::MySql => mysql::dump_setup(dump, answer),
+        }
     }
 }
 

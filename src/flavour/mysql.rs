@@ -8,9 +8,12 @@ use strongsync_proto::gtid::{tracked_gtids, TrackedGtid};
 use strongsync_proto::ok::{OkPacket, TrackingFilter};
 use tracing::warn;
 
-use super::{own_gtids, CheckReason, Checked, OkNews, OwnQueries, TrackerContext, Unlearnt};
+use super::{
+    own_gtids, Answer, CheckReason, Checked, DumpSetup, OkNews, OwnQueries, TrackerContext,
+    Unlearnt,
+};
 use crate::commit::Unresolved;
-use crate::error::Error;
+use crate::error::{Error, ReplicaSetupError};
 
 /// The client's own `session_track_gtids`.
 const PROBE: &str = "SELECT @@session.session_track_gtids";
@@ -21,6 +24,14 @@ const ENABLE: &str = "SET SESSION session_track_gtids = \
 /// The same query as MariaDB's: MySQL has no `gtid_binlog_pos`, so a bound fails and what it
 /// would have bounded goes as unresolved, like every commit of a MySQL primary.
 pub(super) const BOUND_QUERY: &str = super::mariadb::BOUND_QUERY;
+
+/// What a MySQL replica's dump starts from. Its `COM_BINLOG_DUMP_GTID` carries the GTID set it
+/// has, which strongsync does not read yet: the replica is credited only with what it
+/// acknowledges. Whether the primary would add a semisync header of its own is read as on
+/// MariaDB.
+pub(super) fn dump_setup(_dump: &[u8], answer: &Answer) -> Result<DumpSetup, ReplicaSetupError> {
+    super::mariadb::dump_setup(answer)
+}
 
 /// A MySQL session's tracking.
 #[derive(Debug)]

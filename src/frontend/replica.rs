@@ -127,7 +127,7 @@ impl ReplicaSetup {
             .into_iter()
             .next()
             .unwrap_or_default();
-        let setup = match flavour.dump_setup(&answer) {
+        let setup = match flavour.dump_setup(dump.payload(), &answer) {
             Ok(setup) => setup,
             Err(why) => {
                 refuse_dump(legs, server_id, why, metrics).await?;
