@@ -10,18 +10,17 @@
 //! for anything committed that it had not been told of. The client keeps seeing exactly the
 //! tracker data it asked for.
 
-use strongsync_proto::command::{COM_QUERY, COM_RESET_CONNECTION, COM_STMT_PREPARE};
+use strongsync_proto::command::{COM_QUERY, COM_STMT_PREPARE};
 use strongsync_proto::gtid::{tracked_gtids, Gtid, GtidPosition, MariaGtid, TrackedGtid};
 use strongsync_proto::ok::{
-    OkPacket, TrackingFilter, LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR,
-    SESSION_TRACK_TRANSACTION_INFO_VAR,
+    OkPacket, LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR, SESSION_TRACK_TRANSACTION_INFO_VAR,
 };
 use tracing::{debug, warn};
 
 mod check;
 
 use super::{
-    own_gtids, Answer, CheckReason, Checked, DumpSetup, OkNews, OwnQueries, TrackerContext,
+    own_gtids, Answer, CheckReason, Checked, Common, DumpSetup, OkNews, OwnQueries, TrackerContext,
     Unlearnt,
 };
 use crate::commit::Unresolved;
@@ -53,11 +52,8 @@ const SESSION_QUORUM_VAR: &[u8] = b"strongsync_quorum";
 /// A MariaDB session's tracking.
 #[derive(Debug)]
 pub struct Tracker {
-    context: TrackerContext,
-    /// What the client may see of the tracking data.
-    filter: TrackingFilter,
-    /// The primary is known to report this session's commits and state changes.
-    active: bool,
+    /// `active`: the primary is known to report this session's commits and state changes.
+    pub(super) common: Common,
     /// The GTID the session committed last, as far as the proxy knows: a report of the same
     /// value is a late repeat, not a new commit.
     last: Option<MariaGtid>,
@@ -67,8 +63,6 @@ pub struct Tracker {
     /// Check after every response: the session's next commit may go unreported (see
     /// [`Check::may_hide_next_commit`]).
     check_each: bool,
-    /// `COM_RESET_CONNECTION` put every tracker back to the server's defaults.
-    reset: bool,
     /// The session's transaction state is tracked and its snapshot settings read (asked for,
     /// and the server knows `innodb_snapshot_isolation`).
     snapshot_vars: bool,
@@ -102,16 +96,10 @@ pub(super) fn dump_setup(answer: &Answer) -> Result<DumpSetup, ReplicaSetupError
 impl Tracker {
     pub(super) fn new(context: TrackerContext) -> Self {
         Tracker {
-            filter: TrackingFilter {
-                client_tracks: context.client_tracks,
-                ..TrackingFilter::default()
-            },
-            context,
-            active: false,
+            common: Common::new(context),
             last: None,
             set_list: Vec::new(),
             check_each: false,
-            reset: false,
             snapshot_vars: false,
             snapshot_ready: false,
             quorum: None,
@@ -122,20 +110,13 @@ impl Tracker {
     /// queries, one round trip: read how the client's session tracks (so the proxy knows what
     /// to strip) and what it committed last, add the proxy's tracking, read the result.
     pub(super) async fn set_up(&mut self, primary: &mut impl OwnQueries) -> Result<(), Error> {
-        self.reset = false;
-        self.active = false;
-        // Unless the proxy tracks transactions itself (below), whatever the client asks for of
-        // them is its own, and passes.
-        self.filter.keep_transaction_state = true;
-        self.filter.keep_transaction_characteristics = true;
-        if !self.context.primary_tracks {
-            warn!("primary does not offer session tracking: every response is checked with a query of its own");
+        if !self.common.begin_set_up() {
             return Ok(());
         }
         // Not for a client with legacy EOF packets: its result sets cannot carry the state,
         // and inside a transaction MariaDB then flags every one of them as a state change,
         // each of which would cost a check.
-        self.snapshot_vars = self.context.snapshot_vars;
+        self.snapshot_vars = self.common.context.snapshot_vars;
         let (check, enable) = self.queries();
         let answers = primary.ask(&[check, enable, READ_BACK]).await?;
         let [mut probed, mut enabled, mut read_back] = three(answers);
@@ -158,7 +139,7 @@ impl Tracker {
         let checked = Check::from_row(&probed.row);
         self.take_quorum(&checked.quorum);
         self.client_list(&checked.list);
-        self.filter.keep_state_change = checked.state_change;
+        self.common.filter.keep_state_change = checked.state_change;
         if self.snapshot_vars {
             self.client_transaction_info(&checked.transaction_info);
         }
@@ -167,7 +148,7 @@ impl Tracker {
         if let Some(error) = probed.error.or(self.enabled(enabled, read_back)) {
             warn!(%error, "could not set up GTID tracking on the primary connection: every response is checked with a query of its own");
         }
-        self.snapshot_settings(&checked, self.active);
+        self.snapshot_settings(&checked, self.common.active);
         Ok(())
     }
 
@@ -175,11 +156,8 @@ impl Tracker {
     /// names `@strongsync_quorum` (its response is checked, since MariaDB reports no state
     /// change for an assignment inside a `SELECT`).
     pub(super) fn note_command(&mut self, payload: &[u8]) -> Option<CheckReason> {
+        self.common.note_reset(payload);
         match payload.split_first() {
-            Some((&COM_RESET_CONNECTION, _)) => {
-                self.reset = true;
-                None
-            }
             Some((&(COM_QUERY | COM_STMT_PREPARE), text)) => {
                 names_session_quorum(text).then_some(CheckReason::SessionQuorum)
             }
@@ -187,12 +165,8 @@ impl Tracker {
         }
     }
 
-    pub(super) fn take_reset(&mut self) -> bool {
-        std::mem::take(&mut self.reset)
-    }
-
     pub(super) fn checks_every_response(&self) -> Option<CheckReason> {
-        if !self.active {
+        if !self.common.active {
             Some(CheckReason::Untracked)
         } else if self.check_each {
             Some(CheckReason::DomainSwitch)
@@ -231,7 +205,7 @@ impl Tracker {
         if !ok.reports_only_routine_state() {
             news.check.get_or_insert(CheckReason::StateChange);
             if let Some(on) = state_change_set(ok) {
-                self.filter.keep_state_change = on;
+                self.common.filter.keep_state_change = on;
             }
             let switched =
                 variable_set(ok, SESSION_TRACK_TRANSACTION_INFO_VAR).filter(|_| self.snapshot_vars);
@@ -251,13 +225,13 @@ impl Tracker {
         reason: CheckReason,
         primary: &mut impl OwnQueries,
     ) -> Result<Checked, Error> {
-        let connection_id = self.context.connection_id;
-        self.context.metrics.tracking_checked(reason.label());
+        let connection_id = self.common.context.connection_id;
+        self.common.context.metrics.tracking_checked(reason.label());
         let answer = one(primary.ask(&[self.queries().0]).await?);
         let mut checked = Checked::default();
         if let Some(error) = answer.error {
             warn!(connection_id, %error, "could not read what the session committed after a response that may have committed");
-            self.active = false;
+            self.common.active = false;
             checked.unlearnt = Some(Unlearnt::Bound(Unresolved::BoundUnreadable { error }));
             return Ok(checked);
         }
@@ -275,21 +249,17 @@ impl Tracker {
         }
         self.take_in(&check);
         self.take_quorum(&check.quorum);
-        if check.intact(self.snapshot_vars) && self.context.primary_tracks {
-            self.active = true;
+        if check.intact(self.snapshot_vars) && self.common.context.primary_tracks {
+            self.common.active = true;
             self.snapshot_settings(&check, true);
             self.set_list = check.list;
             return Ok(checked);
         }
         debug!(connection_id, list = %String::from_utf8_lossy(&check.list), state_change = check.state_change, "session tracking was changed: putting it back");
-        self.context.metrics.tracking_restored.inc();
+        self.common.context.metrics.tracking_restored.inc();
         self.restore(primary).await?;
-        self.snapshot_settings(&check, self.active);
+        self.snapshot_settings(&check, self.common.active);
         Ok(checked)
-    }
-
-    pub(super) fn filter(&self) -> TrackingFilter {
-        self.filter
     }
 
     pub(super) fn quorum(&self) -> Option<usize> {
@@ -297,7 +267,7 @@ impl Tracker {
     }
 
     pub(super) fn snapshot_ready(&self) -> bool {
-        self.active && self.snapshot_ready
+        self.common.active && self.snapshot_ready
     }
 }
 
@@ -312,7 +282,7 @@ impl Tracker {
 
     /// Adds the proxy's tracking back to what the client's session has now.
     async fn restore(&mut self, primary: &mut impl OwnQueries) -> Result<(), Error> {
-        if !self.context.primary_tracks {
+        if !self.common.context.primary_tracks {
             return Ok(());
         }
         let [enabled, read_back] = two(primary.ask(&[self.queries().1, READ_BACK]).await?);
@@ -326,8 +296,8 @@ impl Tracker {
     /// Returns the error otherwise.
     fn enabled(&mut self, enabled: Answer, read_back: Answer) -> Option<String> {
         let error = enabled.error.or(read_back.error.clone());
-        self.active = error.is_none();
-        if self.active {
+        self.common.active = error.is_none();
+        if self.common.active {
             self.set_list = read_back.first_value();
         }
         error
@@ -366,7 +336,7 @@ impl Tracker {
             self.client_transaction_info(&checked.transaction_info);
         }
         if !checked.state_change {
-            self.filter.keep_state_change = false;
+            self.common.filter.keep_state_change = false;
         }
         self.check_each = checked.may_hide_next_commit(self.last);
     }
@@ -374,17 +344,18 @@ impl Tracker {
     /// The client's own `session_track_system_variables` is `list`: it sees the variables in
     /// it.
     fn client_list(&mut self, list: &[u8]) {
-        self.filter.keep_last_gtid = tracks(list, LAST_GTID);
-        self.filter.keep_state_change_var = tracks(list, SESSION_TRACK_STATE_CHANGE_VAR);
-        self.filter.keep_transaction_info_var = tracks(list, SESSION_TRACK_TRANSACTION_INFO_VAR);
+        self.common.filter.keep_last_gtid = tracks(list, LAST_GTID);
+        self.common.filter.keep_state_change_var = tracks(list, SESSION_TRACK_STATE_CHANGE_VAR);
+        self.common.filter.keep_transaction_info_var =
+            tracks(list, SESSION_TRACK_TRANSACTION_INFO_VAR);
     }
 
     /// The client's own `session_track_transaction_info` is `value`: it sees the items that
     /// value asks for.
     fn client_transaction_info(&mut self, value: &[u8]) {
         let characteristics = value.eq_ignore_ascii_case(CHARACTERISTICS);
-        self.filter.keep_transaction_characteristics = characteristics;
-        self.filter.keep_transaction_state =
+        self.common.filter.keep_transaction_characteristics = characteristics;
+        self.common.filter.keep_transaction_state =
             characteristics || value.eq_ignore_ascii_case(b"STATE");
     }
 
@@ -393,8 +364,8 @@ impl Tracker {
     /// commits wait. Both are counted, so that an operator sees sessions asking for what they
     /// do not get.
     fn take_quorum(&mut self, asked: &AskedQuorum) {
-        let connection_id = self.context.connection_id;
-        let metrics: &Metrics = &self.context.metrics;
+        let connection_id = self.common.context.connection_id;
+        let metrics: &Metrics = &self.common.context.metrics;
         let quorum = match asked {
             AskedQuorum::Unset => None,
             AskedQuorum::Count(n) => Some(*n),
@@ -405,7 +376,12 @@ impl Tracker {
             }
         };
         if quorum != self.quorum {
-            let applies = self.context.durability.config().session_quorum(quorum);
+            let applies = self
+                .common
+                .context
+                .durability
+                .config()
+                .session_quorum(quorum);
             match applies {
                 SessionQuorum::BelowFloor(_) => metrics.session_quorum_refused("below_floor"),
                 SessionQuorum::AboveMax(_) => metrics.session_quorum_refused("above_max"),

@@ -18,10 +18,12 @@ use std::future::Future;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
+use strongsync_proto::command::COM_RESET_CONNECTION;
 use strongsync_proto::gtid::{Gtid, GtidPosition};
 use strongsync_proto::handshake::ServerGreeting;
 use strongsync_proto::ok::{OkPacket, TrackingFilter};
 use strongsync_proto::ProtoError;
+use tracing::warn;
 
 use crate::commit::Unresolved;
 use crate::durability::Durability;
@@ -53,6 +55,18 @@ pub struct Answer {
     pub error: Option<String>,
     /// Its error code.
     pub code: Option<u16>,
+}
+
+/// What a session's tracker keeps whatever the flavour.
+#[derive(Debug)]
+struct Common {
+    context: TrackerContext,
+    /// What the client may see of the tracking data.
+    filter: TrackingFilter,
+    /// The primary is known to report this session's commits (MySQL: it was asked to).
+    active: bool,
+    /// `COM_RESET_CONNECTION` put every tracker back to the server's defaults.
+    reset: bool,
 }
 
 /// A session's GTID tracking on the primary leg, as its flavour does it.
@@ -216,10 +230,7 @@ impl Tracker {
     /// Whether the command just relayed reset the session's trackers (`COM_RESET_CONNECTION`):
     /// then they are set up again. Asked once per command.
     pub fn take_reset(&mut self) -> bool {
-        match self {
-            Tracker::MariaDb(t) => t.take_reset(),
-            Tracker::MySql(t) => t.take_reset(),
-        }
+        std::mem::take(&mut self.common_mut().reset)
     }
 
     /// Why every response must be checked now, if it must.
@@ -257,10 +268,7 @@ impl Tracker {
 
     /// What the client may see of the tracker data.
     pub fn filter(&self) -> TrackingFilter {
-        match self {
-            Tracker::MariaDb(t) => t.filter(),
-            Tracker::MySql(t) => t.filter(),
-        }
+        self.common().filter
     }
 
     /// The quorum the session asked for (`@strongsync_quorum`), as last read.
@@ -277,6 +285,59 @@ impl Tracker {
         match self {
             Tracker::MariaDb(t) => t.snapshot_ready(),
             Tracker::MySql(_) => false,
+        }
+    }
+}
+
+impl Tracker {
+    fn common(&self) -> &Common {
+        match self {
+            Tracker::MariaDb(t) => &t.common,
+            Tracker::MySql(t) => &t.common,
+        }
+    }
+
+    fn common_mut(&mut self) -> &mut Common {
+        match self {
+            Tracker::MariaDb(t) => &mut t.common,
+            Tracker::MySql(t) => &mut t.common,
+        }
+    }
+}
+
+// === impl Common ===
+
+impl Common {
+    fn new(context: TrackerContext) -> Self {
+        Common {
+            filter: TrackingFilter {
+                client_tracks: context.client_tracks,
+                ..TrackingFilter::default()
+            },
+            context,
+            active: false,
+            reset: false,
+        }
+    }
+
+    /// Starts a set-up: nothing is tracked until it works, and unless the proxy tracks
+    /// transactions itself, whatever the client asks for of them is its own, and passes. False
+    /// if the primary offers no session tracking: every response is then checked.
+    fn begin_set_up(&mut self) -> bool {
+        self.reset = false;
+        self.active = false;
+        self.filter.keep_transaction_state = true;
+        self.filter.keep_transaction_characteristics = true;
+        if !self.context.primary_tracks {
+            warn!("primary does not offer session tracking: every response is checked with a query of its own");
+        }
+        self.context.primary_tracks
+    }
+
+    /// Notes a command that resets the session's trackers behind the proxy's back.
+    fn note_reset(&mut self, payload: &[u8]) {
+        if payload.first() == Some(&COM_RESET_CONNECTION) {
+            self.reset = true;
         }
     }
 }

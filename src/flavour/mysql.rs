@@ -3,13 +3,12 @@
 //! passed on to strong sync, which does not follow them yet (released as unresolved). What a
 //! legacy EOF hides cannot be asked: MySQL has no `@@last_gtid`.
 
-use strongsync_proto::command::COM_RESET_CONNECTION;
 use strongsync_proto::gtid::{tracked_gtids, TrackedGtid};
-use strongsync_proto::ok::{OkPacket, TrackingFilter};
+use strongsync_proto::ok::OkPacket;
 use tracing::warn;
 
 use super::{
-    own_gtids, Answer, CheckReason, Checked, DumpSetup, OkNews, OwnQueries, TrackerContext,
+    own_gtids, Answer, CheckReason, Checked, Common, DumpSetup, OkNews, OwnQueries, TrackerContext,
     Unlearnt,
 };
 use crate::commit::Unresolved;
@@ -36,12 +35,8 @@ pub(super) fn dump_setup(_dump: &[u8], answer: &Answer) -> Result<DumpSetup, Rep
 /// A MySQL session's tracking.
 #[derive(Debug)]
 pub struct Tracker {
-    context: TrackerContext,
-    filter: TrackingFilter,
-    /// The proxy asked for the session's GTIDs (whether or not that worked).
-    active: bool,
-    /// `COM_RESET_CONNECTION` put every tracker back to the server's defaults.
-    reset: bool,
+    /// `active`: the proxy asked for the session's GTIDs (whether or not that worked).
+    pub(super) common: Common,
 }
 
 // === impl Tracker ===
@@ -49,24 +44,12 @@ pub struct Tracker {
 impl Tracker {
     pub(super) fn new(context: TrackerContext) -> Self {
         Tracker {
-            filter: TrackingFilter {
-                client_tracks: context.client_tracks,
-                ..TrackingFilter::default()
-            },
-            context,
-            active: false,
-            reset: false,
+            common: Common::new(context),
         }
     }
 
     pub(super) async fn set_up(&mut self, primary: &mut impl OwnQueries) -> Result<(), Error> {
-        self.reset = false;
-        self.active = false;
-        // Whatever the client asks for of its transactions is its own, and passes.
-        self.filter.keep_transaction_state = true;
-        self.filter.keep_transaction_characteristics = true;
-        if !self.context.primary_tracks {
-            warn!("primary does not offer session tracking: every response is checked with a query of its own");
+        if !self.common.begin_set_up() {
             return Ok(());
         }
         let mut answers = primary.ask(&[PROBE, ENABLE]).await?.into_iter();
@@ -76,9 +59,9 @@ impl Tracker {
         );
         let error = probed.error.clone().or(enabled.error);
         let tracked = probed.first_value();
-        self.filter.keep_gtids = !tracked.eq_ignore_ascii_case(b"OFF");
+        self.common.filter.keep_gtids = !tracked.eq_ignore_ascii_case(b"OFF");
         // Reported but not followed: nothing to check.
-        self.active = true;
+        self.common.active = true;
         if let Some(error) = error {
             warn!(%error, "could not enable GTID tracking on the primary connection");
         }
@@ -86,18 +69,12 @@ impl Tracker {
     }
 
     pub(super) fn note_command(&mut self, payload: &[u8]) -> Option<CheckReason> {
-        if payload.first() == Some(&COM_RESET_CONNECTION) {
-            self.reset = true;
-        }
+        self.common.note_reset(payload);
         None
     }
 
-    pub(super) fn take_reset(&mut self) -> bool {
-        std::mem::take(&mut self.reset)
-    }
-
     pub(super) fn checks_every_response(&self) -> Option<CheckReason> {
-        (!self.active).then_some(CheckReason::Untracked)
+        (!self.common.active).then_some(CheckReason::Untracked)
     }
 
     pub(super) fn on_ok(&mut self, ok: &OkPacket<'_>) -> OkNews {
@@ -118,15 +95,11 @@ impl Tracker {
 
     /// Nothing can be asked: whatever a legacy EOF hid stays unknown.
     pub(super) fn check(&mut self, reason: CheckReason) -> Result<Checked, Error> {
-        self.context.metrics.tracking_checked(reason.label());
+        self.common.context.metrics.tracking_checked(reason.label());
         Ok(Checked {
             committed: None,
             unlearnt: (reason == CheckReason::LegacyEof)
                 .then_some(Unlearnt::Unresolved(Unresolved::NotFollowed)),
         })
-    }
-
-    pub(super) fn filter(&self) -> TrackingFilter {
-        self.filter
     }
 }

@@ -192,15 +192,15 @@ fn the_clients_view_follows_what_it_set_itself() {
     };
     // Unchanged list, state change still on: the client's view stays.
     t.take_in(&checked("last_gtid,session_track_state_change", true));
-    assert!(!t.filter.keep_last_gtid && !t.filter.keep_state_change);
+    assert!(!t.common.filter.keep_last_gtid && !t.common.filter.keep_state_change);
     // The client set its own list, with last_gtid in it, and turned state changes on (which
     // relaying that statement's OK already took in).
-    t.filter.keep_state_change = true;
+    t.common.filter.keep_state_change = true;
     t.take_in(&checked("last_gtid", true));
-    assert!(t.filter.keep_last_gtid && t.filter.keep_state_change);
+    assert!(t.common.filter.keep_last_gtid && t.common.filter.keep_state_change);
     // It turned them off again.
     t.take_in(&checked("last_gtid", false));
-    assert!(!t.filter.keep_state_change);
+    assert!(!t.common.filter.keep_state_change);
 }
 
 #[test]
@@ -246,9 +246,11 @@ fn a_session_reads_only_its_snapshots_under_repeatable_read_with_snapshot_isolat
     let state = checked("STATE", "REPEATABLE-READ", "1");
     assert!(!state.intact(true));
     t.take_in(&state);
-    assert!(t.filter.keep_transaction_state && !t.filter.keep_transaction_characteristics);
+    assert!(
+        t.common.filter.keep_transaction_state && !t.common.filter.keep_transaction_characteristics
+    );
     t.take_in(&checked("OFF", "REPEATABLE-READ", "1"));
-    assert!(!t.filter.keep_transaction_state);
+    assert!(!t.common.filter.keep_transaction_state);
     // Without the snapshot variables (an older server) nothing is ever ready.
     let mut old = tracker();
     old.snapshot_settings(&ready, true);
@@ -312,10 +314,10 @@ async fn a_set_up_reads_the_clients_tracking_and_adds_the_proxys_in_one_round_tr
     assert_eq!(t.checks_every_response(), None, "tracking is on");
     assert_eq!(t.quorum(), Some(2));
     assert!(
-        !t.filter().keep_last_gtid,
+        !t.common.filter.keep_last_gtid,
         "the client's own list lacks last_gtid"
     );
-    assert!(t.filter().keep_state_change);
+    assert!(t.common.filter.keep_state_change);
     // The session's last commit is known: a late repeat of it is no news, the next one is.
     let repeat = ok_reporting("0-1-4");
     let repeat = OkPacket::parse(&repeat, true).unwrap();
@@ -386,7 +388,7 @@ async fn a_check_learns_an_unreported_commit_and_puts_back_what_the_client_took_
         [CHECK, ENABLE, READ_BACK],
         "tracking put back"
     );
-    assert_eq!(t.context.metrics.tracking_restored.get(), 1);
+    assert_eq!(t.common.context.metrics.tracking_restored.get(), 1);
     // The same commit read again is not a second one.
     let mut again = Scripted::answering([check_row(
         "0-1-5",
