@@ -230,12 +230,17 @@ impl Proxy {
             needs_restart.push("durability.visibility");
         }
         // Zones before the rule: a rule that needs new zones is checked against them.
-        match (old.topology(), applied.topology()) {
-            (Ok(before), Ok(topology)) if before != topology => {
-                info!(?topology, "replica zones and labels reloaded");
-                self.durability.set_topology(topology);
+        if old.replica != applied.replica
+            || old.durability.primary_zone != applied.durability.primary_zone
+        {
+            match applied.topology() {
+                Ok(topology) => {
+                    info!(?topology, "replica zones and labels reloaded");
+                    self.durability.set_topology(topology);
+                }
+                // A loaded configuration has been validated; one that was not keeps its zones.
+                Err(error) => warn!(%error, "replica zones and labels not reloaded"),
             }
-            _ => {}
         }
         if old.durability != applied.durability {
             info!(durability = ?applied.durability, "strong sync settings reloaded");

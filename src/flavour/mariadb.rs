@@ -119,19 +119,16 @@ impl Tracker {
         self.snapshot_vars = self.common.context.snapshot_vars;
         let (check, enable) = self.queries();
         let answers = primary.ask(&[check, enable, READ_BACK]).await?;
-        let [mut probed, mut enabled, mut read_back] = three(answers);
+        let [mut probed, mut enabled, mut read_back] = Answer::each(answers);
         if self.snapshot_vars && probed.code == Some(ER_UNKNOWN_SYSTEM_VARIABLE) {
             // A server before innodb_snapshot_isolation: every response is bounded one by one.
             // The setup runs before the client's first command (after a login, a reset or a
             // change of user), so its trackers were the server's defaults: put them back and
             // set up again without the transaction tracking.
             self.snapshot_vars = false;
-            let mut answers = primary
-                .ask(&[DEFAULTS, CHECK, ENABLE, READ_BACK])
-                .await?
-                .into_iter();
-            let defaults = answers.next().unwrap_or_default();
-            [probed, enabled, read_back] = three(answers.collect());
+            let answers = primary.ask(&[DEFAULTS, CHECK, ENABLE, READ_BACK]).await?;
+            let defaults: Answer;
+            [defaults, probed, enabled, read_back] = Answer::each(answers);
             if let Some(error) = defaults.error {
                 probed.error.get_or_insert(error);
             }
@@ -227,7 +224,7 @@ impl Tracker {
     ) -> Result<Checked, Error> {
         let connection_id = self.common.context.connection_id;
         self.common.context.metrics.tracking_checked(reason.label());
-        let answer = one(primary.ask(&[self.queries().0]).await?);
+        let [answer] = Answer::each(primary.ask(&[self.queries().0]).await?);
         let mut checked = Checked::default();
         if let Some(error) = answer.error {
             warn!(connection_id, %error, "could not read what the session committed after a response that may have committed");
@@ -285,7 +282,7 @@ impl Tracker {
         if !self.common.context.primary_tracks {
             return Ok(());
         }
-        let [enabled, read_back] = two(primary.ask(&[self.queries().1, READ_BACK]).await?);
+        let [enabled, read_back] = Answer::each(primary.ask(&[self.queries().1, READ_BACK]).await?);
         if let Some(error) = self.enabled(enabled, read_back) {
             warn!(%error, "could not put GTID tracking back on the primary connection");
         }
@@ -419,23 +416,6 @@ fn variable_set<'a>(ok: &OkPacket<'a>, name: &[u8]) -> Option<&'a [u8]> {
         .filter(|(n, _)| n.eq_ignore_ascii_case(name))
         .map(|(_, value)| value)
         .last()
-}
-
-/// The one answer to a single query.
-fn one(answers: Vec<Answer>) -> Answer {
-    answers.into_iter().next().unwrap_or_default()
-}
-
-/// The answers to two pipelined queries.
-fn two(answers: Vec<Answer>) -> [Answer; 2] {
-    let mut answers = answers.into_iter();
-    [(); 2].map(|()| answers.next().unwrap_or_default())
-}
-
-/// The answers to three pipelined queries.
-fn three(answers: Vec<Answer>) -> [Answer; 3] {
-    let mut answers = answers.into_iter();
-    [(); 3].map(|()| answers.next().unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -345,6 +345,13 @@ impl Common {
 // === impl Answer ===
 
 impl Answer {
+    /// The answers to `N` queries sent together, in order (an empty one for any that did not
+    /// come: [`OwnQueries::ask`] reads one per query).
+    pub fn each<const N: usize>(answers: Vec<Answer>) -> [Answer; N] {
+        let mut answers = answers.into_iter();
+        [(); N].map(|()| answers.next().unwrap_or_default())
+    }
+
     /// The first value of the first row (empty for NULL or no row).
     pub fn first_value(self) -> Vec<u8> {
         self.row.into_iter().next().flatten().unwrap_or_default()

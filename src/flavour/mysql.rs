@@ -52,11 +52,7 @@ impl Tracker {
         if !self.common.begin_set_up() {
             return Ok(());
         }
-        let mut answers = primary.ask(&[PROBE, ENABLE]).await?.into_iter();
-        let (probed, enabled) = (
-            answers.next().unwrap_or_default(),
-            answers.next().unwrap_or_default(),
-        );
+        let [probed, enabled] = Answer::each(primary.ask(&[PROBE, ENABLE]).await?);
         let error = probed.error.clone().or(enabled.error);
         let tracked = probed.first_value();
         self.common.filter.keep_gtids = !tracked.eq_ignore_ascii_case(b"OFF");

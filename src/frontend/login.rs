@@ -243,13 +243,11 @@ impl Login {
             self.client_caps
                 .contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
         );
-        self.client_ext_caps = parsed
-            .mariadb_capabilities
-            .map(capabilities::requested_from_primary_mariadb);
         let caps = capabilities::requested_from_primary(parsed.capabilities, false);
         let ext = parsed
             .mariadb_capabilities
             .map(capabilities::requested_from_primary_mariadb);
+        self.client_ext_caps = ext;
         ClientResponse::set_capabilities(&mut payload, caps, ext);
         let seq = self.legs.next_primary_seq();
         self.legs.primary().write_packet(seq, &payload);

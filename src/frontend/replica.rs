@@ -18,7 +18,7 @@ use tracing::{debug, info};
 
 use super::legs::Legs;
 use crate::error::{Error, ReplicaSetupError};
-use crate::flavour::{Flavour, OwnQueries};
+use crate::flavour::{Answer, Flavour, OwnQueries};
 use crate::metrics::Metrics;
 
 /// A replica's setup, as far as the proxy cares.
@@ -121,12 +121,7 @@ impl ReplicaSetup {
         metrics: &Metrics,
     ) -> Result<Option<AcceptedDump>, Error> {
         let server_id = dump_server_id(dump.payload());
-        let answer = legs
-            .ask(&[flavour.dump_query()])
-            .await?
-            .into_iter()
-            .next()
-            .unwrap_or_default();
+        let [answer] = Answer::each(legs.ask(&[flavour.dump_query()]).await?);
         let setup = match flavour.dump_setup(dump.payload(), &answer) {
             Ok(setup) => setup,
             Err(why) => {

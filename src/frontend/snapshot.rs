@@ -16,9 +16,8 @@ use strongsync_proto::command::{
     COM_CHANGE_USER, COM_QUERY, COM_RESET_CONNECTION, COM_STMT_CLOSE, COM_STMT_EXECUTE,
     COM_STMT_PREPARE,
 };
-use strongsync_proto::snapshot::{self, Start};
-
 use strongsync_proto::gtid::GtidPosition;
+use strongsync_proto::snapshot::{self, Start};
 
 use super::commits::ResponseCommits;
 use crate::durability::{Durability, QuorumRule};
