@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde::Serialize;
+use strongsync_proto::gtid::Domain;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -93,10 +94,18 @@ struct NotCandidate {
 
 #[derive(Debug, Serialize)]
 struct DomainReleases {
-    domain: u32,
+    domain: DomainName,
     first: String,
     last: String,
     count: u64,
+}
+
+/// A MariaDB domain as its number, a MySQL source as its `uuid[:tag]`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum DomainName {
+    Maria(u32),
+    MySql(String),
 }
 
 #[derive(Debug, Serialize)]
@@ -230,7 +239,10 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
             .released_without_quorum
             .ranges()
             .map(|range| DomainReleases {
-                domain: range.last.domain,
+                domain: match range.last.domain {
+                    Domain::Maria(domain) => DomainName::Maria(domain),
+                    Domain::MySql(source) => DomainName::MySql(source.to_string()),
+                },
                 first: range.first.to_string(),
                 last: range.last.to_string(),
                 count: range.count,

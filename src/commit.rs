@@ -56,8 +56,12 @@ pub enum Unresolved {
         /// What it answered.
         error: String,
     },
-    /// The GTIDs are of a kind strong sync does not follow (a MySQL primary).
-    NotFollowed,
+    /// The primary did not report what the response committed, and cannot be asked (MySQL
+    /// has no `@@last_gtid`), for this reason.
+    Unreported {
+        /// Why it went unreported.
+        why: &'static str,
+    },
     /// `visibility = "quorum"`: the probe could not read the primary's binlog position within
     /// `ack_timeout`, so what the response may reveal is not known.
     ReadUnbounded {
@@ -133,7 +137,10 @@ impl fmt::Display for Unresolved {
             Unresolved::BoundUnreadable { error } => {
                 write!(f, "the primary would not say what the session committed: {error}")
             }
-            Unresolved::NotFollowed => f.write_str("GTIDs of a MySQL primary are not followed"),
+            Unresolved::Unreported { why } => write!(
+                f,
+                "the primary did not report what the session committed ({why}) and cannot be asked"
+            ),
             Unresolved::ReadUnbounded { error } => write!(
                 f,
                 "the probe could not read the primary's binlog position to bound the response: {error}"

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use strongsync_proto::gtid::{Gtid, MariaGtid};
+use strongsync_proto::gtid::{Domain, Gtid};
 use support::mariadb::{timed, Deadline, MariaDb, MariaDbOptions, APP_USER};
 use support::proxy::TestProxy;
 use support::sysbench::{PsMode, Sysbench, SysbenchReport};
@@ -22,18 +22,18 @@ struct Before {
     /// Commits the recorder held.
     recorded: usize,
     /// `@@gtid_binlog_pos`, as one GTID (`None` while the binlog has none).
-    binlog: Option<MariaGtid>,
+    binlog: Option<Gtid>,
     com_stmt_execute: u64,
 }
 
 /// What a command did, measured on the primary and in the recorder.
 struct Effect {
     /// GTIDs the sessions reported, in order.
-    reported: Vec<MariaGtid>,
+    reported: Vec<Gtid>,
     /// Reports that could not name their GTID, or were not MariaDB GTIDs.
     bad_reports: Vec<String>,
     /// The GTIDs the primary's binlog gained (from its position before and after).
-    logged: Vec<MariaGtid>,
+    logged: Vec<Gtid>,
     com_stmt_execute: u64,
 }
 
@@ -74,9 +74,9 @@ fn effect(primary: &MariaDb, proxy: &TestProxy, before: &Before) -> Result<Effec
             bad_reports.push(format!("unresolved: {commit:?}"));
         }
         for gtid in &commit.gtids {
-            match gtid {
-                Gtid::Maria(gtid) => reported.push(*gtid),
-                Gtid::MySql(text) => bad_reports.push(format!("MySQL GTID {text:?}")),
+            match gtid.domain {
+                Domain::Maria(_) => reported.push(*gtid),
+                Domain::MySql(_) => bad_reports.push(format!("MySQL GTID {gtid}")),
             }
         }
     }
@@ -89,7 +89,7 @@ fn effect(primary: &MariaDb, proxy: &TestProxy, before: &Before) -> Result<Effec
         (b, Some(a)) => {
             let first = b.map_or(1, |b| b.seq_no + 1);
             (first..=a.seq_no)
-                .map(|seq_no| MariaGtid { seq_no, ..a })
+                .map(|seq_no| Gtid { seq_no, ..a })
                 .collect()
         }
     };
@@ -110,7 +110,7 @@ impl Effect {
                 self.bad_reports
             ));
         }
-        let distinct: BTreeSet<MariaGtid> = self.reported.iter().copied().collect();
+        let distinct: BTreeSet<Gtid> = self.reported.iter().copied().collect();
         if distinct.len() != self.reported.len() {
             fails.push(format!(
                 "{what}: {} GTID reports but only {} distinct GTIDs",
@@ -118,7 +118,7 @@ impl Effect {
                 distinct.len()
             ));
         }
-        let logged: BTreeSet<MariaGtid> = self.logged.iter().copied().collect();
+        let logged: BTreeSet<Gtid> = self.logged.iter().copied().collect();
         if distinct != logged {
             fails.push(format!(
                 "{what}: reported GTIDs differ from the binlog's advance ({} logged, {} \
@@ -132,16 +132,16 @@ impl Effect {
     }
 }
 
-fn first_few<'a>(gtids: impl Iterator<Item = &'a MariaGtid>) -> Vec<String> {
+fn first_few<'a>(gtids: impl Iterator<Item = &'a Gtid>) -> Vec<String> {
     gtids.take(10).map(ToString::to_string).collect()
 }
 
-fn binlog_pos(primary: &MariaDb) -> Option<MariaGtid> {
+fn binlog_pos(primary: &MariaDb) -> Option<Gtid> {
     let pos = primary.gtid_binlog_pos();
     if pos.is_empty() {
         return None;
     }
-    Some(MariaGtid::parse(pos.as_bytes()).unwrap_or_else(|e| {
+    Some(Gtid::parse(pos.as_bytes()).unwrap_or_else(|e| {
         panic!("gtid_binlog_pos {pos:?} is not a single GTID (one domain expected): {e}")
     }))
 }

@@ -6,10 +6,22 @@
 //! is flagged standalone (DDL, `XA COMMIT`/`XA ROLLBACK`), otherwise at an XID event, an
 //! XA_PREPARE event, or a QUERY event whose text is `COMMIT` or `ROLLBACK` (non-transactional
 //! engines) — the rule MariaDB's own I/O thread uses to decide a whole group was received.
+//!
+//! A MySQL transaction starts with a GTID event (tagged from 8.4, anonymous without GTIDs)
+//! that says how long the whole transaction is (8.0.2 on): it ends at the event that ends
+//! there, whatever it is (XID, QUERY `COMMIT`, a DDL's QUERY, XA_PREPARE, `XA COMMIT`, a
+//! TRANSACTION_PAYLOAD holding a compressed transaction). Without a length, MySQL's own
+//! boundary rule applies: a QUERY that is not `BEGIN` or `XA START` ends a transaction that
+//! did not begin with one, and XID, XA_PREPARE and a QUERY `COMMIT`, `ROLLBACK`, `XA COMMIT`
+//! or `XA ROLLBACK` end one that did.
 
 use bytes::BufMut;
+use mysql_common::binlog::events::{FormatDescriptionEvent, GtidEvent};
+use mysql_common::binlog::{consts::BinlogVersion, BinlogCtx};
+use mysql_common::io::ParseBuf;
+use mysql_common::proto::MyDeserialize;
 
-use crate::gtid::MariaGtid;
+use crate::gtid::{Gtid, SourceId};
 use crate::position::{file_seq, Position};
 use crate::wire::Reader;
 use crate::ProtoError;
@@ -33,6 +45,17 @@ pub const INCIDENT_EVENT: u8 = 26;
 pub const HEARTBEAT_EVENT: u8 = 27;
 /// XA_PREPARE_LOG_EVENT.
 pub const XA_PREPARE_EVENT: u8 = 38;
+/// MySQL GTID_LOG_EVENT.
+pub const MYSQL_GTID_EVENT: u8 = 33;
+/// MySQL ANONYMOUS_GTID_LOG_EVENT (`gtid_mode = OFF`).
+pub const MYSQL_ANONYMOUS_GTID_EVENT: u8 = 34;
+/// MySQL TRANSACTION_PAYLOAD_EVENT: a transaction compressed whole
+/// (`binlog_transaction_compression = ON`).
+pub const TRANSACTION_PAYLOAD_EVENT: u8 = 40;
+/// MySQL HEARTBEAT_LOG_EVENT_V2 (8.0.26 on).
+pub const HEARTBEAT_V2_EVENT: u8 = 41;
+/// MySQL GTID_TAGGED_LOG_EVENT (8.4 on).
+pub const MYSQL_TAGGED_GTID_EVENT: u8 = 42;
 /// MariaDB GTID_EVENT.
 pub const GTID_EVENT: u8 = 162;
 /// MariaDB QUERY_COMPRESSED_EVENT.
@@ -76,8 +99,16 @@ pub struct StreamTracker {
 
 #[derive(Debug, Clone, Copy)]
 struct OpenGroup {
-    gtid: MariaGtid,
+    /// None for a MySQL anonymous transaction, or one whose source the table of sources
+    /// could not take.
+    gtid: Option<Gtid>,
+    /// MariaDB: one statement, no XID.
     standalone: bool,
+    /// MySQL: the offset the transaction ends at, from its length.
+    ends_at: Option<u64>,
+    /// MySQL without a length: a `BEGIN` or `XA START` opened it.
+    begun: bool,
+    mysql: bool,
 }
 
 /// What one event tells the proxy.
@@ -91,7 +122,7 @@ pub struct EventSeen {
     /// True if the event ends a transaction: the one a semisync replica is asked to ACK.
     pub ends_transaction: bool,
     /// The GTID of the transaction this event ends, if it started with a GTID event.
-    pub gtid: Option<MariaGtid>,
+    pub gtid: Option<Gtid>,
 }
 
 // === impl EventHeader ===
@@ -160,11 +191,11 @@ impl StreamTracker {
         let header = EventHeader::parse(event)?;
         let whole = event.len() >= header.event_size as usize;
         // Where the event ends, in the file it belongs to (a ROTATE ends the file it is in).
-        let end = (header.log_pos != 0 && header.kind != HEARTBEAT_EVENT && self.file.is_some())
-            .then_some(Position {
-                file_seq: self.file_seq,
-                offset: u64::from(header.log_pos),
-            });
+        let heartbeat = matches!(header.kind, HEARTBEAT_EVENT | HEARTBEAT_V2_EVENT);
+        let end = (header.log_pos != 0 && !heartbeat && self.file.is_some()).then_some(Position {
+            file_seq: self.file_seq,
+            offset: u64::from(header.log_pos),
+        });
         let mut ends_transaction = false;
         let mut gtid = None;
         match header.kind {
@@ -181,29 +212,49 @@ impl StreamTracker {
                 let domain = r.u32("GTID domain")?;
                 let flags2 = r.u8("GTID flags")?;
                 self.group = Some(OpenGroup {
-                    gtid: MariaGtid {
-                        domain,
-                        server_id: header.server_id,
-                        seq_no,
-                    },
+                    gtid: Some(Gtid::maria(domain, header.server_id, seq_no)),
                     standalone: flags2 & FL_STANDALONE != 0,
+                    ends_at: None,
+                    begun: false,
+                    mysql: false,
                 });
             }
-            XID_EVENT | XA_PREPARE_EVENT | INCIDENT_EVENT => ends_transaction = true,
+            MYSQL_GTID_EVENT | MYSQL_ANONYMOUS_GTID_EVENT | MYSQL_TAGGED_GTID_EVENT => {
+                self.group = Some(self.mysql_group(event, &header)?);
+            }
+            XID_EVENT | XA_PREPARE_EVENT | INCIDENT_EVENT | TRANSACTION_PAYLOAD_EVENT => {
+                ends_transaction = true;
+            }
             QUERY_EVENT | QUERY_COMPRESSED_EVENT => {
                 ends_transaction = match self.group {
                     Some(group) if group.standalone => true,
+                    Some(group) if group.mysql && whole => {
+                        let query = self.query_text(event, &header)?;
+                        if !group.begun && opens_transaction(query) {
+                            if let Some(open) = &mut self.group {
+                                open.begun = true;
+                            }
+                            false
+                        } else {
+                            !group.begun || ends_mysql_transaction(query)
+                        }
+                    }
                     _ => {
                         header.kind == QUERY_EVENT
                             && whole
-                            && self.is_commit_query(event, &header)?
+                            && is_commit(self.query_text(event, &header)?)
                     }
                 };
             }
             _ => {}
         }
+        // A MySQL transaction whose length is known ends exactly where that says, and only
+        // there.
+        if let (Some(at), Some(end)) = (self.group.and_then(|g| g.ends_at), end) {
+            ends_transaction = end.offset == at;
+        }
         if ends_transaction {
-            gtid = self.group.take().map(|g| g.gtid);
+            gtid = self.group.take().and_then(|g| g.gtid);
         }
         if let Some(end) = end.filter(|_| header.kind != ROTATE_EVENT) {
             self.offset = end.offset;
@@ -230,9 +281,42 @@ impl StreamTracker {
         Ok(())
     }
 
-    /// `COMMIT` or `ROLLBACK` as the whole query text of a QUERY event: it ends a transaction
-    /// of a non-transactional engine.
-    fn is_commit_query(&self, event: &[u8], header: &EventHeader) -> Result<bool, ProtoError> {
+    /// A MySQL GTID event (plain, tagged or anonymous) opens a transaction, and says how long
+    /// it is.
+    fn mysql_group(&self, event: &[u8], header: &EventHeader) -> Result<OpenGroup, ProtoError> {
+        let body = self.body(event, header)?;
+        let fde = FormatDescriptionEvent::new(BinlogVersion::Version4);
+        let ctx = BinlogCtx::new(header.event_size as usize, &fde, header.kind);
+        let parsed = GtidEvent::deserialize(ctx, &mut ParseBuf(body)).map_err(|_| {
+            ProtoError::Malformed {
+                what: "MySQL GTID event",
+            }
+        })?;
+        let gtid = (header.kind != MYSQL_ANONYMOUS_GTID_EVENT)
+            .then(|| {
+                let tag = parsed.tag().map(|t| t.as_str());
+                SourceId::intern(parsed.sid(), tag).map(|source| Gtid::mysql(source, parsed.gno()))
+            })
+            .flatten();
+        let start = u64::from(header.log_pos).checked_sub(u64::from(header.event_size));
+        let ends_at = start
+            .filter(|_| parsed.tx_length() > 0 && header.log_pos != 0)
+            .map(|start| start + parsed.tx_length());
+        Ok(OpenGroup {
+            gtid,
+            standalone: false,
+            ends_at,
+            begun: false,
+            mysql: true,
+        })
+    }
+
+    /// The query text of a QUERY event.
+    fn query_text<'a>(
+        &self,
+        event: &'a [u8],
+        header: &EventHeader,
+    ) -> Result<&'a [u8], ProtoError> {
         let body = self.body(event, header)?;
         let mut r = Reader::new(body);
         r.take(4 + 4, "QUERY thread id and time")?;
@@ -240,8 +324,7 @@ impl StreamTracker {
         r.take(2, "QUERY error code")?;
         let status_len = usize::from(r.u16("QUERY status length")?);
         r.take(status_len + db_len + 1, "QUERY status and schema")?;
-        let query = r.rest();
-        Ok(query.eq_ignore_ascii_case(b"COMMIT") || query.eq_ignore_ascii_case(b"ROLLBACK"))
+        Ok(r.rest())
     }
 
     /// The event body: after the header, before the checksum (if any).
@@ -261,6 +344,30 @@ impl StreamTracker {
                 what: "binlog event body",
             })
     }
+}
+
+/// `COMMIT` or `ROLLBACK` as the whole query text: it ends a transaction of a
+/// non-transactional engine.
+fn is_commit(query: &[u8]) -> bool {
+    query.eq_ignore_ascii_case(b"COMMIT") || query.eq_ignore_ascii_case(b"ROLLBACK")
+}
+
+/// A MySQL query that starts a transaction's body rather than being all of it.
+fn opens_transaction(query: &[u8]) -> bool {
+    query.eq_ignore_ascii_case(b"BEGIN") || starts_with_words(query, b"XA START")
+}
+
+/// A MySQL query that ends a transaction begun with `BEGIN` or `XA START`.
+fn ends_mysql_transaction(query: &[u8]) -> bool {
+    is_commit(query)
+        || starts_with_words(query, b"XA COMMIT")
+        || starts_with_words(query, b"XA ROLLBACK")
+}
+
+fn starts_with_words(query: &[u8], words: &[u8]) -> bool {
+    query
+        .get(..words.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(words))
 }
 
 /// True if the last four bytes of `event` are the CRC32 of the rest.

@@ -27,6 +27,7 @@ pub mod binlog;
 pub mod capabilities;
 pub mod command;
 pub mod compress;
+pub mod dump_gtid;
 pub mod error;
 pub mod gtid;
 pub mod handshake;

@@ -39,6 +39,10 @@ pub const SESSION_TRACK_TRANSACTION_STATE: u8 = 0x05;
 pub const LAST_GTID: &[u8] = b"last_gtid";
 /// Name of the session variable that switches `SESSION_TRACK_STATE_CHANGE` items on.
 pub const SESSION_TRACK_STATE_CHANGE_VAR: &[u8] = b"session_track_state_change";
+/// MySQL's variable that switches its GTID reports (`OFF`, `OWN_GTID`, `ALL_GTIDS`).
+pub const SESSION_TRACK_GTIDS_VAR: &[u8] = b"session_track_gtids";
+/// The variable that lists the tracked variables.
+pub const SESSION_TRACK_SYSTEM_VARIABLES_VAR: &[u8] = b"session_track_system_variables";
 /// Name of the session variable that switches the transaction items on.
 pub const SESSION_TRACK_TRANSACTION_INFO_VAR: &[u8] = b"session_track_transaction_info";
 
@@ -99,6 +103,12 @@ pub struct TrackingFilter {
     /// The client's own `session_track_system_variables` includes
     /// `session_track_transaction_info` (or `*`).
     pub keep_transaction_info_var: bool,
+    /// The client's own `session_track_system_variables` includes `session_track_gtids` (or
+    /// `*`).
+    pub keep_gtids_var: bool,
+    /// The client's own `session_track_system_variables` includes
+    /// `session_track_system_variables` (or `*`).
+    pub keep_list_var: bool,
     /// The client's own `session_track_transaction_info` is `STATE` or `CHARACTERISTICS`.
     pub keep_transaction_state: bool,
     /// The client's own `session_track_transaction_info` is `CHARACTERISTICS`.
@@ -213,8 +223,8 @@ impl<'a> OkPacket<'a> {
 
     /// True if the state block reports nothing but the session's last GTID and its
     /// transaction's state: at least one item, every item a system-variables item naming only
-    /// `last_gtid` or a transaction-info item. What a commit, a `BEGIN` or any statement that
-    /// only moves the transaction along makes MariaDB send; anything else (another variable, a
+    /// `last_gtid`, a MySQL GTIDs item, or a transaction-info item. What a commit, a `BEGIN` or
+    /// any statement that only moves the transaction along makes the server send; anything else (another variable, a
     /// state-change item, an empty block under `SERVER_SESSION_STATE_CHANGED`, an item that does
     /// not parse) says something else about the session changed.
     pub fn reports_only_routine_state(&self) -> bool {
@@ -222,9 +232,9 @@ impl<'a> OkPacket<'a> {
         items.peek().is_some()
             && items.all(|item| {
                 item.is_ok_and(|item| match item.kind {
-                    SESSION_TRACK_TRANSACTION_STATE | SESSION_TRACK_TRANSACTION_CHARACTERISTICS => {
-                        true
-                    }
+                    SESSION_TRACK_TRANSACTION_STATE
+                    | SESSION_TRACK_TRANSACTION_CHARACTERISTICS
+                    | SESSION_TRACK_GTIDS => true,
                     SESSION_TRACK_SYSTEM_VARIABLES => {
                         let mut vars = item.variables().peekable();
                         vars.peek().is_some()
@@ -359,6 +369,9 @@ impl<'a> StateItem<'a> {
                 && name.eq_ignore_ascii_case(SESSION_TRACK_STATE_CHANGE_VAR))
             || (!filter.keep_transaction_info_var
                 && name.eq_ignore_ascii_case(SESSION_TRACK_TRANSACTION_INFO_VAR))
+            || (!filter.keep_gtids_var && name.eq_ignore_ascii_case(SESSION_TRACK_GTIDS_VAR))
+            || (!filter.keep_list_var
+                && name.eq_ignore_ascii_case(SESSION_TRACK_SYSTEM_VARIABLES_VAR))
     }
 
     fn dropped_by(&self, filter: TrackingFilter) -> Kept {

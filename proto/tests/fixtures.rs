@@ -10,7 +10,7 @@ use std::fs;
 use bytes::BytesMut;
 use strongsync_proto::capabilities::{CapabilityFlags, StatusFlags};
 use strongsync_proto::command::COM_CHANGE_USER;
-use strongsync_proto::gtid::{tracked_gtids, MariaGtid, TrackedGtid};
+use strongsync_proto::gtid::{tracked_gtids, Gtid, TrackedGtid};
 use strongsync_proto::handshake::{ClientResponse, ServerGreeting};
 use strongsync_proto::ok::{EofPacket, OkPacket};
 use strongsync_proto::packet::{put_header, Packet, PacketDecoder};
@@ -187,8 +187,8 @@ fn xa_prepare_and_commit_report_consecutive_gtids() {
             .flat_map(|(i, e)| replay(name, i, e, capture.caps).gtids)
             .collect();
         assert_eq!(gtids.len(), 2, "{name}");
-        let prepare: MariaGtid = gtids[0].parse().unwrap();
-        let commit: MariaGtid = gtids[1].parse().unwrap();
+        let prepare: Gtid = gtids[0].parse().unwrap();
+        let commit: Gtid = gtids[1].parse().unwrap();
         assert_eq!(commit.seq_no, prepare.seq_no + 1, "{name}: {gtids:?}");
         assert_eq!(commit.domain, prepare.domain);
     }

@@ -6,15 +6,15 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::gtid::{Domain, Gtid};
 
 /// The GTIDs of one domain released without quorum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DomainRange {
     /// The oldest (lowest sequence number).
-    pub first: MariaGtid,
+    pub first: Gtid,
     /// The newest.
-    pub last: MariaGtid,
+    pub last: Gtid,
     /// How many transactions.
     pub count: u64,
 }
@@ -22,14 +22,14 @@ pub struct DomainRange {
 /// Releases without quorum, by domain.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReleasedWithoutQuorum {
-    domains: BTreeMap<u32, DomainRange>,
+    domains: BTreeMap<Domain, DomainRange>,
 }
 
 // === impl ReleasedWithoutQuorum ===
 
 impl ReleasedWithoutQuorum {
     /// Records transactions released without their quorum.
-    pub fn record(&mut self, gtids: &[MariaGtid]) {
+    pub fn record(&mut self, gtids: &[Gtid]) {
         for gtid in gtids {
             self.domains
                 .entry(gtid.domain)
@@ -51,7 +51,7 @@ impl ReleasedWithoutQuorum {
     }
 
     /// The newest GTID of each domain: holding these holds them all.
-    pub fn newest(&self) -> impl Iterator<Item = &MariaGtid> {
+    pub fn newest(&self) -> impl Iterator<Item = &Gtid> {
         self.domains.values().map(|range| &range.last)
     }
 
@@ -98,7 +98,7 @@ impl fmt::Display for DomainRange {
 mod tests {
     use super::*;
 
-    fn g(text: &str) -> MariaGtid {
+    fn g(text: &str) -> Gtid {
         text.parse().unwrap()
     }
 

@@ -1,30 +1,34 @@
 //! GTID → binlog position, learnt from the events relayed to replicas: where each transaction
 //! ends. Bounded: entries the quorum has passed are dropped, and past the capacity the oldest
-//! go; what is dropped is remembered per replication domain as a bound (any GTID up to that
-//! sequence number ends at or before that position), which is all a waiter needs.
+//! go; what is dropped is remembered per domain as a floor (every GTID whose number the floor
+//! holds ends at or before its position), which is all a waiter needs.
 //!
-//! The bound relies on sequence numbers growing in binlog order within a domain, which is how a
-//! primary assigns them (and what `gtid_strict_mode` enforces).
+//! A floor holds the numbers of the entries it took, as intervals, not everything below the
+//! highest: a primary hands numbers out in binlog order within a domain, but a MySQL client
+//! that gives `gtid_next` by hand (or MariaDB without `gtid_strict_mode`) can commit a number
+//! beyond the next free one, and the numbers skipped come later in the binlog. Those are then
+//! not mistaken for relayed. In the usual case a floor is one interval.
 
 use std::collections::{HashMap, VecDeque};
 
-use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::gtid::{Domain, Gtid, SeqSet};
 use strongsync_proto::position::Position;
 
 /// The index.
 #[derive(Debug)]
 pub struct GtidIndex {
-    exact: HashMap<MariaGtid, Position>,
+    exact: HashMap<Gtid, Position>,
     /// Entries in the order they were learnt (binlog order), for pruning.
-    order: VecDeque<(MariaGtid, Position)>,
-    /// Per domain: every GTID up to `seq_no` not in `exact` ends at or before `position`.
-    floors: HashMap<u32, Floor>,
+    order: VecDeque<(Gtid, Position)>,
+    /// Per domain: every GTID with a number in `seqs` and not in `exact` ends at or before
+    /// `position`.
+    floors: HashMap<Domain, Floor>,
     capacity: usize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Floor {
-    seq_no: u64,
+    seqs: SeqSet,
     position: Position,
 }
 
@@ -64,7 +68,7 @@ impl GtidIndex {
 
     /// Records where `gtid` ends. The first replica to relay a transaction decides; a GTID
     /// already covered by a floor is ignored.
-    pub fn insert(&mut self, gtid: MariaGtid, position: Position) {
+    pub fn insert(&mut self, gtid: Gtid, position: Position) {
         if self.floor_covers(&gtid) || self.exact.contains_key(&gtid) {
             return;
         }
@@ -76,12 +80,12 @@ impl GtidIndex {
     }
 
     /// Where `gtid` ends, as far as the index knows.
-    pub fn lookup(&self, gtid: &MariaGtid) -> Lookup {
+    pub fn lookup(&self, gtid: &Gtid) -> Lookup {
         if let Some(position) = self.exact.get(gtid) {
             return Lookup::Exact(*position);
         }
         match self.floors.get(&gtid.domain) {
-            Some(floor) if gtid.seq_no <= floor.seq_no => Lookup::AtMost(floor.position),
+            Some(floor) if floor.seqs.contains(gtid.seq_no) => Lookup::AtMost(floor.position),
             _ => Lookup::Unknown,
         }
     }
@@ -100,17 +104,19 @@ impl GtidIndex {
         };
         self.exact.remove(&gtid);
         let floor = self.floors.entry(gtid.domain).or_insert(Floor {
-            seq_no: 0,
+            seqs: SeqSet::default(),
             position,
         });
-        floor.seq_no = floor.seq_no.max(gtid.seq_no);
+        // A MariaDB GTID of another server may share its number: the floor bounds them both,
+        // as the exact entries bounded either.
+        floor.seqs.insert(gtid.seq_no);
         floor.position = floor.position.max(position);
     }
 
-    fn floor_covers(&self, gtid: &MariaGtid) -> bool {
+    fn floor_covers(&self, gtid: &Gtid) -> bool {
         self.floors
             .get(&gtid.domain)
-            .is_some_and(|floor| gtid.seq_no <= floor.seq_no)
+            .is_some_and(|floor| floor.seqs.contains(gtid.seq_no))
     }
 }
 
@@ -120,12 +126,8 @@ mod tests {
 
     use super::*;
 
-    fn g(domain: u32, seq_no: u64) -> MariaGtid {
-        MariaGtid {
-            domain,
-            server_id: 1,
-            seq_no,
-        }
+    fn g(domain: u32, seq_no: u64) -> Gtid {
+        Gtid::maria(domain, 1, seq_no)
     }
 
     fn p(offset: u64) -> Position {
@@ -166,6 +168,23 @@ mod tests {
         assert_eq!(index.len(), 2);
         assert_eq!(index.lookup(&g(0, 2)), Lookup::AtMost(p(300)));
         assert_eq!(index.lookup(&g(0, 4)), Lookup::Exact(p(400)));
+    }
+
+    /// A number given by hand beyond the next free one: the numbers it skipped are relayed
+    /// later, and until then they are not taken as relayed.
+    #[test]
+    fn numbers_skipped_are_not_taken_for_relayed() {
+        let mut index = GtidIndex::new(100);
+        index.insert(g(0, 1), p(100));
+        index.insert(g(0, 5000), p(200));
+        index.prune_through(p(200));
+        assert_eq!(index.lookup(&g(0, 5000)), Lookup::AtMost(p(200)));
+        assert_eq!(index.lookup(&g(0, 2)), Lookup::Unknown);
+        index.insert(g(0, 2), p(300));
+        assert_eq!(index.lookup(&g(0, 2)), Lookup::Exact(p(300)));
+        index.prune_through(p(300));
+        assert_eq!(index.lookup(&g(0, 2)), Lookup::AtMost(p(300)));
+        assert_eq!(index.lookup(&g(0, 3)), Lookup::Unknown);
     }
 
     proptest! {

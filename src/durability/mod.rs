@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use strongsync_proto::gtid::{GtidPosition, MariaGtid};
+use strongsync_proto::gtid::{Gtid, GtidPosition};
 use strongsync_proto::position::Position;
 use tokio::time::Instant;
 use tracing::warn;
@@ -484,7 +484,7 @@ impl Inner {
 
     /// `gtid` ends at a position now known: the commits waiting to learn it move to that
     /// position (or are woken, if the quorum already holds them), without looking again.
-    fn relayed(&mut self, gtid: &MariaGtid, woken: &mut Vec<std::task::Waker>) {
+    fn relayed(&mut self, gtid: &Gtid, woken: &mut Vec<std::task::Waker>) {
         for slot in self.waiters.take_relayed(gtid) {
             self.replan(slot, woken);
         }
@@ -513,7 +513,7 @@ impl Inner {
     /// What a commit of `gtids` waits for under `rule`: the first transaction whose end is
     /// not known yet, else the end of the last one the quorum does not hold — or any replica
     /// moving, if some counted only by what they connected with.
-    fn plan(&self, gtids: &[MariaGtid], rule: &QuorumRule) -> Plan {
+    fn plan(&self, gtids: &[Gtid], rule: &QuorumRule) -> Plan {
         let mut target = None;
         let mut by_connect_state = false;
         for gtid in gtids {
@@ -537,7 +537,7 @@ impl Inner {
     }
 
     /// Who holds `gtid`, and where it ends if that is known.
-    fn holders(&self, gtid: &MariaGtid) -> (Holders<'_>, Option<Position>) {
+    fn holders(&self, gtid: &Gtid) -> (Holders<'_>, Option<Position>) {
         let end = match self.index.lookup(gtid) {
             Lookup::Exact(p) | Lookup::AtMost(p) => Some(p),
             Lookup::Unknown => None,

@@ -10,7 +10,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::gtid::Gtid;
 use strongsync_proto::position::Position;
 use tokio::time::Instant;
 
@@ -58,7 +58,7 @@ pub(super) struct Replica {
     /// Transactions relayed to it and not yet covered, with their GTIDs, oldest first.
     /// Bounded: past the capacity the oldest go, which only leaves `held` behind what the
     /// replica has (never ahead of it).
-    pub unacked: VecDeque<(Position, MariaGtid)>,
+    pub unacked: VecDeque<(Position, Gtid)>,
 }
 
 /// A replica that has disconnected, as it was last known.
@@ -197,7 +197,7 @@ impl Registry {
     }
 
     /// Who holds `gtid`, which ends at or before `end` when that is known.
-    pub(super) fn holders(&self, gtid: &MariaGtid, end: Option<Position>) -> Holders<'_> {
+    pub(super) fn holders(&self, gtid: &Gtid, end: Option<Position>) -> Holders<'_> {
         let mut holders = Holders::default();
         for r in self.connected.values().filter(|r| r.semisync) {
             let by_position = end.is_some_and(|end| r.holds_through() >= Some(end));
@@ -240,7 +240,7 @@ impl Replica {
     }
 
     /// A transaction ending at `end` was relayed to it.
-    pub(super) fn relayed(&mut self, end: Position, gtid: MariaGtid, capacity: usize) {
+    pub(super) fn relayed(&mut self, end: Position, gtid: Gtid, capacity: usize) {
         if !self.semisync {
             return;
         }
@@ -302,7 +302,7 @@ mod tests {
     use super::*;
     use crate::durability::testing::at as p;
 
-    fn g(text: &str) -> MariaGtid {
+    fn g(text: &str) -> Gtid {
         text.parse().unwrap()
     }
 

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::gtid::Gtid;
 use strongsync_proto::position::Position;
 use thiserror::Error;
 use tokio::time::Instant;
@@ -81,7 +81,7 @@ impl ReplicaHandle {
     }
 
     /// A transaction end was relayed: where it ends, and its GTID if it had one.
-    pub fn transaction_relayed(&self, gtid: Option<MariaGtid>, end: Position) {
+    pub fn transaction_relayed(&self, gtid: Option<Gtid>, end: Position) {
         self.relayed(&[(gtid, end)], None);
     }
 
@@ -89,7 +89,7 @@ impl ReplicaHandle {
     /// one), and the replica's stream shows it holds everything through `covered` if that is
     /// given: all reported under one lock. Commits waiting to learn where their transaction
     /// ends are moved to that position, not woken.
-    pub fn relayed(&self, ends: &[(Option<MariaGtid>, Position)], covered: Option<Position>) {
+    pub fn relayed(&self, ends: &[(Option<Gtid>, Position)], covered: Option<Position>) {
         let d = &self.durability;
         waking(|woken| {
             let mut inner = d.lock();

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use strongsync_proto::gtid::{Gtid, MariaGtid};
+use strongsync_proto::gtid::Gtid;
 
 use super::testing::at;
 use super::*;
@@ -11,18 +11,14 @@ use crate::config::{
     DurabilityConfig, OnTimeout, ReplicaLabels, Topology, Visibility, WithoutQuorum,
 };
 
-fn gtid(seq_no: u64) -> MariaGtid {
-    MariaGtid {
-        domain: 0,
-        server_id: 1,
-        seq_no,
-    }
+fn gtid(seq_no: u64) -> Gtid {
+    Gtid::maria(0, 1, seq_no)
 }
 
 fn commit(seqs: &[u64]) -> Commit {
     Commit {
         connection_id: 1,
-        gtids: seqs.iter().map(|&s| Gtid::Maria(gtid(s))).collect(),
+        gtids: seqs.iter().map(|&s| gtid(s)).collect(),
         unresolved: None,
         kind: crate::commit::WaitKind::Commit,
         own: seqs.len(),
@@ -532,18 +528,14 @@ async fn failover_candidates_are_the_replicas_holding_every_commit_acknowledged_
     assert_eq!(status.failover_candidates, vec![2, 3]);
 }
 
-fn in_domain(domain: u32, seq_no: u64) -> MariaGtid {
-    MariaGtid {
-        domain,
-        server_id: 1,
-        seq_no,
-    }
+fn in_domain(domain: u32, seq_no: u64) -> Gtid {
+    Gtid::maria(domain, 1, seq_no)
 }
 
-fn commit_of(gtids: &[MariaGtid]) -> Commit {
+fn commit_of(gtids: &[Gtid]) -> Commit {
     Commit {
         connection_id: 1,
-        gtids: gtids.iter().map(|g| Gtid::Maria(*g)).collect(),
+        gtids: gtids.to_vec(),
         unresolved: None,
         kind: crate::commit::WaitKind::Commit,
         own: gtids.len(),
@@ -690,7 +682,7 @@ async fn an_unresolved_commit_waits_for_what_was_learnt_and_is_counted_and_liste
     r.transaction_relayed(Some(gtid(3)), at(300));
     let partly_known = Commit {
         connection_id: 42,
-        gtids: vec![Gtid::Maria(gtid(3))],
+        gtids: vec![gtid(3)],
         unresolved: Some(crate::commit::Unresolved::HeldPastLimit { limit: 10 }),
         kind: crate::commit::WaitKind::Commit,
         own: 1,

@@ -12,14 +12,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use strongsync_proto::gtid::{Gtid, MariaGtid};
+use strongsync_proto::gtid::Gtid;
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, warn};
 
 use super::status::UnresolvedRelease;
 use super::waiters::{waking, Gtids, Verdict};
 use super::{Durability, DurableState, Inner, Outcome, Plan};
-use crate::commit::{Commit, NotAcknowledged, Release, Unresolved, WaitKind};
+use crate::commit::{Commit, NotAcknowledged, Release, WaitKind};
 use crate::config::{DurabilityConfig, OnTimeout, WithoutQuorum};
 
 /// What a look at the shared state decided.
@@ -43,7 +43,7 @@ enum Step {
 /// client went away, or the proxy stopped).
 struct Park<'a> {
     durability: &'a Durability,
-    gtids: &'a [MariaGtid],
+    gtids: &'a [Gtid],
     kind: WaitKind,
     /// The quorum its session asked for, if it did.
     asked: Option<usize>,
@@ -75,10 +75,7 @@ impl Durability {
             return Release::Proceed;
         }
         let gtids = followed(&commit.gtids);
-        let unresolved = commit
-            .unresolved
-            .clone()
-            .or_else(|| (gtids.len() < commit.gtids.len()).then_some(Unresolved::NotFollowed));
+        let unresolved = commit.unresolved.clone();
         let mut parked = Parked::new(&self, commit.kind);
         // A session's own quorum is for its commits; what a read may reveal is others'.
         let asked = commit.quorum.filter(|_| commit.kind == WaitKind::Commit);
@@ -132,7 +129,7 @@ impl Durability {
     /// How the commit is released, and the quorum it waited for.
     async fn decide(
         &self,
-        gtids: &[MariaGtid],
+        gtids: &[Gtid],
         asked: Option<usize>,
         parked: &mut Parked<'_>,
     ) -> (Outcome, Release, usize) {
@@ -170,7 +167,7 @@ impl Durability {
     fn look(
         &self,
         inner: &mut Inner,
-        gtids: &[MariaGtid],
+        gtids: &[Gtid],
         kind: WaitKind,
         asked: Option<usize>,
         waker: &std::task::Waker,
@@ -185,7 +182,7 @@ impl Durability {
         &self,
         inner: &mut Inner,
         config: &DurabilityConfig,
-        gtids: &[MariaGtid],
+        gtids: &[Gtid],
         kind: WaitKind,
         k: usize,
         waker: &std::task::Waker,
@@ -240,7 +237,7 @@ impl Durability {
     /// commit that waited for `quorum`. `None` means keep waiting.
     fn timed_out(
         &self,
-        gtids: &[MariaGtid],
+        gtids: &[Gtid],
         parked: &mut Parked,
         config: &DurabilityConfig,
         quorum: usize,
@@ -297,18 +294,12 @@ impl Durability {
     }
 }
 
-/// The GTIDs strong sync follows (MariaDB's) of `gtids`.
+/// The GTIDs of a commit, as the wait queue keeps them.
 fn followed(gtids: &[Gtid]) -> Gtids {
-    gtids
-        .iter()
-        .filter_map(|g| match g {
-            Gtid::Maria(g) => Some(*g),
-            Gtid::MySql(_) => None,
-        })
-        .collect()
+    gtids.iter().copied().collect()
 }
 
-fn list(gtids: &[MariaGtid]) -> String {
+fn list(gtids: &[Gtid]) -> String {
     gtids
         .iter()
         .map(ToString::to_string)

@@ -11,13 +11,13 @@ use std::task::Waker;
 
 use slab::Slab;
 use smallvec::SmallVec;
-use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::gtid::Gtid;
 use strongsync_proto::position::Position;
 
 use super::quorum::QuorumRule;
 
 /// The GTIDs of one commit (nearly always one).
-pub(super) type Gtids = SmallVec<[MariaGtid; 2]>;
+pub(super) type Gtids = SmallVec<[Gtid; 2]>;
 
 /// Commits waiting for one rule's quorum position to reach theirs, by position.
 type ByPosition = BTreeSet<(Position, usize)>;
@@ -28,7 +28,7 @@ pub(super) enum Until {
     /// The quorum position reaching this position (the end of its last transaction).
     Position(Position),
     /// This transaction's end being relayed.
-    Relayed(MariaGtid),
+    Relayed(Gtid),
     /// Any replica's position moving.
     AnyMove,
 }
@@ -59,7 +59,7 @@ pub(super) struct Waiters {
     slots: Slab<Entry>,
     /// Per rule waited for (nearly always one: the configured one), by position.
     by_position: SmallVec<[(QuorumRule, ByPosition); 2]>,
-    by_gtid: HashMap<MariaGtid, SmallVec<[usize; 1]>>,
+    by_gtid: HashMap<Gtid, SmallVec<[usize; 1]>>,
     any_move: Vec<usize>,
 }
 
@@ -69,7 +69,7 @@ impl Waiters {
     /// Parks a commit until `until`; returns its slot.
     pub(super) fn park(
         &mut self,
-        gtids: &[MariaGtid],
+        gtids: &[Gtid],
         rule: QuorumRule,
         until: Until,
         waker: &Waker,
@@ -107,7 +107,7 @@ impl Waiters {
 
     /// The commits waiting for `gtid` to be relayed, taken out of that index (each must be
     /// [`moved`](Self::wait_for) or [`woken`](Self::wake) by the caller).
-    pub(super) fn take_relayed(&mut self, gtid: &MariaGtid) -> SmallVec<[usize; 1]> {
+    pub(super) fn take_relayed(&mut self, gtid: &Gtid) -> SmallVec<[usize; 1]> {
         self.by_gtid.remove(gtid).unwrap_or_default()
     }
 
@@ -118,7 +118,7 @@ impl Waiters {
     }
 
     /// The GTIDs of the commit in `slot`.
-    pub(super) fn gtids(&self, slot: usize) -> &[MariaGtid] {
+    pub(super) fn gtids(&self, slot: usize) -> &[Gtid] {
         self.slots.get(slot).map_or(&[], |e| &e.gtids)
     }
 
@@ -154,7 +154,7 @@ impl Waiters {
         rule: &QuorumRule,
         quorum: Position,
         woken: &mut Vec<Waker>,
-        mut acknowledged: impl FnMut(&[MariaGtid]),
+        mut acknowledged: impl FnMut(&[Gtid]),
     ) {
         let Waiters {
             slots, by_position, ..
@@ -290,12 +290,8 @@ mod tests {
         cross_zone: false,
     };
 
-    fn g(seq_no: u64) -> MariaGtid {
-        MariaGtid {
-            domain: 0,
-            server_id: 1,
-            seq_no,
-        }
+    fn g(seq_no: u64) -> Gtid {
+        Gtid::maria(0, 1, seq_no)
     }
 
     /// A waker that counts how often it was woken.

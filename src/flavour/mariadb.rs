@@ -11,25 +11,23 @@
 //! tracker data it asked for.
 
 use strongsync_proto::command::{COM_QUERY, COM_STMT_PREPARE};
-use strongsync_proto::gtid::{tracked_gtids, Gtid, GtidPosition, MariaGtid, TrackedGtid};
+use strongsync_proto::gtid::{tracked_gtids, Gtid, GtidPosition, TrackedGtid};
 use strongsync_proto::ok::{
-    OkPacket, LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR, SESSION_TRACK_TRANSACTION_INFO_VAR,
+    OkPacket, LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR, SESSION_TRACK_SYSTEM_VARIABLES_VAR,
+    SESSION_TRACK_TRANSACTION_INFO_VAR,
 };
 use tracing::{debug, warn};
 
 mod check;
 
+use super::{tracks, variable_set};
 use super::{
-    own_gtids, Answer, CheckReason, Checked, Common, DumpSetup, OkNews, OwnQueries, TrackerContext,
-    Unlearnt,
+    Answer, CheckReason, Checked, Common, DumpSetup, OkNews, OwnQueries, TrackerContext, Unlearnt,
 };
 use crate::commit::Unresolved;
-use crate::durability::SessionQuorum;
 use crate::error::{Error, ReplicaSetupError};
-use crate::metrics::Metrics;
 use check::{
-    tracks, AskedQuorum, Check, CHARACTERISTICS, CHECK, CHECK_SNAPSHOT, DEFAULTS, ENABLE,
-    ENABLE_SNAPSHOT, READ_BACK,
+    Check, CHARACTERISTICS, CHECK, CHECK_SNAPSHOT, DEFAULTS, ENABLE, ENABLE_SNAPSHOT, READ_BACK,
 };
 
 /// MariaDB's error for a system variable it does not know.
@@ -46,9 +44,6 @@ pub(super) const BOUND_QUERY: &str = "SELECT @@global.gtid_binlog_pos";
 pub(super) const DUMP_QUERY: &str =
     "SELECT @slave_connect_state, @rpl_semi_sync_slave, @rpl_semi_sync_replica";
 
-/// The user variable a session sets to ask for its own quorum.
-const SESSION_QUORUM_VAR: &[u8] = b"strongsync_quorum";
-
 /// A MariaDB session's tracking.
 #[derive(Debug)]
 pub struct Tracker {
@@ -56,7 +51,7 @@ pub struct Tracker {
     pub(super) common: Common,
     /// The GTID the session committed last, as far as the proxy knows: a report of the same
     /// value is a late repeat, not a new commit.
-    last: Option<MariaGtid>,
+    last: Option<Gtid>,
     /// The tracked-variables list as the server stored it after the proxy's change; another
     /// value later means the client set a list of its own.
     set_list: Vec<u8>,
@@ -69,9 +64,6 @@ pub struct Tracker {
     /// The session's next transaction started with a consistent snapshot reads only that
     /// snapshot: `REPEATABLE READ`, `innodb_snapshot_isolation = ON`, its state tracked.
     snapshot_ready: bool,
-    /// The quorum the session asked for (`@strongsync_quorum`), as last read; `None`: it did
-    /// not ask (or asked for something that is not a count).
-    quorum: Option<usize>,
 }
 
 /// What the answer to [`DUMP_QUERY`] says the dump will start from.
@@ -102,7 +94,6 @@ impl Tracker {
             check_each: false,
             snapshot_vars: false,
             snapshot_ready: false,
-            quorum: None,
         }
     }
 
@@ -134,13 +125,13 @@ impl Tracker {
             }
         }
         let checked = Check::from_row(&probed.row);
-        self.take_quorum(&checked.quorum);
+        self.common.take_quorum(&checked.quorum);
         self.client_list(&checked.list);
         self.common.filter.keep_state_change = checked.state_change;
         if self.snapshot_vars {
             self.client_transaction_info(&checked.transaction_info);
         }
-        self.last = MariaGtid::parse(&checked.last_gtid).ok();
+        self.last = Gtid::parse(&checked.last_gtid).ok();
         self.check_each = checked.may_hide_next_commit(self.last);
         if let Some(error) = probed.error.or(self.enabled(enabled, read_back)) {
             warn!(%error, "could not set up GTID tracking on the primary connection: every response is checked with a query of its own");
@@ -156,7 +147,7 @@ impl Tracker {
         self.common.note_reset(payload);
         match payload.split_first() {
             Some((&(COM_QUERY | COM_STMT_PREPARE), text)) => {
-                names_session_quorum(text).then_some(CheckReason::SessionQuorum)
+                super::asked::names_session_quorum(text).then_some(CheckReason::SessionQuorum)
             }
             _ => None,
         }
@@ -189,14 +180,15 @@ impl Tracker {
         for tracked in tracked_gtids(ok) {
             match tracked {
                 TrackedGtid::LastGtid([]) => {}
-                TrackedGtid::LastGtid(value) => match MariaGtid::parse(value) {
+                TrackedGtid::LastGtid(value) => match Gtid::parse(value) {
                     Ok(gtid) => news.committed.extend(self.learnt(gtid)),
                     Err(error) => {
                         warn!(%error, value = %String::from_utf8_lossy(value), "unreadable last_gtid: the response is checked");
                         news.check.get_or_insert(CheckReason::StateChange);
                     }
                 },
-                TrackedGtid::OwnGtids(text) => news.committed.extend(own_gtids(text)),
+                // MariaDB has no session_track_gtids.
+                TrackedGtid::OwnGtids(_) => {}
             }
         }
         if !ok.reports_only_routine_state() {
@@ -233,7 +225,7 @@ impl Tracker {
             return Ok(checked);
         }
         let check = Check::from_row(&answer.row);
-        match MariaGtid::parse(&check.last_gtid) {
+        match Gtid::parse(&check.last_gtid) {
             Ok(gtid) => checked.committed = self.learnt(gtid),
             Err(_) if check.last_gtid.is_empty() => {}
             Err(error) => {
@@ -245,7 +237,7 @@ impl Tracker {
             }
         }
         self.take_in(&check);
-        self.take_quorum(&check.quorum);
+        self.common.take_quorum(&check.quorum);
         if check.intact(self.snapshot_vars) && self.common.context.primary_tracks {
             self.common.active = true;
             self.snapshot_settings(&check, true);
@@ -259,10 +251,6 @@ impl Tracker {
         Ok(checked)
     }
 
-    pub(super) fn quorum(&self) -> Option<usize> {
-        self.quorum
-    }
-
     pub(super) fn snapshot_ready(&self) -> bool {
         self.common.active && self.snapshot_ready
     }
@@ -270,10 +258,10 @@ impl Tracker {
 
 impl Tracker {
     /// A `last_gtid` reported or read: a commit if it is not the last one known.
-    fn learnt(&mut self, gtid: MariaGtid) -> Option<Gtid> {
+    fn learnt(&mut self, gtid: Gtid) -> Option<Gtid> {
         (self.last != Some(gtid)).then(|| {
             self.last = Some(gtid);
-            Gtid::Maria(gtid)
+            gtid
         })
     }
 
@@ -345,6 +333,7 @@ impl Tracker {
         self.common.filter.keep_state_change_var = tracks(list, SESSION_TRACK_STATE_CHANGE_VAR);
         self.common.filter.keep_transaction_info_var =
             tracks(list, SESSION_TRACK_TRANSACTION_INFO_VAR);
+        self.common.filter.keep_list_var = tracks(list, SESSION_TRACK_SYSTEM_VARIABLES_VAR);
     }
 
     /// The client's own `session_track_transaction_info` is `value`: it sees the items that
@@ -355,67 +344,12 @@ impl Tracker {
         self.common.filter.keep_transaction_state =
             characteristics || value.eq_ignore_ascii_case(b"STATE");
     }
-
-    /// Takes in the quorum the session asks for. A value that is not a count is taken as no
-    /// ask (the configured quorum); one outside the configured bounds is bounded when its
-    /// commits wait. Both are counted, so that an operator sees sessions asking for what they
-    /// do not get.
-    fn take_quorum(&mut self, asked: &AskedQuorum) {
-        let connection_id = self.common.context.connection_id;
-        let metrics: &Metrics = &self.common.context.metrics;
-        let quorum = match asked {
-            AskedQuorum::Unset => None,
-            AskedQuorum::Count(n) => Some(*n),
-            AskedQuorum::Invalid(value) => {
-                debug!(connection_id, %value, "@strongsync_quorum is not a count: the configured quorum applies");
-                metrics.session_quorum_refused("not_a_count");
-                None
-            }
-        };
-        if quorum != self.quorum {
-            let applies = self
-                .common
-                .context
-                .durability
-                .config()
-                .session_quorum(quorum);
-            match applies {
-                SessionQuorum::BelowFloor(_) => metrics.session_quorum_refused("below_floor"),
-                SessionQuorum::AboveMax(_) => metrics.session_quorum_refused("above_max"),
-                SessionQuorum::Taken(_) => {}
-            }
-            debug!(connection_id, asked = ?quorum, applies = applies.get(), "session quorum");
-            self.quorum = quorum;
-        }
-    }
-}
-
-/// Whether SQL text names the session quorum variable (in any case, as MariaDB's variable
-/// names go): a scan for its `_`, then a comparison around each.
-fn names_session_quorum(text: &[u8]) -> bool {
-    const UNDERSCORE_AT: usize = 10;
-    debug_assert_eq!(SESSION_QUORUM_VAR[UNDERSCORE_AT], b'_');
-    memchr::memchr_iter(b'_', text).any(|at| {
-        at.checked_sub(UNDERSCORE_AT)
-            .and_then(|start| text.get(start..start + SESSION_QUORUM_VAR.len()))
-            .is_some_and(|word| word.eq_ignore_ascii_case(SESSION_QUORUM_VAR))
-    })
 }
 
 /// What an OK says the session's `session_track_state_change` was set to, if it says.
 fn state_change_set(ok: &OkPacket<'_>) -> Option<bool> {
     variable_set(ok, SESSION_TRACK_STATE_CHANGE_VAR)
         .map(|value| value.eq_ignore_ascii_case(b"ON") || value == b"1")
-}
-
-/// What an OK says the session's variable `name` was set to, if it says.
-fn variable_set<'a>(ok: &OkPacket<'a>, name: &[u8]) -> Option<&'a [u8]> {
-    ok.state_items()
-        .flatten()
-        .flat_map(|item| item.variables().flatten())
-        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, value)| value)
-        .last()
 }
 
 #[cfg(test)]

@@ -7,12 +7,13 @@
 //! - what a replica says it holds when it asks for the binlog ([`Flavour::dump_setup`]).
 //!
 //! GTIDs and positions themselves are in [`strongsync_proto::gtid`]. The relay and the replica
-//! pipes speak to the primary's flavour only through this module. MariaDB is followed in full;
-//! of a MySQL primary, the GTIDs a commit reports are passed on but not followed (they are
-//! released as unresolved).
+//! pipes speak to the primary's flavour only through this module.
 
+mod asked;
 mod mariadb;
 mod mysql;
+#[cfg(test)]
+mod testing;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -35,7 +36,7 @@ use crate::metrics::Metrics;
 pub enum Flavour {
     /// MariaDB: `last_gtid` tracking, `domain-server-seq` GTIDs, `@slave_connect_state`.
     MariaDb,
-    /// MySQL: `session_track_gtids`, `uuid:n` GTIDs (reported, not followed yet).
+    /// MySQL: `session_track_gtids`, `uuid:n` and `uuid:tag:n` GTIDs, `COM_BINLOG_DUMP_GTID`.
     MySql,
 }
 
@@ -67,6 +68,9 @@ struct Common {
     active: bool,
     /// `COM_RESET_CONNECTION` put every tracker back to the server's defaults.
     reset: bool,
+    /// The quorum the session asked for (`@strongsync_quorum`), as last read; `None`: it did
+    /// not ask (or asked for something that is not a count).
+    quorum: Option<usize>,
 }
 
 /// A session's GTID tracking on the primary leg, as its flavour does it.
@@ -181,13 +185,23 @@ impl Flavour {
     /// # Errors
     /// [`ProtoError::Malformed`] if it is not a position.
     pub fn parse_bound(self, text: &[u8]) -> Result<GtidPosition, ProtoError> {
-        GtidPosition::parse(text)
+        match self {
+            Flavour::MariaDb => GtidPosition::parse(text),
+            Flavour::MySql => std::str::from_utf8(text)
+                .map_err(|_| ProtoError::Malformed {
+                    what: "MySQL GTID set",
+                })
+                .and_then(GtidPosition::parse_mysql),
+        }
     }
 
     /// The query a replica's connection is asked just before its dump request goes to the
     /// primary (see [`dump_setup`](Self::dump_setup)).
     pub fn dump_query(self) -> &'static str {
-        mariadb::DUMP_QUERY
+        match self {
+            Flavour::MariaDb => mariadb::DUMP_QUERY,
+            Flavour::MySql => mysql::DUMP_QUERY,
+        }
     }
 
     /// What a replica's dump request (`dump`, its payload) and the answer to
@@ -262,7 +276,7 @@ impl Tracker {
     ) -> Result<Checked, Error> {
         match self {
             Tracker::MariaDb(t) => t.check(reason, primary).await,
-            Tracker::MySql(t) => t.check(reason),
+            Tracker::MySql(t) => t.check(reason, primary).await,
         }
     }
 
@@ -273,10 +287,7 @@ impl Tracker {
 
     /// The quorum the session asked for (`@strongsync_quorum`), as last read.
     pub fn quorum(&self) -> Option<usize> {
-        match self {
-            Tracker::MariaDb(t) => t.quorum(),
-            Tracker::MySql(_) => None,
-        }
+        self.common().quorum
     }
 
     /// Whether the session's next transaction started with a consistent snapshot reads only
@@ -317,6 +328,7 @@ impl Common {
             context,
             active: false,
             reset: false,
+            quorum: None,
         }
     }
 
@@ -389,8 +401,19 @@ impl std::fmt::Debug for TrackerContext {
     }
 }
 
-/// Every GTID report in an OK packet's state block that is a MySQL `session_track_gtids` item,
-/// as the commits it reports (not followed; see [`Unresolved::NotFollowed`]).
-fn own_gtids(text: &[u8]) -> Option<Gtid> {
-    (!text.is_empty()).then(|| Gtid::MySql(String::from_utf8_lossy(text).into()))
+/// True if a `session_track_system_variables` value includes `name` (or everything).
+fn tracks(list: &[u8], name: &[u8]) -> bool {
+    list.split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .any(|v| v == b"*" || v.eq_ignore_ascii_case(name))
+}
+
+/// What an OK says the session's variable `name` was set to, if it says.
+fn variable_set<'a>(ok: &OkPacket<'a>, name: &[u8]) -> Option<&'a [u8]> {
+    ok.state_items()
+        .flatten()
+        .flat_map(|item| item.variables().flatten())
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, value)| value)
+        .last()
 }

@@ -1,42 +1,82 @@
-//! MySQL, as far as strongsync goes with it so far: the primary reports each commit's own GTIDs
-//! (`session_track_gtids = OWN_GTID`, unless the client tracks GTIDs itself), and they are
-//! passed on to strong sync, which does not follow them yet (released as unresolved). What a
-//! legacy EOF hides cannot be asked: MySQL has no `@@last_gtid`.
+//! MySQL: GTID tracking on the primary leg, kept on whatever the client does. The proxy makes
+//! the primary report each commit's own GTIDs (`session_track_gtids = OWN_GTID`, unless the
+//! client tracks GTIDs itself) and a state-change item whenever the session's state changes
+//! (`session_track_state_change`), with the three variables that switch tracking themselves
+//! tracked (`session_track_gtids`, `session_track_state_change`,
+//! `session_track_system_variables`): a statement that touches any of them — directly, in a
+//! procedure, in a prepared statement — names it in its OK. After such a response (and after
+//! a legacy EOF that flagged a change, or a GTID report that does not parse) the relay holds
+//! the response and the tracker reads back how its tracking stands and puts it back if the
+//! client took it away. MySQL cannot say what a session committed last (it has no
+//! `@@last_gtid`), so whatever such a response may have committed unreported is bounded by the
+//! primary's `@@global.gtid_executed`, read after it.
 
-use strongsync_proto::gtid::{tracked_gtids, TrackedGtid};
-use strongsync_proto::ok::OkPacket;
-use tracing::warn;
+use smallvec::SmallVec;
+use strongsync_proto::capabilities::StatusFlags;
+use strongsync_proto::gtid::{tracked_gtids, Gtid, GtidPosition, TrackedGtid};
+use strongsync_proto::ok::{
+    OkPacket, SESSION_TRACK_GTIDS_VAR, SESSION_TRACK_STATE_CHANGE_VAR,
+    SESSION_TRACK_SYSTEM_VARIABLES_VAR,
+};
+use tracing::{debug, warn};
 
+use super::asked::{names_session_quorum, AskedQuorum};
 use super::{
-    own_gtids, Answer, CheckReason, Checked, Common, DumpSetup, OkNews, OwnQueries, TrackerContext,
+    tracks, variable_set, Answer, CheckReason, Checked, Common, OkNews, OwnQueries, TrackerContext,
     Unlearnt,
 };
 use crate::commit::Unresolved;
-use crate::error::{Error, ReplicaSetupError};
+use crate::error::Error;
 
-/// The client's own `session_track_gtids`.
-const PROBE: &str = "SELECT @@session.session_track_gtids";
-/// Report the session's own GTIDs unless the client already tracks GTIDs.
-const ENABLE: &str = "SET SESSION session_track_gtids = \
-     IF(@@session.session_track_gtids = 'OFF', 'OWN_GTID', @@session.session_track_gtids)";
+mod dump;
 
-/// The same query as MariaDB's: MySQL has no `gtid_binlog_pos`, so a bound fails and what it
-/// would have bounded goes as unresolved, like every commit of a MySQL primary.
-pub(super) const BOUND_QUERY: &str = super::mariadb::BOUND_QUERY;
+pub(super) use dump::{dump_setup, DUMP_QUERY};
 
-/// What a MySQL replica's dump starts from. Its `COM_BINLOG_DUMP_GTID` carries the GTID set it
-/// has, which strongsync does not read yet: the replica is credited only with what it
-/// acknowledges. Whether the primary would add a semisync header of its own is read as on
-/// MariaDB.
-pub(super) fn dump_setup(_dump: &[u8], answer: &Answer) -> Result<DumpSetup, ReplicaSetupError> {
-    super::mariadb::dump_setup(answer)
-}
+/// How the session tracks, and what it asks: the columns of [`Check`], in order.
+const CHECK: &str = "SELECT @@session.session_track_gtids, \
+     @@session.session_track_system_variables, @@session.session_track_state_change, \
+     @strongsync_quorum";
+/// Add the three tracking variables to the tracked ones (unless the list has them, or is
+/// `*`), report state changes, and report the session's own GTIDs unless it has GTIDs reported
+/// already. Each value is computed from the session's values before the statement.
+const ENABLE: &str = "SET SESSION session_track_system_variables = \
+     IF(@@session.session_track_system_variables = '*', '*', CONCAT_WS(',', \
+        NULLIF(@@session.session_track_system_variables, ''), \
+        IF(FIND_IN_SET('session_track_gtids', REPLACE(@@session.session_track_system_variables, ' ', '')) > 0, NULL, 'session_track_gtids'), \
+        IF(FIND_IN_SET('session_track_state_change', REPLACE(@@session.session_track_system_variables, ' ', '')) > 0, NULL, 'session_track_state_change'), \
+        IF(FIND_IN_SET('session_track_system_variables', REPLACE(@@session.session_track_system_variables, ' ', '')) > 0, NULL, 'session_track_system_variables'))), \
+     session_track_state_change = ON, \
+     session_track_gtids = IF(@@session.session_track_gtids = 'OFF', 'OWN_GTID', @@session.session_track_gtids)";
+
+/// Most GTIDs one report is taken apart into; a report of more (a procedure that committed
+/// thousands of times in one statement) is bounded by the primary's position instead.
+const MAX_REPORTED: u64 = 256;
+
+/// How far the primary has committed: MySQL adds a transaction to `gtid_executed` as it
+/// commits, before the statement's response leaves, so this set, read after a response
+/// arrived, bounds everything the response may have committed.
+pub(super) const BOUND_QUERY: &str = "SELECT @@global.gtid_executed";
 
 /// A MySQL session's tracking.
 #[derive(Debug)]
 pub struct Tracker {
-    /// `active`: the proxy asked for the session's GTIDs (whether or not that worked).
+    /// `active`: the primary is known to report this session's commits and state changes.
     pub(super) common: Common,
+    /// The session reports every executed GTID with each commit (`ALL_GTIDS`, the client's
+    /// choice), not only its own: each report is then waited for whole, as a bound.
+    all_gtids: bool,
+    /// The response in progress switched tracking itself, or reported GTIDs that do not
+    /// read: what it committed may have gone unreported.
+    unreported: Option<&'static str>,
+}
+
+/// The session's tracking as [`CHECK`] read it.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Check {
+    gtids: Vec<u8>,
+    list: Vec<u8>,
+    state_change: bool,
+    quorum: AskedQuorum,
 }
 
 // === impl Tracker ===
@@ -45,57 +85,225 @@ impl Tracker {
     pub(super) fn new(context: TrackerContext) -> Self {
         Tracker {
             common: Common::new(context),
+            all_gtids: false,
+            unreported: None,
         }
     }
 
+    /// Makes the primary report this session's commits and state changes: read how the
+    /// client's session tracks (so the proxy knows what to strip), add the proxy's tracking,
+    /// read the result. One round trip.
     pub(super) async fn set_up(&mut self, primary: &mut impl OwnQueries) -> Result<(), Error> {
         if !self.common.begin_set_up() {
             return Ok(());
         }
-        let [probed, enabled] = Answer::each(primary.ask(&[PROBE, ENABLE]).await?);
-        let error = probed.error.clone().or(enabled.error);
-        let tracked = probed.first_value();
-        self.common.filter.keep_gtids = !tracked.eq_ignore_ascii_case(b"OFF");
-        // Reported but not followed: nothing to check.
-        self.common.active = true;
-        if let Some(error) = error {
-            warn!(%error, "could not enable GTID tracking on the primary connection");
+        let [probed, enabled, read_back] =
+            Answer::each(primary.ask(&[CHECK, ENABLE, CHECK]).await?);
+        let client = Check::from_row(&probed.row);
+        self.common.take_quorum(&client.quorum);
+        self.client_gtids(&client.gtids);
+        self.client_list(&client.list);
+        self.common.filter.keep_state_change = client.state_change;
+        self.unreported = None;
+        if let Some(error) = probed.error.or(self.enabled(enabled, read_back)) {
+            warn!(%error, "could not set up GTID tracking on the primary connection: every response is bounded by the primary's position");
         }
         Ok(())
     }
 
+    /// Notes a command that resets the session's trackers behind the proxy's back, or that
+    /// names `@strongsync_quorum`.
     pub(super) fn note_command(&mut self, payload: &[u8]) -> Option<CheckReason> {
         self.common.note_reset(payload);
-        None
+        self.unreported = None;
+        match payload.split_first() {
+            Some((
+                &(strongsync_proto::command::COM_QUERY
+                | strongsync_proto::command::COM_STMT_PREPARE),
+                text,
+            )) => names_session_quorum(text).then_some(CheckReason::SessionQuorum),
+            _ => None,
+        }
     }
 
     pub(super) fn checks_every_response(&self) -> Option<CheckReason> {
         (!self.common.active).then_some(CheckReason::Untracked)
     }
 
+    /// Takes in an OK: the GTIDs it reports, and anything else it says changed — the client
+    /// switching tracking itself, which it sees as it asked from this packet on.
     pub(super) fn on_ok(&mut self, ok: &OkPacket<'_>) -> OkNews {
-        use strongsync_proto::capabilities::StatusFlags;
         let mut news = OkNews::default();
-        if ok
+        if !ok
             .status
             .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
         {
-            for tracked in tracked_gtids(ok) {
-                if let TrackedGtid::OwnGtids(text) = tracked {
-                    news.committed.extend(own_gtids(text));
+            return news;
+        }
+        if let Some(value) = variable_set(ok, SESSION_TRACK_GTIDS_VAR) {
+            self.client_gtids(value);
+            self.touched("the session switched session_track_gtids");
+        }
+        if let Some(value) = variable_set(ok, SESSION_TRACK_SYSTEM_VARIABLES_VAR) {
+            self.client_list(value);
+            self.touched("the session changed session_track_system_variables");
+        }
+        if let Some(value) = variable_set(ok, SESSION_TRACK_STATE_CHANGE_VAR) {
+            self.common.filter.keep_state_change =
+                value.eq_ignore_ascii_case(b"ON") || value == b"1";
+            self.touched("the session switched session_track_state_change");
+        }
+        for tracked in tracked_gtids(ok) {
+            let TrackedGtid::OwnGtids(text) = tracked else {
+                continue;
+            };
+            match self.reported(text) {
+                Some(gtids) => news.committed.extend(gtids),
+                None => {
+                    warn!(value = %String::from_utf8_lossy(text), "unreadable GTID report: the response is bounded by the primary's position");
+                    self.touched("its GTID report did not read");
                 }
             }
+        }
+        if self.unreported.is_some() || !ok.reports_only_routine_state() {
+            news.check.get_or_insert(CheckReason::StateChange);
         }
         news
     }
 
-    /// Nothing can be asked: whatever a legacy EOF hid stays unknown.
-    pub(super) fn check(&mut self, reason: CheckReason) -> Result<Checked, Error> {
+    /// Checks the session: takes in the client's own tracker changes and quorum, and puts the
+    /// proxy's tracking back if it is gone. What the response may have committed without a
+    /// report is bounded by the primary's position.
+    pub(super) async fn check(
+        &mut self,
+        reason: CheckReason,
+        primary: &mut impl OwnQueries,
+    ) -> Result<Checked, Error> {
+        let connection_id = self.common.context.connection_id;
         self.common.context.metrics.tracking_checked(reason.label());
-        Ok(Checked {
-            committed: None,
-            unlearnt: (reason == CheckReason::LegacyEof)
-                .then_some(Unlearnt::Unresolved(Unresolved::NotFollowed)),
-        })
+        let mut checked = Checked::default();
+        let why = match reason {
+            CheckReason::LegacyEof => Some("a legacy EOF flagged a change without saying what"),
+            CheckReason::Untracked => Some("GTID tracking is not on for the session"),
+            _ => self.unreported.take(),
+        };
+        let [answer] = Answer::each(primary.ask(&[CHECK]).await?);
+        if let Some(error) = answer.error {
+            warn!(connection_id, %error, "could not read the session's tracking after a response that may have committed");
+            self.common.active = false;
+            checked.unlearnt = Some(Unlearnt::Bound(Unresolved::BoundUnreadable { error }));
+            return Ok(checked);
+        }
+        if let Some(why) = why {
+            checked.unlearnt = Some(Unlearnt::Bound(Unresolved::Unreported { why }));
+        }
+        let check = Check::from_row(&answer.row);
+        self.common.take_quorum(&check.quorum);
+        self.all_gtids = check.gtids.eq_ignore_ascii_case(b"ALL_GTIDS");
+        if check.intact() && self.common.context.primary_tracks {
+            self.common.active = true;
+            return Ok(checked);
+        }
+        debug!(connection_id, gtids = %String::from_utf8_lossy(&check.gtids), list = %String::from_utf8_lossy(&check.list), state_change = check.state_change, "session tracking was changed: putting it back");
+        self.common.context.metrics.tracking_restored.inc();
+        if self.common.context.primary_tracks {
+            let [enabled, read_back] = Answer::each(primary.ask(&[ENABLE, CHECK]).await?);
+            if let Some(error) = self.enabled(enabled, read_back) {
+                warn!(connection_id, %error, "could not put GTID tracking back on the primary connection");
+            }
+        }
+        Ok(checked)
     }
 }
+
+impl Tracker {
+    /// The GTIDs a `session_track_gtids` report stands for; `None` if it does not read, or
+    /// names more than the proxy takes apart. `ALL_GTIDS` reports everything executed: waiting
+    /// for it is waiting for a bound.
+    fn reported(&self, text: &[u8]) -> Option<SmallVec<[Gtid; 1]>> {
+        let set = GtidPosition::parse_mysql(std::str::from_utf8(text).ok()?).ok()?;
+        if self.all_gtids {
+            return Some(set.newest_gtids().collect());
+        }
+        let mut gtids = SmallVec::new();
+        let mut count = 0u64;
+        for (domain, start, end) in set.intervals() {
+            count += end - start + 1;
+            if count > MAX_REPORTED {
+                return None;
+            }
+            gtids.extend((start..=end).map(|seq_no| Gtid {
+                domain,
+                server_id: 0,
+                seq_no,
+            }));
+        }
+        Some(gtids)
+    }
+
+    /// The response in progress switched tracking, or reported what does not read.
+    fn touched(&mut self, why: &'static str) {
+        self.unreported.get_or_insert(why);
+    }
+
+    /// Takes in the answers to [`ENABLE`] and the [`CHECK`] after it: tracking is on if both
+    /// worked and the check finds it in place. Returns the error otherwise.
+    fn enabled(&mut self, enabled: Answer, read_back: Answer) -> Option<String> {
+        let error = enabled.error.or(read_back.error);
+        let check = Check::from_row(&read_back.row);
+        self.common.active = error.is_none() && check.intact();
+        self.all_gtids = check.gtids.eq_ignore_ascii_case(b"ALL_GTIDS");
+        match error {
+            Some(error) => Some(error),
+            None if !self.common.active => Some(format!(
+                "tracking did not take: session_track_gtids {}, session_track_system_variables {:?}, session_track_state_change {}",
+                String::from_utf8_lossy(&check.gtids),
+                String::from_utf8_lossy(&check.list),
+                check.state_change
+            )),
+            None => None,
+        }
+    }
+
+    /// The client's own `session_track_gtids` is `value`: it sees GTID reports unless it is
+    /// `OFF`.
+    fn client_gtids(&mut self, value: &[u8]) {
+        self.common.filter.keep_gtids = !value.eq_ignore_ascii_case(b"OFF") && value != b"0";
+    }
+
+    /// The client's own `session_track_system_variables` is `list`: it sees the variables in
+    /// it.
+    fn client_list(&mut self, list: &[u8]) {
+        let filter = &mut self.common.filter;
+        filter.keep_gtids_var = tracks(list, SESSION_TRACK_GTIDS_VAR);
+        filter.keep_state_change_var = tracks(list, SESSION_TRACK_STATE_CHANGE_VAR);
+        filter.keep_list_var = tracks(list, SESSION_TRACK_SYSTEM_VARIABLES_VAR);
+    }
+}
+
+// === impl Check ===
+
+impl Check {
+    fn from_row(row: &[Option<Vec<u8>>]) -> Self {
+        let text = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+        Check {
+            gtids: text(0),
+            list: text(1),
+            state_change: text(2) == b"1",
+            quorum: AskedQuorum::of(row.get(3).cloned().flatten()),
+        }
+    }
+
+    /// Whether the proxy's tracking is in place.
+    fn intact(&self) -> bool {
+        !self.gtids.eq_ignore_ascii_case(b"OFF")
+            && !self.gtids.is_empty()
+            && self.state_change
+            && tracks(&self.list, SESSION_TRACK_GTIDS_VAR)
+            && tracks(&self.list, SESSION_TRACK_STATE_CHANGE_VAR)
+            && tracks(&self.list, SESSION_TRACK_SYSTEM_VARIABLES_VAR)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -28,7 +28,7 @@ use strongsync_proto::binlog::{
     put_heartbeat, EventSeen, StreamTracker, GTID_EVENT, HEARTBEAT_EVENT, ROTATE_EVENT,
 };
 use strongsync_proto::command::COM_QUIT;
-use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::gtid::Gtid;
 use strongsync_proto::packet::Packet;
 use strongsync_proto::position::Position;
 use strongsync_proto::semisync::{self, Ack};
@@ -77,7 +77,7 @@ pub(super) struct ReplicaPipe {
     flagged: VecDeque<(Position, Instant)>,
     /// Transaction ends read since strong sync was last told, and how far the stream has
     /// shown the replica holds everything: reported under one lock before the events go out.
-    ends: Vec<(Option<MariaGtid>, Position)>,
+    ends: Vec<(Option<Gtid>, Position)>,
     covered: Option<Position>,
     ack_latency: Histogram,
     acks: IntCounter,

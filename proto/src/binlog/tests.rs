@@ -118,14 +118,7 @@ fn captured_events_parse() {
             offset: 1935
         })
     );
-    assert_eq!(
-        seen.gtid,
-        Some(MariaGtid {
-            domain: 0,
-            server_id: 1,
-            seq_no: 1
-        })
-    );
+    assert_eq!(seen.gtid, Some(Gtid::maria(0, 1, 1)));
 
     let seen = t.on_event(&hex(HEARTBEAT)).unwrap();
     assert_eq!((seen.end, seen.ends_transaction), (None, false));

@@ -39,6 +39,8 @@ const NOT_WANTED: TrackingFilter = TrackingFilter {
     keep_state_change: false,
     keep_state_change_var: false,
     keep_transaction_info_var: false,
+    keep_gtids_var: false,
+    keep_list_var: false,
     keep_transaction_state: false,
     keep_transaction_characteristics: false,
 };
@@ -49,6 +51,8 @@ const WANTED: TrackingFilter = TrackingFilter {
     keep_state_change: true,
     keep_state_change_var: true,
     keep_transaction_info_var: true,
+    keep_gtids_var: true,
+    keep_list_var: true,
     keep_transaction_state: true,
     keep_transaction_characteristics: true,
 };
@@ -59,6 +63,8 @@ const UNTRACKED: TrackingFilter = TrackingFilter {
     keep_state_change: false,
     keep_state_change_var: false,
     keep_transaction_info_var: false,
+    keep_gtids_var: false,
+    keep_list_var: false,
     keep_transaction_state: false,
     keep_transaction_characteristics: false,
 };
@@ -318,6 +324,8 @@ fn arb_item() -> impl Strategy<Value = Item> {
         Just(b"autocommit".to_vec()),
         Just(b"session_track_state_change".to_vec()),
         Just(b"session_track_transaction_info".to_vec()),
+        Just(b"session_track_gtids".to_vec()),
+        Just(b"SESSION_TRACK_SYSTEM_VARIABLES".to_vec()),
         proptest::collection::vec(any::<u8>(), 0..12)
     ];
     (
@@ -370,6 +378,8 @@ proptest! {
         keep_state_change: bool,
         keep_state_change_var: bool,
         keep_transaction_info_var: bool,
+        keep_gtids_var: bool,
+        keep_list_var: bool,
         keep_transaction_state: bool,
         keep_transaction_characteristics: bool,
     ) {
@@ -380,6 +390,8 @@ proptest! {
             keep_state_change,
             keep_state_change_var,
             keep_transaction_info_var,
+            keep_gtids_var,
+            keep_list_var,
             keep_transaction_state,
             keep_transaction_characteristics,
         };
@@ -403,6 +415,8 @@ proptest! {
                     (!keep_last_gtid && n.eq_ignore_ascii_case(b"last_gtid"))
                         || (!keep_state_change_var && n.eq_ignore_ascii_case(b"session_track_state_change"))
                         || (!keep_transaction_info_var && n.eq_ignore_ascii_case(b"session_track_transaction_info"))
+                        || (!keep_gtids_var && n.eq_ignore_ascii_case(b"session_track_gtids"))
+                        || (!keep_list_var && n.eq_ignore_ascii_case(b"session_track_system_variables"))
                 };
                 let vars: Vec<_> = vars
                     .iter()

@@ -30,7 +30,7 @@
 //!   `StateItem::variables`, `needs_filtering`, `write_filtered`; `EofPacket::parse`,
 //!   `is_eof`; `ErrPacket::parse`, `is_progress_report`.
 //! - `gtid` ([`ok`], [`binlog`]): `tracked_gtids` (MariaDB `last_gtid`, MySQL
-//!   `SESSION_TRACK_GTIDS`), `MariaGtid::parse` and `FromStr`.
+//!   `SESSION_TRACK_GTIDS`), `Gtid::parse` and `FromStr`.
 //! - `response` and `command` ([`response`]): `ResponseReader::for_command` (command parsing),
 //!   `on_packet`, `infile_sent`, over whole exchanges and over byte streams cut anywhere;
 //!   `command::name`.

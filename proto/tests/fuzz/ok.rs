@@ -19,7 +19,7 @@ fn within(part: &[u8], whole: &[u8]) -> bool {
 
 /// Every filter the proxy can apply.
 fn filters() -> impl Iterator<Item = TrackingFilter> {
-    (0..256).map(|bits| TrackingFilter {
+    (0..1024).map(|bits| TrackingFilter {
         client_tracks: bits & 1 != 0,
         keep_last_gtid: bits & 2 != 0,
         keep_gtids: bits & 4 != 0,
@@ -28,6 +28,8 @@ fn filters() -> impl Iterator<Item = TrackingFilter> {
         keep_transaction_info_var: bits & 32 != 0,
         keep_transaction_state: bits & 64 != 0,
         keep_transaction_characteristics: bits & 128 != 0,
+        keep_gtids_var: bits & 256 != 0,
+        keep_list_var: bits & 512 != 0,
     })
 }
 

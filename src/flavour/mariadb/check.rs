@@ -1,7 +1,10 @@
 //! What a check of a MariaDB session asks and reads: the queries that set up, read back and
 //! put back its tracking, and their answers taken apart.
 
-use strongsync_proto::gtid::MariaGtid;
+use strongsync_proto::gtid::{Domain, Gtid};
+
+use super::super::asked::AskedQuorum;
+use super::super::tracks;
 use strongsync_proto::ok::{
     LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR, SESSION_TRACK_TRANSACTION_INFO_VAR,
 };
@@ -55,18 +58,6 @@ pub(super) const READ_BACK: &str = "SELECT @@session.session_track_system_variab
 /// The value of `session_track_transaction_info` the proxy sets.
 pub(super) const CHARACTERISTICS: &[u8] = b"CHARACTERISTICS";
 
-/// What a session's `@strongsync_quorum` says.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(super) enum AskedQuorum {
-    /// NULL: never set (or set back to NULL).
-    #[default]
-    Unset,
-    /// A count.
-    Count(usize),
-    /// Something else, as text.
-    Invalid(String),
-}
-
 /// The session's tracking as [`CHECK`] read it.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Check {
@@ -84,13 +75,6 @@ pub(super) struct Check {
     pub(super) snapshot_isolation: bool,
 }
 
-/// True if a `session_track_system_variables` value includes `name` (or everything).
-pub(super) fn tracks(list: &[u8], name: &[u8]) -> bool {
-    list.split(|&b| b == b',')
-        .map(<[u8]>::trim_ascii)
-        .any(|v| v == b"*" || v.eq_ignore_ascii_case(name))
-}
-
 // === impl Check ===
 
 impl Check {
@@ -104,16 +88,7 @@ impl Check {
             domain: number(3),
             server_id: number(4),
             seq_no: number(5).map_or(0, u64::from),
-            quorum: match row.get(6).cloned().flatten() {
-                None => AskedQuorum::Unset,
-                Some(value) => std::str::from_utf8(&value)
-                    .ok()
-                    .and_then(|v| v.trim().parse().ok())
-                    .map_or_else(
-                        || AskedQuorum::Invalid(String::from_utf8_lossy(&value).into_owned()),
-                        AskedQuorum::Count,
-                    ),
-            },
+            quorum: AskedQuorum::of(row.get(6).cloned().flatten()),
             transaction_info: text(7),
             isolation: text(8),
             snapshot_isolation: text(9) == b"1",
@@ -134,10 +109,10 @@ impl Check {
     /// MariaDB reports `last_gtid` only when its sequence number changes: a session whose
     /// next commit goes to another domain (or under another server id), or that forced the
     /// next sequence number, may commit with the same number as `last` and not be told.
-    pub(super) fn may_hide_next_commit(&self, last: Option<MariaGtid>) -> bool {
+    pub(super) fn may_hide_next_commit(&self, last: Option<Gtid>) -> bool {
         self.seq_no != 0
             || last.is_some_and(|last| {
-                self.domain.is_some_and(|d| d != last.domain)
+                self.domain.is_some_and(|d| Domain::Maria(d) != last.domain)
                     || self.server_id.is_some_and(|s| s != last.server_id)
             })
     }

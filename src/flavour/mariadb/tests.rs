@@ -1,77 +1,12 @@
 //! The MariaDB tracker without a socket: reading a check's answer, the client's own view,
 //! and whole set-ups and checks against a primary leg that answers from a script.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
-
-use strongsync_proto::capabilities::StatusFlags;
-use strongsync_proto::wire::put_lenenc_str;
-
+use super::super::asked::{names_session_quorum, AskedQuorum};
+use super::super::testing::{context, failed, ok, row, Scripted};
 use super::*;
-use crate::config::DurabilityConfig;
-use crate::durability::Durability;
-
-fn context() -> TrackerContext {
-    TrackerContext {
-        connection_id: 7,
-        client_tracks: true,
-        primary_tracks: true,
-        snapshot_vars: false,
-        metrics: Arc::new(Metrics::new()),
-        durability: Durability::new(DurabilityConfig::default()),
-    }
-}
 
 fn tracker() -> Tracker {
     Tracker::new(context())
-}
-
-/// A primary leg that answers the queries it is asked from a script, and keeps them.
-#[derive(Default)]
-struct Scripted {
-    answers: VecDeque<Answer>,
-    asked: Vec<String>,
-}
-
-impl Scripted {
-    fn answering(answers: impl IntoIterator<Item = Answer>) -> Self {
-        Scripted {
-            answers: answers.into_iter().collect(),
-            asked: Vec::new(),
-        }
-    }
-}
-
-impl OwnQueries for Scripted {
-    async fn ask(&mut self, queries: &[&str]) -> Result<Vec<Answer>, Error> {
-        self.asked.extend(queries.iter().map(|q| q.to_string()));
-        Ok(queries
-            .iter()
-            .map(|_| self.answers.pop_front().expect("an answer for every query"))
-            .collect())
-    }
-}
-
-fn row(values: &[Option<&str>]) -> Answer {
-    Answer {
-        row: values
-            .iter()
-            .map(|v| v.map(|v| v.as_bytes().to_vec()))
-            .collect(),
-        ..Answer::default()
-    }
-}
-
-fn ok() -> Answer {
-    Answer::default()
-}
-
-fn failed(code: u16) -> Answer {
-    Answer {
-        error: Some(format!("{code} no")),
-        code: Some(code),
-        ..Answer::default()
-    }
 }
 
 /// A check's row: last GTID, tracked list, state change, domain, server id, seq no, quorum.
@@ -91,23 +26,10 @@ const INTACT: &str = "autocommit,last_gtid,session_track_state_change";
 
 /// An OK whose state block reports `last_gtid` (and nothing else).
 fn ok_reporting(gtid: &str) -> Vec<u8> {
-    let mut var = Vec::new();
-    put_lenenc_str(&mut var, b"last_gtid");
-    put_lenenc_str(&mut var, gtid.as_bytes());
-    let mut item = vec![0u8]; // SESSION_TRACK_SYSTEM_VARIABLES
-    put_lenenc_str(&mut item, &var);
-    let mut state = Vec::new();
-    put_lenenc_str(&mut state, &item);
-    let status = StatusFlags::SERVER_STATUS_AUTOCOMMIT | StatusFlags::SERVER_SESSION_STATE_CHANGED;
-    let mut payload = vec![0x00, 1, 0];
-    payload.extend_from_slice(&status.bits().to_le_bytes());
-    payload.extend_from_slice(&[0, 0]); // warnings
-    put_lenenc_str(&mut payload, b""); // info
-    payload.extend_from_slice(&state);
-    payload
+    super::super::testing::ok_with_state(&[super::super::testing::variable("last_gtid", gtid)])
 }
 
-fn g(text: &str) -> MariaGtid {
+fn g(text: &str) -> Gtid {
     text.parse().unwrap()
 }
 
@@ -312,7 +234,7 @@ async fn a_set_up_reads_the_clients_tracking_and_adds_the_proxys_in_one_round_tr
     t.set_up(&mut primary).await.unwrap();
     assert_eq!(primary.asked, [CHECK, ENABLE, READ_BACK]);
     assert_eq!(t.checks_every_response(), None, "tracking is on");
-    assert_eq!(t.quorum(), Some(2));
+    assert_eq!(t.common.quorum, Some(2));
     assert!(
         !t.common.filter.keep_last_gtid,
         "the client's own list lacks last_gtid"
@@ -325,7 +247,7 @@ async fn a_set_up_reads_the_clients_tracking_and_adds_the_proxys_in_one_round_tr
     let next = ok_reporting("0-1-5");
     let next = OkPacket::parse(&next, true).unwrap();
     let news = t.on_ok(&next);
-    assert_eq!(news.committed.as_slice(), [Gtid::Maria(g("0-1-5"))]);
+    assert_eq!(news.committed.as_slice(), [g("0-1-5")]);
     assert_eq!(news.check, None, "a bare last_gtid report is routine");
 }
 
@@ -381,7 +303,7 @@ async fn a_check_learns_an_unreported_commit_and_puts_back_what_the_client_took_
         .check(CheckReason::StateChange, &mut primary)
         .await
         .unwrap();
-    assert_eq!(checked.committed, Some(Gtid::Maria(g("0-1-5"))));
+    assert_eq!(checked.committed, Some(g("0-1-5")));
     assert_eq!(checked.unlearnt, None);
     assert_eq!(
         primary.asked,
