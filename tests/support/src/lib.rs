@@ -1,14 +1,21 @@
 //! The integration tests' harness, one crate that every test binary links: real MariaDB
-//! servers and topologies, the proxy in-process or as its binary, a raw protocol client, a fake
-//! replica, the CLI and sysbench, and the files in `deploy/`.
+//! servers and topologies, real MySQL 9.7 ones (from a Debian sid root, under chroot), the
+//! proxy in-process or as its binary, a raw protocol client, a fake replica, the CLI and
+//! sysbench, and the files in `deploy/`.
 
 pub mod admin;
 pub mod certs;
 pub mod cli;
 pub mod clientlib;
+pub mod cluster;
 pub mod deploy;
 pub mod fake_replica;
 pub mod mariadb;
+pub mod mysql;
+pub mod mysql_gtid;
+mod mysql_launch;
+pub mod mysql_root;
+pub mod mysql_topology;
 pub mod proxy;
 pub mod rawclient;
 pub mod strong;

@@ -423,20 +423,20 @@ impl Drop for MariaDb {
     }
 }
 
-fn reap_with_sigkill(child: &mut Child) {
+pub(crate) fn reap_with_sigkill(child: &mut Child) {
     // `Child::kill` sends SIGKILL to the pid unless the child was already reaped.
     let _ = child.kill();
     let _ = child.wait();
 }
 
 /// Why a launch attempt failed.
-enum LaunchFailure {
+pub(crate) enum LaunchFailure {
     PortTaken,
     Failed(String),
 }
 
 impl LaunchFailure {
-    fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         match self {
             LaunchFailure::PortTaken => "the port is already in use",
             LaunchFailure::Failed(msg) => msg,
@@ -471,7 +471,7 @@ fn launch_on_free_port(paths: &Paths, opts: &MariaDbOptions) -> (Child, u16) {
 /// A port nobody listens on right now. The kernel hands out a free one for port 0; the listener
 /// is closed right away, so another process may grab it before mariadbd does, which
 /// [`launch_on_free_port`] handles.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("bind 127.0.0.1:0 to find a free port")
@@ -527,7 +527,7 @@ fn spawn_mariadbd(paths: &Paths) -> io::Result<Child> {
 /// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits, not the process, and
 /// tests start servers from short-lived threads. So all servers are forked by one thread that
 /// lives as long as the process.
-fn spawn_from_long_lived_thread(mut cmd: Command) -> io::Result<Child> {
+pub(crate) fn spawn_from_long_lived_thread(mut cmd: Command) -> io::Result<Child> {
     type Request = (Command, mpsc::Sender<io::Result<Child>>);
     static SPAWNER: OnceLock<mpsc::Sender<Request>> = OnceLock::new();
     let spawner = SPAWNER.get_or_init(|| {
@@ -711,7 +711,7 @@ pub fn received_gtids_at(socket: &Path) -> Result<String, String> {
 
 /// Splits batch-mode output into rows and tab-separated columns. Only the final newline is
 /// dropped: trimming more would eat empty trailing columns.
-fn split_rows(out: &str) -> Vec<Vec<String>> {
+pub(crate) fn split_rows(out: &str) -> Vec<Vec<String>> {
     out.strip_suffix('\n')
         .unwrap_or(out)
         .split('\n')
@@ -730,18 +730,18 @@ fn diagnostics(paths: &Paths) -> String {
     )
 }
 
-fn tail(text: &str) -> String {
+pub(crate) fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
 }
 
-fn file_len(path: &Path) -> u64 {
+pub(crate) fn file_len(path: &Path) -> u64 {
     fs::metadata(path).map(|m| m.len()).unwrap_or(0)
 }
 
 /// The part of a file written after `offset`, so a retry does not see an earlier attempt's
 /// messages.
-fn read_from(path: &Path, offset: u64) -> String {
+pub(crate) fn read_from(path: &Path, offset: u64) -> String {
     let mut text = String::new();
     if let Ok(mut file) = File::open(path) {
         if file.seek(SeekFrom::Start(offset)).is_ok() {
@@ -753,7 +753,7 @@ fn read_from(path: &Path, offset: u64) -> String {
     text
 }
 
-fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
     fs::create_dir(to)?;
     for entry in fs::read_dir(from)? {
         let entry = entry?;
@@ -767,7 +767,7 @@ fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn check_socket_path(socket: &Path) {
+pub(crate) fn check_socket_path(socket: &Path) {
     let len = socket.as_os_str().len();
     assert!(
         len <= MAX_SOCKET_PATH,
@@ -778,7 +778,7 @@ fn check_socket_path(socket: &Path) {
 }
 
 /// A file-name-safe rendering of `text`.
-fn sanitize(text: &str) -> String {
+pub(crate) fn sanitize(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
@@ -791,7 +791,7 @@ fn sanitize(text: &str) -> String {
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters, for URL userinfo.
-fn percent_encode(text: &str) -> String {
+pub(crate) fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| {
             if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {

@@ -12,7 +12,8 @@ use strongsync::durability::State;
 use strongsync::Config;
 
 use super::admin;
-use super::mariadb::{received_gtids_at, wait_for, MariaDb, APP_PASSWORD, APP_USER};
+pub use super::cluster::{Cluster, Witness};
+use super::mariadb::{wait_for, MariaDb, APP_PASSWORD, APP_USER};
 use super::proxy::TestProxy;
 use super::tcp_relay::TcpRelay;
 use super::topology::Topology;
@@ -21,41 +22,34 @@ use super::topology::Topology;
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
 /// The servers and the proxy.
-pub struct Strong {
-    pub topology: Topology,
+pub struct Strong<C: Cluster = Topology> {
+    pub topology: C,
     pub proxy: TestProxy,
     /// The relay one replica reaches the proxy through, if it was started with one.
     relay: Option<(usize, TcpRelay)>,
-}
-
-/// What replica `i` had received (its `Gtid_IO_Pos`), read straight from it. `Send`, so it can
-/// be read from a task the moment a client's answer arrives.
-#[derive(Debug, Clone)]
-pub struct Witness {
-    socket: std::path::PathBuf,
 }
 
 /// A statement's answer, with what the witnesses had received when it came.
 pub struct Watched {
     pub conn: Conn,
     pub result: mysql_async::Result<()>,
-    /// Per witness, its `Gtid_IO_Pos` read as soon as the answer arrived.
+    /// Per witness, what it had received, read as soon as the answer arrived.
     pub received: Vec<String>,
 }
 
 // === impl Strong ===
 
 impl Strong {
-    /// `replicas` replicas replicating through a proxy set up with `durability` (semisync on),
-    /// and a table `sbtest.t (id AUTO_INCREMENT, v INT)`.
+    /// `replicas` MariaDB replicas replicating through a proxy set up with `durability`
+    /// (semisync on), and a table `sbtest.t (id AUTO_INCREMENT, v INT)`.
     pub fn start(replicas: usize, durability: DurabilityConfig) -> Strong {
         Strong::start_with(replicas, |config, _| config.durability = durability)
     }
 
-    /// Like [`start`](Self::start), with the proxy's configuration adjusted by `adjust` (which
-    /// sees the servers).
+    /// Like [`start`](Strong::start), with the proxy's configuration adjusted by `adjust`
+    /// (which sees the servers).
     pub fn start_with(replicas: usize, adjust: impl FnOnce(&mut Config, &Topology)) -> Strong {
-        Strong::start_relayed(replicas, None, adjust)
+        Strong::launch(replicas, None, adjust)
     }
 
     /// Like [`start_with`](Self::start_with); replica `relayed` (if any) reaches the proxy
@@ -65,11 +59,24 @@ impl Strong {
         relayed: Option<usize>,
         adjust: impl FnOnce(&mut Config, &Topology),
     ) -> Strong {
-        let topology = Topology::start(replicas);
-        topology
-            .primary
-            .sql("CREATE TABLE sbtest.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)");
-        let mut config = TestProxy::config(&topology.primary);
+        Strong::launch(replicas, relayed, adjust)
+    }
+}
+
+impl<C: Cluster> Strong<C> {
+    /// Like [`Strong::start`], on servers of any kind (`Strong::<MySqlTopology>::start_on`).
+    pub fn start_on(replicas: usize, durability: DurabilityConfig) -> Strong<C> {
+        Strong::launch(replicas, None, |config, _| config.durability = durability)
+    }
+
+    /// Like [`Strong::start_relayed`], on servers of any kind.
+    pub fn launch(
+        replicas: usize,
+        relayed: Option<usize>,
+        adjust: impl FnOnce(&mut Config, &C),
+    ) -> Strong<C> {
+        let topology = C::start(replicas);
+        let mut config = topology.proxy_config();
         config.durability.passthrough = false;
         adjust(&mut config, &topology);
         let proxy = TestProxy::start_with(config);
@@ -97,8 +104,7 @@ impl Strong {
     /// Points replica `i` at the proxy (through the relay, if it is the relayed one), with
     /// semisync on or off, and waits until it runs.
     pub fn attach(&self, i: usize, semisync: bool) {
-        let on = if semisync { "ON" } else { "OFF" };
-        self.topology.replicas[i].sql(&format!("SET GLOBAL rpl_semi_sync_slave_enabled = {on}"));
+        self.topology.set_semisync(i, semisync);
         let port = match &self.relay {
             Some((relayed, relay)) if *relayed == i => relay.port(),
             _ => self.proxy.port(),
@@ -108,13 +114,10 @@ impl Strong {
     }
 
     /// Starts replica `i` again after a kill, on its data directory, and has it replicate with
-    /// semisync through whatever it pointed at (a server forgets its `SET GLOBAL`s and, with
-    /// `skip-slave-start`, does not start replicating by itself).
+    /// semisync through whatever it pointed at (a server forgets its `SET GLOBAL`s and does
+    /// not start replicating by itself).
     pub fn restart_replica(&mut self, i: usize) {
-        let replica = &mut self.topology.replicas[i];
-        replica.restart();
-        replica.sql("SET GLOBAL rpl_semi_sync_slave_enabled = ON; START SLAVE");
-        self.topology.wait_replica_running(i);
+        self.topology.restart_replica(i);
     }
 
     /// Connected semisync replicas, as the proxy sees them.
@@ -131,7 +134,7 @@ impl Strong {
     /// Points replica `i` straight at the primary (the proxy never sees what it receives).
     pub fn detach(&self, i: usize) {
         self.topology
-            .point_replica_at(i, "127.0.0.1", self.topology.primary.port());
+            .point_replica_at(i, "127.0.0.1", self.topology.primary_port());
         self.topology.wait_replica_running(i);
     }
 
@@ -143,16 +146,16 @@ impl Strong {
     }
 
     pub fn stop_io(&self, i: usize) {
-        self.topology.replicas[i].sql("STOP SLAVE IO_THREAD");
+        self.topology.stop_io(i);
     }
 
     pub fn start_io(&self, i: usize) {
-        self.topology.replicas[i].sql("START SLAVE IO_THREAD");
+        self.topology.start_io(i);
     }
 
     /// Stops every replica's I/O thread and waits until the proxy has no semisync replica.
     pub fn stop_all(&self) {
-        for i in 0..self.topology.replicas.len() {
+        for i in 0..self.topology.replica_count() {
             self.stop_io(i);
         }
         self.wait_semisync(0);
@@ -208,7 +211,7 @@ impl Strong {
     }
 
     pub fn witness(&self, i: usize) -> Witness {
-        Witness::of(&self.topology.replicas[i])
+        self.topology.witness(i)
     }
 }
 
@@ -219,22 +222,6 @@ pub fn durability(quorum: usize, on_timeout: OnTimeout, ack_timeout: Duration) -
         on_timeout,
         ack_timeout,
         ..DurabilityConfig::default()
-    }
-}
-
-// === impl Witness ===
-
-impl Witness {
-    pub fn of(replica: &MariaDb) -> Witness {
-        Witness {
-            socket: replica.socket().to_owned(),
-        }
-    }
-
-    /// The replica's `Gtid_IO_Pos`: every GTID it has received from its primary (or why it
-    /// could not be read, which holds no GTID).
-    pub fn received(&self) -> String {
-        received_gtids_at(&self.socket).unwrap_or_else(|e| format!("(unreadable: {e})"))
     }
 }
 

@@ -155,7 +155,7 @@ fn start_all(options: Vec<MariaDbOptions>) -> Vec<MariaDb> {
 }
 
 /// `SHOW SLAVE STATUS` one column a line, sorted by name, for panic messages.
-fn format_status(status: &HashMap<String, String>) -> String {
+pub(crate) fn format_status(status: &HashMap<String, String>) -> String {
     if status.is_empty() {
         return "(empty: not configured as a replica)".into();
     }
