@@ -1,6 +1,6 @@
 //! The README's "run it" command: `deploy/sandbox/sandbox up` starts a primary, two replicas
 //! and strongsync, shows a write load going through, and `down` stops every process it
-//! started.
+//! started; `up --mysql` does the same with MySQL 9.7 servers from the sid root.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,6 +8,36 @@ use std::process::Command;
 use support::cli::{mariadb, run_command, Output};
 use support::mariadb::{APP_PASSWORD, APP_USER};
 use support::proxy::free_port;
+
+/// The servers a sandbox runs.
+#[derive(Debug, Clone, Copy)]
+enum Server {
+    MariaDb,
+    MySql,
+}
+
+impl Server {
+    /// The arguments of `up` that choose it.
+    fn up(self) -> &'static [&'static str] {
+        match self {
+            Server::MariaDb => &["up"],
+            Server::MySql => &["up", "--mysql"],
+        }
+    }
+
+    /// The labels of the source port, the IO thread and the SQL thread in the replica status
+    /// lines the sandbox prints (the server's own column names).
+    fn labels(self) -> [&'static str; 3] {
+        match self {
+            Server::MariaDb => ["Master_Port: ", "Slave_IO_Running: ", "Slave_SQL_Running: "],
+            Server::MySql => [
+                "Source_Port: ",
+                "Replica_IO_Running: ",
+                "Replica_SQL_Running: ",
+            ],
+        }
+    }
+}
 
 struct Sandbox {
     dir: tempfile::TempDir,
@@ -26,16 +56,16 @@ impl Sandbox {
         self.dir.path().join("sandbox")
     }
 
-    fn run(&self, action: &str) -> Output {
+    fn run(&self, args: &[&str]) -> Output {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/sandbox/sandbox");
         let mut command = Command::new(script);
         command
-            .arg(action)
+            .args(args)
             .env("SANDBOX_DIR", self.state_dir())
             .env("SANDBOX_PORT", self.first_port.to_string())
             .env("SANDBOX_LOAD_SECONDS", "2")
             .env("STRONGSYNC_BIN", env!("CARGO_BIN_EXE_strongsync"));
-        run_command(command, &format!("sandbox {action}"))
+        run_command(command, &format!("sandbox {}", args.join(" ")))
     }
 
     /// Pids the sandbox recorded, by name.
@@ -54,7 +84,7 @@ impl Sandbox {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         if self.state_dir().exists() {
-            let _ = self.run("down");
+            let _ = self.run(&["down"]);
         }
     }
 }
@@ -84,8 +114,18 @@ fn after<'a>(text: &'a str, label: &str) -> Vec<&'a str> {
 
 #[test]
 fn sandbox_up_shows_strong_sync_working_and_down_leaves_nothing_behind() {
+    shows_strong_sync_working_and_down_leaves_nothing_behind(Server::MariaDb);
+}
+
+#[test]
+fn sandbox_up_mysql_shows_strong_sync_working_and_down_leaves_nothing_behind() {
+    shows_strong_sync_working_and_down_leaves_nothing_behind(Server::MySql);
+}
+
+fn shows_strong_sync_working_and_down_leaves_nothing_behind(server: Server) {
+    let [port_label, io_label, sql_label] = server.labels();
     let sandbox = Sandbox::new();
-    let up = sandbox.run("up");
+    let up = sandbox.run(server.up());
     assert!(up.success(), "{up}");
     let out = &up.stdout;
 
@@ -95,8 +135,8 @@ fn sandbox_up_shows_strong_sync_working_and_down_leaves_nothing_behind() {
     assert!(pids.iter().all(|&(_, pid)| alive(pid)), "{pids:?}");
 
     // Both replicas replicate through strongsync, with semisync, and hold the primary's data.
-    assert_eq!(after(out, "Slave_IO_Running: "), ["Yes", "Yes"], "{out}");
-    assert_eq!(after(out, "Slave_SQL_Running: "), ["Yes", "Yes"], "{out}");
+    assert_eq!(after(out, io_label), ["Yes", "Yes"], "{out}");
+    assert_eq!(after(out, sql_label), ["Yes", "Yes"], "{out}");
     assert_eq!(after(out, "semisync "), ["ON,", "ON,"], "{out}");
     let checksums = after(out, "checksum ");
     let primary = after(out, "(primary ");
@@ -104,7 +144,7 @@ fn sandbox_up_shows_strong_sync_working_and_down_leaves_nothing_behind() {
     for (replica, primary) in checksums.iter().zip(&primary) {
         assert_eq!(format!("{replica})"), *primary, "{out}");
     }
-    let proxy_port = after(out, "Master_Port: ");
+    let proxy_port = after(out, port_label);
     assert_eq!(proxy_port.len(), 2, "{out}");
     assert_eq!(proxy_port[0], proxy_port[1]);
 
@@ -127,11 +167,18 @@ fn sandbox_up_shows_strong_sync_working_and_down_leaves_nothing_behind() {
     assert!(select.success(), "{select}");
     assert_eq!(select.stdout.lines().last(), Some("10000"));
 
-    let status = sandbox.run("status");
+    let status = sandbox.run(&["status"]);
     assert!(status.success(), "{status}");
     assert!(status.stdout.contains("strongsync: ready"), "{status}");
 
-    let down = sandbox.run("down");
+    // MySQL's servers keep their files in the root's /tmp, where the chroot sees them.
+    let mysql_dir = std::fs::read_to_string(sandbox.state_dir().join("mysql-dir")).ok();
+    assert_eq!(
+        mysql_dir.is_some(),
+        matches!(server, Server::MySql),
+        "{mysql_dir:?}"
+    );
+    let down = sandbox.run(&["down"]);
     assert!(down.success(), "{down}");
     assert!(down.stdout.contains("stopped 4 processes"), "{down}");
     for (name, pid) in &pids {
@@ -141,6 +188,13 @@ fn sandbox_up_shows_strong_sync_working_and_down_leaves_nothing_behind() {
         !sandbox.state_dir().exists(),
         "down removes the sandbox's files"
     );
-    let again = sandbox.run("status");
+    if let Some(mysql_dir) = mysql_dir {
+        let mysql_dir = mysql_dir.trim();
+        assert!(
+            !Path::new(mysql_dir).exists(),
+            "down removes the servers' files in the MySQL root, {mysql_dir}"
+        );
+    }
+    let again = sandbox.run(&["status"]);
     assert!(again.stdout.contains("the sandbox is down"), "{again}");
 }
