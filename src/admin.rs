@@ -100,12 +100,13 @@ struct DomainReleases {
     count: u64,
 }
 
-/// A MariaDB domain as its number, a MySQL source as its `uuid[:tag]`.
+/// A MariaDB domain as its number, a MySQL source as its `uuid[:tag]`, a bound by binlog
+/// position as `binlog <file>`.
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum DomainName {
     Maria(u32),
-    MySql(String),
+    Named(String),
 }
 
 #[derive(Debug, Serialize)]
@@ -241,7 +242,9 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
             .map(|range| DomainReleases {
                 domain: match range.last.domain {
                     Domain::Maria(domain) => DomainName::Maria(domain),
-                    Domain::MySql(source) => DomainName::MySql(source.to_string()),
+                    Domain::MySql(_) | Domain::Binlog(_) => {
+                        DomainName::Named(range.last.domain.to_string())
+                    }
                 },
                 first: range.first.to_string(),
                 last: range.last.to_string(),

@@ -1,12 +1,13 @@
 //! The probe: strongsync's own connection to the primary, for one question — how far the
 //! primary's binlog reaches (the flavour's [`bound_query`](Flavour::bound_query), MariaDB's
-//! `@@global.gtid_binlog_pos`). MariaDB writes a transaction to its binlog before the
-//! statement's response leaves, so that position, read after a response arrived, bounds
-//! everything the response may have committed or revealed. Sessions ask it for
-//! every response under `visibility = "quorum"`, and otherwise for the rare response that must
-//! go to the client before the session's own connection can be asked what it committed (a
-//! `LOAD DATA LOCAL INFILE` request, more than `max_held_response_bytes` held), or when that
-//! connection cannot answer. The account needs no privilege; its password is never logged.
+//! `@@global.gtid_binlog_pos`, MySQL's `SHOW BINARY LOG STATUS`). Both write a transaction to
+//! their binlog before the statement's response leaves, so that position, read after a
+//! response arrived, bounds everything the response may have committed or revealed. Sessions
+//! ask it for every response under `visibility = "quorum"`, and otherwise for the rare
+//! response that must go to the client before the session's own connection can be asked what
+//! it committed (a `LOAD DATA LOCAL INFILE` request, more than `max_held_response_bytes`
+//! held), or when that connection cannot answer. On MariaDB the account needs no privilege;
+//! on MySQL it needs `REPLICATION CLIENT`. Its password is never logged.
 //!
 //! Questions are batched in rounds, as Raft's ReadIndex batches reads: one reading serves
 //! every caller that asked before it was sent, and callers who ask while a reading is on its
@@ -193,12 +194,13 @@ impl Rounds {
                 *conn = Some(Conn::new(self.opts.clone()).await?);
             }
             let open = conn.as_mut().expect("just opened");
-            let value: Option<String> = open.exec_first(flavour.bound_query(), ()).await?;
-            Ok::<_, mysql_async::Error>(value.unwrap_or_default())
+            // The text protocol: MySQL's is a SHOW statement.
+            let row: Option<mysql_async::Row> = open.query_first(flavour.bound_query()).await?;
+            Ok::<_, mysql_async::Error>(row.map(values).unwrap_or_default())
         })
         .await;
-        let value = match asked {
-            Ok(Ok(value)) => value,
+        let row = match asked {
+            Ok(Ok(row)) => row,
             Ok(Err(error)) => {
                 *conn = None;
                 return Err(Arc::new(error.into()));
@@ -208,11 +210,27 @@ impl Rounds {
                 return Err(Arc::new(ProbeError::TimedOut(self.timeout)));
             }
         };
-        flavour
-            .parse_bound(value.as_bytes())
-            .map(Arc::new)
-            .map_err(|source| Arc::new(ProbeError::Unreadable { value, source }))
+        flavour.parse_bound(&row).map(Arc::new).map_err(|source| {
+            let value = row
+                .iter()
+                .map(|v| v.as_deref().map_or("NULL".into(), String::from_utf8_lossy))
+                .collect::<Vec<_>>()
+                .join(" ");
+            Arc::new(ProbeError::Unreadable { value, source })
+        })
     }
+}
+
+/// A text-protocol row's values as the bytes the server sent (`None` for NULL).
+fn values(row: mysql_async::Row) -> Vec<Option<Vec<u8>>> {
+    row.unwrap()
+        .into_iter()
+        .map(|value| match value {
+            mysql_async::Value::NULL => None,
+            mysql_async::Value::Bytes(bytes) => Some(bytes),
+            other => Some(other.as_sql(true).into_bytes()),
+        })
+        .collect()
 }
 
 /// The probe's task: while anyone waits, sends the next round's reading (after the callers of

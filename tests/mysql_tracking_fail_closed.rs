@@ -81,7 +81,7 @@ async fn cluster() -> MySqlStrong {
     let s = MySqlStrong::launch(1, None, |config, topology| {
         topology
             .primary
-            .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
+            .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'; GRANT REPLICATION CLIENT ON *.* TO 'probe'@'%'");
         config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
         config.probe = ProbeConfig::account_of("probe", "probe-secret");
     });

@@ -76,7 +76,9 @@ fn effect(primary: &MariaDb, proxy: &TestProxy, before: &Before) -> Result<Effec
         for gtid in &commit.gtids {
             match gtid.domain {
                 Domain::Maria(_) => reported.push(*gtid),
-                Domain::MySql(_) => bad_reports.push(format!("MySQL GTID {gtid}")),
+                Domain::MySql(_) | Domain::Binlog(_) => {
+                    bad_reports.push(format!("not a MariaDB GTID: {gtid}"))
+                }
             }
         }
     }

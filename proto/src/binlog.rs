@@ -346,6 +346,15 @@ impl StreamTracker {
     }
 }
 
+/// Whether an event of this type starts a transaction: a GTID event of either flavour (MySQL's
+/// plain, tagged or anonymous).
+pub fn starts_transaction(kind: u8) -> bool {
+    matches!(
+        kind,
+        GTID_EVENT | MYSQL_GTID_EVENT | MYSQL_ANONYMOUS_GTID_EVENT | MYSQL_TAGGED_GTID_EVENT
+    )
+}
+
 /// `COMMIT` or `ROLLBACK` as the whole query text: it ends a transaction of a
 /// non-transactional engine.
 fn is_commit(query: &[u8]) -> bool {

@@ -27,6 +27,12 @@ pub enum Domain {
     Maria(u32),
     /// A MySQL source: server UUID and tag.
     MySql(SourceId),
+    /// Not a GTID's domain: a place in the primary's binlog file of this sequence number, the
+    /// GTID's "number" its offset. A bound that cannot name GTIDs (on MySQL a transaction's
+    /// rows are visible to other sessions before its GTID is in `gtid_executed`, never before
+    /// it is in the binlog) is waited for as such an end; it is held by replicas that
+    /// acknowledged that far, and never held by a GTID set.
+    Binlog(u64),
 }
 
 /// A transaction's GTID.
@@ -97,6 +103,26 @@ impl Gtid {
         }
     }
 
+    /// The end of what the primary's binlog holds at `position`, as a bound to wait for.
+    pub fn binlog_end(position: crate::position::Position) -> Self {
+        Gtid {
+            domain: Domain::Binlog(position.file_seq),
+            server_id: 0,
+            seq_no: position.offset,
+        }
+    }
+
+    /// The binlog position this stands for, if it is a [`binlog_end`](Self::binlog_end).
+    pub fn binlog_position(&self) -> Option<crate::position::Position> {
+        match self.domain {
+            Domain::Binlog(file_seq) => Some(crate::position::Position {
+                file_seq,
+                offset: self.seq_no,
+            }),
+            _ => None,
+        }
+    }
+
     /// Parses MariaDB's `domain-server-seq` from bytes.
     ///
     /// # Errors
@@ -146,6 +172,7 @@ impl fmt::Display for Gtid {
         match self.domain {
             Domain::Maria(domain) => write!(f, "{domain}-{}-{}", self.server_id, self.seq_no),
             Domain::MySql(source) => write!(f, "{source}:{}", self.seq_no),
+            Domain::Binlog(file_seq) => write!(f, "binlog {file_seq}:{}", self.seq_no),
         }
     }
 }
@@ -156,6 +183,7 @@ impl fmt::Display for Domain {
         match self {
             Domain::Maria(domain) => domain.fmt(f),
             Domain::MySql(source) => source.fmt(f),
+            Domain::Binlog(file_seq) => write!(f, "binlog {file_seq}"),
         }
     }
 }

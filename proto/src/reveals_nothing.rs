@@ -5,8 +5,9 @@
 //! forms): their OK says nothing about anyone's data (a commit they make is waited for as a
 //! commit).
 //!
-//! [`replica_setup`]: the statements a MariaDB replica sends before its binlog dump (`sql/slave.cc`: the clock,
-//! the server id, heartbeat period, checksum, capability, GTID connect state) that read only
+//! [`replica_setup`]: the statements a MariaDB or MySQL replica sends before its binlog dump
+//! (MariaDB's `sql/slave.cc`, MySQL's `sql/rpl_replica.cc`: the clock, the server id and UUID,
+//! heartbeat period, checksum, capability, GTID mode and connect state) that read only
 //! constants, system variables and the user variables such statements set — and the `KILL` a
 //! semisync replica's `STOP SLAVE` sends on a connection of its own to end its dump. Their
 //! answers reveal no transaction, so the read barrier lets them through while a connection has
@@ -20,8 +21,10 @@ const LONGEST: usize = 4096;
 /// What a placeholder in [`STATEMENTS`] accepts.
 const DIGITS: u8 = b'#';
 const GTIDS: u8 = b'%';
+const UUID: u8 = b'$';
 
-/// The statements, lower case and without blanks; `#` stands for digits, `%` for a GTID list.
+/// The statements, lower case and without blanks; `#` stands for digits, `%` for a GTID list,
+/// `$` for a UUID.
 const STATEMENTS: &[&[u8]] = &[
     b"selectunix_timestamp()",
     b"showvariableslike'server_id'",
@@ -37,6 +40,14 @@ const STATEMENTS: &[&[u8]] = &[
     b"set@slave_gtid_strict_mode=#",
     b"set@slave_gtid_ignore_duplicates=#",
     b"set@slave_until_gtid='%'",
+    // MySQL 8.0 and later, under both names of each variable.
+    b"set@master_heartbeat_period=#,@source_heartbeat_period=#",
+    b"set@master_binlog_checksum=@@global.binlog_checksum,@source_binlog_checksum=@@global.binlog_checksum",
+    b"select@source_binlog_checksum",
+    b"select@@global.gtid_mode",
+    b"select@@global.server_uuid",
+    b"set@slave_uuid='$'",
+    b"set@slave_uuid='$',@replica_uuid='$'",
     b"kill#",
     b"killconnection#",
     b"killquery#",
@@ -93,6 +104,7 @@ fn matches(template: &[u8], mut text: &[u8]) -> bool {
         let accepts: fn(&u8) -> bool = match t {
             DIGITS => |b| b.is_ascii_digit(),
             GTIDS => |b| b.is_ascii_digit() || *b == b'-' || *b == b',',
+            UUID => |b| b.is_ascii_hexdigit() || *b == b'-',
             literal => {
                 match text.split_first() {
                     Some((&b, rest)) if b == literal => text = rest,
@@ -156,6 +168,31 @@ mod tests {
             "KILL 9",
         ] {
             assert!(reveals_nothing(sql.as_bytes()), "{sql}");
+        }
+    }
+
+    /// As captured from a MySQL 9.7.4 replica (`fixtures/mysql97_dump_semisync.txt`).
+    #[test]
+    fn the_statements_a_mysql_replica_sends_before_its_dump_are_recognised() {
+        for sql in [
+            "SELECT UNIX_TIMESTAMP()",
+            "SELECT @@GLOBAL.SERVER_ID",
+            "SET @master_heartbeat_period = 2000000000, @source_heartbeat_period = 2000000000",
+            "SET @master_binlog_checksum = @@global.binlog_checksum, @source_binlog_checksum = @@global.binlog_checksum",
+            "SELECT @source_binlog_checksum",
+            "SELECT @@GLOBAL.GTID_MODE",
+            "SELECT @@GLOBAL.SERVER_UUID",
+            "SET @slave_uuid = 'effcab61-ede8-11f1-9dec-02fc00000001', @replica_uuid = 'effcab61-ede8-11f1-9dec-02fc00000001'",
+            "SET @slave_uuid= 'effcab61-ede8-11f1-9dec-02fc00000001'",
+        ] {
+            assert!(reveals_nothing(sql.as_bytes()), "{sql}");
+        }
+        for sql in [
+            "SET @slave_uuid = (SELECT v FROM t)",
+            "SET @slave_uuid = 'x', @replica_uuid = (SELECT v FROM t)",
+            "SELECT @@GLOBAL.GTID_MODE, v FROM t",
+        ] {
+            assert!(!reveals_nothing(sql.as_bytes()), "{sql}");
         }
     }
 

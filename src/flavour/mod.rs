@@ -180,18 +180,22 @@ impl Flavour {
         }
     }
 
-    /// The position [`bound_query`](Self::bound_query) answered.
+    /// The position [`bound_query`](Self::bound_query) answered, from its row (`None` for
+    /// NULL). MariaDB's is a GTID position; MySQL's a binlog position (see
+    /// [`strongsync_proto::gtid::Domain::Binlog`]).
     ///
     /// # Errors
     /// [`ProtoError::Malformed`] if it is not a position.
-    pub fn parse_bound(self, text: &[u8]) -> Result<GtidPosition, ProtoError> {
+    pub fn parse_bound(self, row: &[Option<Vec<u8>>]) -> Result<GtidPosition, ProtoError> {
         match self {
-            Flavour::MariaDb => GtidPosition::parse(text),
-            Flavour::MySql => std::str::from_utf8(text)
-                .map_err(|_| ProtoError::Malformed {
-                    what: "MySQL GTID set",
-                })
-                .and_then(GtidPosition::parse_mysql),
+            Flavour::MariaDb => GtidPosition::parse(
+                row.first()
+                    .cloned()
+                    .flatten()
+                    .unwrap_or_default()
+                    .as_slice(),
+            ),
+            Flavour::MySql => mysql::parse_bound(row),
         }
     }
 

@@ -18,6 +18,8 @@ use strongsync_proto::ok::{
     OkPacket, SESSION_TRACK_GTIDS_VAR, SESSION_TRACK_STATE_CHANGE_VAR,
     SESSION_TRACK_SYSTEM_VARIABLES_VAR,
 };
+use strongsync_proto::position::Position;
+use strongsync_proto::ProtoError;
 use tracing::{debug, warn};
 
 use super::asked::{names_session_quorum, AskedQuorum};
@@ -52,10 +54,27 @@ const ENABLE: &str = "SET SESSION session_track_system_variables = \
 /// thousands of times in one statement) is bounded by the primary's position instead.
 const MAX_REPORTED: u64 = 256;
 
-/// How far the primary has committed: MySQL adds a transaction to `gtid_executed` as it
-/// commits, before the statement's response leaves, so this set, read after a response
-/// arrived, bounds everything the response may have committed.
-pub(super) const BOUND_QUERY: &str = "SELECT @@global.gtid_executed";
+/// How far the primary's binlog reaches: its file and the end of the last group written to
+/// it. MySQL writes a transaction to its binlog before the engine commits it (and before its
+/// GTID is in `gtid_executed`, which other sessions can read behind what they see), so this
+/// position, read after a response arrived, bounds everything the response may have
+/// committed or revealed.
+pub(super) const BOUND_QUERY: &str = "SHOW BINARY LOG STATUS";
+
+/// The bound [`BOUND_QUERY`]'s row (`File`, `Position`, …) says.
+pub(super) fn parse_bound(row: &[Option<Vec<u8>>]) -> Result<GtidPosition, ProtoError> {
+    let bad = ProtoError::Malformed {
+        what: "binary log status",
+    };
+    let (Some(Some(file)), Some(Some(offset))) = (row.first(), row.get(1)) else {
+        return Err(bad);
+    };
+    let offset = std::str::from_utf8(offset)
+        .ok()
+        .and_then(|o| o.parse().ok())
+        .ok_or(bad)?;
+    Position::in_file(file, offset).map(GtidPosition::binlog_end)
+}
 
 /// A MySQL session's tracking.
 #[derive(Debug)]

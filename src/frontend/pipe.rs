@@ -25,7 +25,8 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use prometheus::{Histogram, IntCounter};
 use strongsync_proto::binlog::{
-    put_heartbeat, EventSeen, StreamTracker, GTID_EVENT, HEARTBEAT_EVENT, ROTATE_EVENT,
+    put_heartbeat, starts_transaction, EventSeen, StreamTracker, HEARTBEAT_EVENT,
+    HEARTBEAT_V2_EVENT, ROTATE_EVENT,
 };
 use strongsync_proto::command::COM_QUIT;
 use strongsync_proto::gtid::Gtid;
@@ -272,7 +273,7 @@ impl ReplicaPipe {
                 if seen.ends_transaction {
                     self.ends.push((seen.gtid, end));
                     self.coverage.transaction_ended(end)
-                } else if seen.header.kind == GTID_EVENT {
+                } else if starts_transaction(seen.header.kind) {
                     let start = Position {
                         offset: end.offset.saturating_sub(u64::from(seen.header.event_size)),
                         ..end
@@ -302,7 +303,10 @@ impl ReplicaPipe {
     fn reached_by(&self, seen: &EventSeen) -> Option<Position> {
         match seen.end {
             Some(end) => Some(end),
-            None if seen.header.kind == HEARTBEAT_EVENT && seen.header.log_pos != 0 => {
+            // MySQL's second heartbeat (8.0.26 on) carries it in its header too.
+            None if matches!(seen.header.kind, HEARTBEAT_EVENT | HEARTBEAT_V2_EVENT)
+                && seen.header.log_pos != 0 =>
+            {
                 self.tracker.position().map(|at| Position {
                     offset: u64::from(seen.header.log_pos),
                     ..at

@@ -126,14 +126,29 @@ impl GtidPosition {
                 }
             }
             Domain::MySql(_) => self.add_mysql(gtid.domain, gtid.seq_no, gtid.seq_no),
+            // A place in the binlog is not a transaction a position holds.
+            Domain::Binlog(_) => {}
         }
+    }
+
+    /// The bound of a binlog position (see [`Domain::Binlog`]): waiting for it waits for the
+    /// replicas to acknowledge that far.
+    pub fn binlog_end(position: crate::position::Position) -> Self {
+        let end = Gtid::binlog_end(position);
+        GtidPosition(BTreeMap::from([(
+            end.domain,
+            Held {
+                seqs: SeqSet::through(end.seq_no),
+                newest: end,
+            },
+        )]))
     }
 
     /// Takes in every GTID `other` holds.
     pub fn extend(&mut self, other: &GtidPosition) {
         for (domain, theirs) in &other.0 {
             match domain {
-                Domain::Maria(_) => self.advance(theirs.newest),
+                Domain::Maria(_) | Domain::Binlog(_) => self.advance(theirs.newest),
                 Domain::MySql(_) => {
                     for &(start, end) in theirs.seqs.intervals() {
                         self.add_mysql(*domain, start, end);
@@ -216,10 +231,11 @@ impl GtidPosition {
     /// out in binlog order, except where some were given by hand).
     pub fn newest_gtids(&self) -> impl Iterator<Item = Gtid> + '_ {
         self.0.iter().flat_map(|(domain, held)| {
-            let maria = matches!(domain, Domain::Maria(_)).then_some(held.newest);
+            let maria =
+                matches!(domain, Domain::Maria(_) | Domain::Binlog(_)).then_some(held.newest);
             let mysql = match domain {
                 Domain::MySql(_) => held.seqs.intervals(),
-                Domain::Maria(_) => &[],
+                Domain::Maria(_) | Domain::Binlog(_) => &[],
             };
             maria.into_iter().chain(mysql.iter().map(|&(_, end)| Gtid {
                 domain: *domain,
@@ -246,7 +262,7 @@ impl fmt::Display for GtidPosition {
         let mut sources = Vec::new();
         for (domain, held) in &self.0 {
             match domain {
-                Domain::Maria(_) => {
+                Domain::Maria(_) | Domain::Binlog(_) => {
                     sep(f)?;
                     write!(f, "{}", held.newest)?;
                 }

@@ -17,9 +17,10 @@ fn within(part: &[u8], whole: &[u8]) -> bool {
     part.is_empty() || (p >= w && p + part.len() <= w + whole.len())
 }
 
-/// Every filter the proxy can apply.
+/// Every filter the proxy can apply (the variable names MySQL adds go with the MariaDB ones
+/// they sit beside, which keeps the count at 256).
 fn filters() -> impl Iterator<Item = TrackingFilter> {
-    (0..1024).map(|bits| TrackingFilter {
+    (0..256).map(|bits| TrackingFilter {
         client_tracks: bits & 1 != 0,
         keep_last_gtid: bits & 2 != 0,
         keep_gtids: bits & 4 != 0,
@@ -28,8 +29,8 @@ fn filters() -> impl Iterator<Item = TrackingFilter> {
         keep_transaction_info_var: bits & 32 != 0,
         keep_transaction_state: bits & 64 != 0,
         keep_transaction_characteristics: bits & 128 != 0,
-        keep_gtids_var: bits & 256 != 0,
-        keep_list_var: bits & 512 != 0,
+        keep_gtids_var: bits & 2 != 0,
+        keep_list_var: bits & 16 == 0,
     })
 }
 
