@@ -97,8 +97,8 @@ settings! {
     /// position. The password is never logged, printed or shown in `/status`.
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct ProbeConfig in "probe" {
-        /// strongsync's own account on the primary, no privilege needed (required by
-        /// `visibility = "quorum"`). Restart to change.
+        /// strongsync's own account on the primary: no privilege on MariaDB, `REPLICATION
+        /// CLIENT` on MySQL (required by `visibility = "quorum"`). Restart to change.
         #[setting(Meta::flag("probe-user").value_name("USER"))]
         pub user: Option<String> = None,
         /// A file holding its password (a mounted secret); a trailing newline is ignored.
