@@ -8,9 +8,9 @@ use std::time::Duration;
 use mysql_async::prelude::*;
 use strongsync::config::{AsyncReplicas, DurabilityConfig, OnTimeout, ReplicaConfig};
 use strongsync::Config;
-use strongsync_proto::gtid::{Gtid, GtidPosition};
 use support::admin;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
+use support::mysql_gtid::gtid_set_holds;
 use support::mysql_topology::MySqlTopology;
 use support::strong::{answered, spawn_watched, Strong, Watched, Witness, PATIENCE};
 
@@ -53,26 +53,6 @@ fn zones(config: &mut Config, servers: &MySqlTopology, zones: &[&str], primary: 
     config.durability.primary_zone = Some(primary.into());
 }
 
-/// The newest GTID the primary executed: `uuid:n` for the last interval of its own UUID.
-fn newest_gtid(s: &MySqlStrong) -> String {
-    let uuid = s.topology.primary.sql("SELECT @@global.server_uuid");
-    let executed = GtidPosition::parse_mysql(&s.topology.primary.gtid_executed()).unwrap();
-    let newest = executed
-        .intervals()
-        .filter(|(domain, _, _)| domain.to_string() == uuid)
-        .map(|(_, _, last)| last)
-        .max()
-        .expect("the primary executed a GTID of its own");
-    format!("{uuid}:{newest}")
-}
-
-/// Whether a received set (as a replica shows it) holds `gtid`.
-fn holds(received: &str, gtid: &str) -> bool {
-    let set = GtidPosition::parse_mysql(received)
-        .unwrap_or_else(|e| panic!("not a GTID set {received:?}: {e}"));
-    set.holds(&Gtid::parse_mysql(gtid).unwrap())
-}
-
 /// What each replica has received, read when a client gets its answer.
 fn every_witness(s: &MySqlStrong) -> Vec<Witness> {
     (0..s.topology.replicas.len())
@@ -92,7 +72,7 @@ async fn released_once_it_has(
     let done = answered(parked).await;
     done.result.unwrap();
     assert!(
-        holds(&done.received[i], gtid),
+        gtid_set_holds(&done.received[i], gtid),
         "replica {i} had not received {gtid} when the client was told: {:?}",
         done.received
     );
@@ -103,7 +83,7 @@ fn wait_received(s: &MySqlStrong, replicas: &[usize], gtid: &str) {
     for &i in replicas {
         let witness = s.witness(i);
         wait_for(&format!("replica {i} to receive {gtid}"), PATIENCE, || {
-            holds(&witness.received(), gtid)
+            gtid_set_holds(&witness.received(), gtid)
         });
     }
 }
@@ -136,7 +116,7 @@ async fn two_zones_hold_a_commit_until_the_other_zone_has_it_and_a_reload_applie
         ready.body
     );
     let parked = s.park(INSERT, every_witness(&s)).await;
-    let gtid = newest_gtid(&s);
+    let gtid = s.topology.primary.newest_gtid();
     // Two replicas have it, both in zone a: the commit stays parked.
     wait_received(&s, &[0, 1], &gtid);
     assert!(!parked.is_finished());
@@ -163,7 +143,7 @@ async fn two_zones_hold_a_commit_until_the_other_zone_has_it_and_a_reload_applie
     s.stop_io(1);
     s.wait_semisync(2);
     let parked = s.park(INSERT, every_witness(&s)).await;
-    let gtid = newest_gtid(&s);
+    let gtid = s.topology.primary.newest_gtid();
     wait_received(&s, &[0, 2], &gtid);
     assert!(!parked.is_finished(), "0 and 2 are now both in zone a");
     assert_eq!(s.parked(), 1);
@@ -182,7 +162,7 @@ async fn cross_zone_holds_a_commit_until_a_replica_outside_the_primarys_zone_has
     s.stop_io(1);
     s.wait_semisync(1);
     let parked = s.park(INSERT, every_witness(&s)).await;
-    let gtid = newest_gtid(&s);
+    let gtid = s.topology.primary.newest_gtid();
     wait_received(&s, &[0], &gtid);
     assert!(!parked.is_finished(), "only the primary's zone has it");
     let status = admin::status(s.proxy.admin_addr());
@@ -224,7 +204,7 @@ async fn a_session_raises_its_quorum_or_asks_for_none_and_starts_from_the_defaul
         let before = s.parked();
         let parked = spawn_watched(conn, INSERT, every_witness(&s));
         wait_for("the commit to park", PATIENCE, || s.parked() == before + 1);
-        let gtid = newest_gtid(&s);
+        let gtid = s.topology.primary.newest_gtid();
         wait_received(&s, &[0], &gtid);
         assert!(
             !parked.is_finished(),
@@ -237,10 +217,10 @@ async fn a_session_raises_its_quorum_or_asks_for_none_and_starts_from_the_defaul
     s.stop_all();
     let mut none = session(&s, "SET @strongsync_quorum = 0").await;
     none.query_drop(INSERT).await.unwrap();
-    let gtid = newest_gtid(&s);
+    let gtid = s.topology.primary.newest_gtid();
     for i in 0..2 {
         let received = s.witness(i).received();
-        assert!(!holds(&received, &gtid), "replica {i}: {received}");
+        assert!(!gtid_set_holds(&received, &gtid), "replica {i}: {received}");
     }
     assert_eq!(s.released("none_asked"), 1);
     let scrape = s.metrics();
@@ -276,12 +256,16 @@ async fn a_session_raises_its_quorum_or_asks_for_none_and_starts_from_the_defaul
             || s.parked() == before + waiting.len(),
         );
     }
-    let gtid = newest_gtid(&s);
+    let gtid = s.topology.primary.newest_gtid();
     s.start_io(0);
     for parked in waiting {
         let done = answered(parked).await;
         done.result.unwrap();
-        assert!(holds(&done.received[0], &gtid), "{:?}", done.received);
+        assert!(
+            gtid_set_holds(&done.received[0], &gtid),
+            "{:?}",
+            done.received
+        );
     }
     assert_eq!(s.released("none_asked"), 1);
 }
@@ -299,10 +283,10 @@ async fn sessions_cannot_go_below_the_floor() {
             .get("strongsync_session_quorum_refused_total{why=\"below_floor\"}"),
         1.0
     );
-    let gtid = newest_gtid(&s);
+    let gtid = s.topology.primary.newest_gtid();
     for i in 0..2 {
         let received = s.witness(i).received();
-        assert!(!holds(&received, &gtid), "replica {i}: {received}");
+        assert!(!gtid_set_holds(&received, &gtid), "replica {i}: {received}");
     }
     released_once_it_has(&s, parked, 0, &gtid).await;
     assert_eq!(s.released("none_asked"), 0);
@@ -336,21 +320,21 @@ async fn an_async_replica_never_passes_the_quorum_and_catches_up_when_it_moves()
     });
     let mut conn = s.client().await;
     conn.query_drop(INSERT).await.unwrap();
-    let first = newest_gtid(&s);
+    let first = s.topology.primary.newest_gtid();
     wait_received(&s, &[2], &first);
 
     s.stop_io(0);
     s.stop_io(1);
     s.wait_semisync(0);
     let parked = s.park(INSERT, vec![s.witness(2)]).await;
-    let gtid = newest_gtid(&s);
+    let gtid = s.topology.primary.newest_gtid();
     // The async replica's pipe has the transaction and holds it back.
     wait_for("the async replica's pipe to hold it", PATIENCE, || {
         held_bytes(&s) > 0.0
     });
     let received = s.witness(2).received();
     assert!(
-        !holds(&received, &gtid),
+        !gtid_set_holds(&received, &gtid),
         "the async replica received {gtid} before the quorum held it: {received}"
     );
     // More than the limit comes while the quorum stalls: the pipe stops reading its dump.
@@ -368,14 +352,14 @@ async fn an_async_replica_never_passes_the_quorum_and_catches_up_when_it_moves()
         held_bytes(&s)
     );
     let received = s.witness(2).received();
-    assert!(!holds(&received, &gtid), "{gtid} in {received}");
+    assert!(!gtid_set_holds(&received, &gtid), "{gtid} in {received}");
 
     // The quorum moves: the async replica catches up, never past it.
     s.start_io(0);
     let done = answered(parked).await;
     done.result.unwrap();
     answered(bulk).await.result.unwrap();
-    let newest = newest_gtid(&s);
+    let newest = s.topology.primary.newest_gtid();
     wait_received(&s, &[2], &newest);
     wait_for("nothing held back", PATIENCE, || held_bytes(&s) == 0.0);
 
@@ -385,7 +369,7 @@ async fn an_async_replica_never_passes_the_quorum_and_catches_up_when_it_moves()
     s.stop_io(0);
     s.wait_semisync(0);
     let parked = s.park(INSERT, vec![s.witness(2)]).await;
-    let ahead = newest_gtid(&s);
+    let ahead = s.topology.primary.newest_gtid();
     wait_received(&s, &[2], &ahead);
     assert!(!parked.is_finished());
     assert_eq!(s.parked(), 1);

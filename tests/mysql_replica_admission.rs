@@ -23,10 +23,11 @@ use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
 use mysql_common::proto::{MyDeserialize, MySerialize};
 use serde_json::Value;
 use strongsync::config::OnTimeout;
-use strongsync_proto::gtid::{Gtid, GtidPosition};
+use strongsync_proto::gtid::GtidPosition;
 use support::admin;
 use support::mariadb::{wait_for, REPL_PASSWORD, REPL_USER};
 use support::mysql::{sql_quote, MySql};
+use support::mysql_gtid::gtid_set_holds;
 use support::mysql_topology::MySqlTopology;
 use support::strong::{answered, durability, spawn_watched, Strong, PATIENCE};
 use support::tcp_relay::{Direction, TcpRelay};
@@ -48,12 +49,8 @@ fn primary_uuid(s: &MySqlStrong) -> String {
 
 /// The newest GTID the primary executed of `source` (`uuid` or `uuid:tag`).
 fn newest_of(s: &MySqlStrong, source: &str) -> String {
-    let executed = GtidPosition::parse_mysql(&s.topology.primary.gtid_executed()).unwrap();
-    let newest = executed
-        .intervals()
-        .filter(|(domain, _, _)| domain.to_string() == source)
-        .map(|(_, _, last)| last)
-        .max()
+    let executed = s.topology.primary.gtid_executed();
+    let newest = support::mysql_gtid::newest_of(&executed, source)
         .unwrap_or_else(|| panic!("the primary executed no GTID of {source}"));
     format!("{source}:{newest}")
 }
@@ -61,13 +58,6 @@ fn newest_of(s: &MySqlStrong, source: &str) -> String {
 /// The sequence number of a `uuid[:tag]:n` GTID.
 fn number_of(gtid: &str) -> u64 {
     gtid.rsplit(':').next().unwrap().parse().unwrap()
-}
-
-/// Whether a GTID set (as a server or `/status` writes one) holds `gtid`.
-fn holds(set: &str, gtid: &str) -> bool {
-    GtidPosition::parse_mysql(set)
-        .unwrap_or_else(|e| panic!("not a GTID set {set:?}: {e}"))
-        .holds(&Gtid::parse_mysql(gtid).unwrap())
 }
 
 /// Whether everything in `set` is in `server`'s `gtid_executed` or its
@@ -352,9 +342,12 @@ async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_n
     let gtid = newest_of(&s, &uuid);
     let a = s.topology.replicas[0].server_id();
     wait_for("A to acknowledge the parked commit", PATIENCE, || {
-        holds(&credited(&s, a), &gtid)
+        gtid_set_holds(&credited(&s, a), &gtid)
     });
-    assert!(!holds(&s.witness(1).received(), &gtid), "B is stopped");
+    assert!(
+        !gtid_set_holds(&s.witness(1).received(), &gtid),
+        "B is stopped"
+    );
     let before = admin::status(s.proxy.admin_addr());
     let metrics_before = admin::metrics(s.proxy.admin_addr());
     let far_ahead = [(uuid.as_str(), 1, number_of(&gtid) + 1_000_000)];
@@ -427,14 +420,14 @@ async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_n
             - metrics_before.get("strongsync_replica_dumps_refused_total"),
         3.0
     );
-    assert!(!holds(&s.witness(1).received(), &gtid));
+    assert!(!gtid_set_holds(&s.witness(1).received(), &gtid));
 
     // B comes back: the OK arrives once B has the transaction — B's own record says so.
     s.start_io(1);
     let watched = answered(commit).await;
     watched.result.expect("OK");
     assert!(
-        holds(&watched.received[0], &gtid),
+        gtid_set_holds(&watched.received[0], &gtid),
         "B had received {} when the OK came, not {gtid}",
         watched.received[0]
     );
@@ -495,21 +488,24 @@ async fn a_replica_reconnecting_with_two_source_uuids_is_credited_with_exactly_w
         n = number_of(&g_other_uuid)
     ));
     let a_holds = a.gtid_executed();
-    assert!(holds(&a_holds, &g_held), "{a_holds}");
-    assert!(holds(
+    assert!(gtid_set_holds(&a_holds, &g_held), "{a_holds}");
+    assert!(gtid_set_holds(
         &a_holds,
         &format!("{a_uuid}:{}", number_of(&g_other_uuid))
     ));
-    assert!(holds(&a_holds, &format!("{a_uuid}:{tag}:1")), "{a_holds}");
-    assert!(holds(
+    assert!(
+        gtid_set_holds(&a_holds, &format!("{a_uuid}:{tag}:1")),
+        "{a_holds}"
+    );
+    assert!(gtid_set_holds(
         &a_holds,
         &format!("{uuid}:{}", number_of(&g_other_tag))
     ));
     for lacked in [&g_other_uuid, &g_other_tag] {
-        assert!(!holds(&a_holds, lacked), "{lacked} in {a_holds}");
-        assert!(!holds(&a.received_transaction_set(), lacked));
+        assert!(!gtid_set_holds(&a_holds, lacked), "{lacked} in {a_holds}");
+        assert!(!gtid_set_holds(&a.received_transaction_set(), lacked));
     }
-    assert!(!holds(&a.received_transaction_set(), &g_held));
+    assert!(!gtid_set_holds(&a.received_transaction_set(), &g_held));
 
     // A reconnects through the proxy, its stream slowed so that what the proxy credits on
     // connecting and what A receives later cannot be confused.
@@ -521,11 +517,11 @@ async fn a_replica_reconnecting_with_two_source_uuids_is_credited_with_exactly_w
     let watched = answered(held).await;
     watched.result.expect("OK");
     assert!(
-        !holds(&watched.received[0], &g_held),
+        !gtid_set_holds(&watched.received[0], &g_held),
         "A received {g_held}: {}",
         watched.received[0]
     );
-    assert!(holds(&watched.received[1], &g_held), "B has it");
+    assert!(gtid_set_holds(&watched.received[1], &g_held), "B has it");
     let at_first_ok = credited(&s, a.server_id());
     for gtid in [
         g_held.clone(),
@@ -533,7 +529,10 @@ async fn a_replica_reconnecting_with_two_source_uuids_is_credited_with_exactly_w
         format!("{a_uuid}:{tag}:1"),
         format!("{uuid}:{}", number_of(&g_other_tag)),
     ] {
-        assert!(holds(&at_first_ok, &gtid), "{gtid} not in {at_first_ok}");
+        assert!(
+            gtid_set_holds(&at_first_ok, &gtid),
+            "{gtid} not in {at_first_ok}"
+        );
     }
     assert!(
         server_has(a, &at_first_ok),
@@ -545,7 +544,7 @@ async fn a_replica_reconnecting_with_two_source_uuids_is_credited_with_exactly_w
         let watched = answered(commit).await;
         watched.result.expect("OK");
         assert!(
-            holds(&watched.received[0], gtid),
+            gtid_set_holds(&watched.received[0], gtid),
             "A had received {} when the OK for {gtid} came",
             watched.received[0]
         );
@@ -582,7 +581,10 @@ async fn status_shows_each_replicas_acknowledged_gtid_set_and_the_failover_candi
     wait_for(
         "both replicas to acknowledge every commit",
         PATIENCE,
-        || ids.iter().all(|&id| holds(&credited(&s, id), &newest)),
+        || {
+            ids.iter()
+                .all(|&id| gtid_set_holds(&credited(&s, id), &newest))
+        },
     );
 
     let status = admin::status(s.proxy.admin_addr());
@@ -603,7 +605,7 @@ async fn status_shows_each_replicas_acknowledged_gtid_set_and_the_failover_candi
         );
     }
     let acknowledged = status["acknowledged_gtid_position"].as_str().unwrap();
-    assert!(holds(acknowledged, &newest), "{status:#}");
+    assert!(gtid_set_holds(acknowledged, &newest), "{status:#}");
     assert!(s.topology.primary.gtid_subset(acknowledged, &executed));
     assert_eq!(status["failover_candidates"], serde_json::json!(ids));
     assert_eq!(status["not_failover_candidates"], serde_json::json!([]));
@@ -617,13 +619,13 @@ async fn status_shows_each_replicas_acknowledged_gtid_set_and_the_failover_candi
         .unwrap();
     let later = newest_of(&s, &uuid);
     let b = &s.topology.replicas[1];
-    assert!(!holds(&b.received_transaction_set(), &later));
-    assert!(holds(
+    assert!(!gtid_set_holds(&b.received_transaction_set(), &later));
+    assert!(gtid_set_holds(
         &s.topology.replicas[0].received_transaction_set(),
         &later
     ));
     let status = admin::status(s.proxy.admin_addr());
-    assert!(holds(
+    assert!(gtid_set_holds(
         status["acknowledged_gtid_position"].as_str().unwrap(),
         &later
     ));
@@ -645,7 +647,7 @@ async fn status_shows_each_replicas_acknowledged_gtid_set_and_the_failover_candi
     // B back: it catches up and is a candidate again.
     s.start_io(1);
     wait_for("B to acknowledge the commit it missed", PATIENCE, || {
-        holds(&credited(&s, ids[1]), &later)
+        gtid_set_holds(&credited(&s, ids[1]), &later)
     });
     let status = admin::status(s.proxy.admin_addr());
     assert_eq!(status["failover_candidates"], serde_json::json!(ids));

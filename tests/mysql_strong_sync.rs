@@ -8,8 +8,8 @@ use std::time::Duration;
 use mysql_async::prelude::*;
 use strongsync::config::{OnTimeout, WithoutQuorum};
 use strongsync::durability::State;
-use strongsync_proto::gtid::{Gtid, GtidPosition};
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
+use support::mysql_gtid::gtid_set_holds;
 use support::mysql_topology::MySqlTopology;
 use support::proxy::assert_not_acknowledged;
 use support::strong::{answered, durability, Strong, Watched, PATIENCE};
@@ -19,26 +19,6 @@ type MySqlStrong = Strong<MySqlTopology>;
 
 fn start(quorum: usize, on_timeout: OnTimeout, ack_timeout: Duration) -> MySqlStrong {
     MySqlStrong::start_on(2, durability(quorum, on_timeout, ack_timeout))
-}
-
-/// The newest GTID the primary executed: `uuid:n` for the last interval of its own UUID.
-fn newest_gtid(s: &MySqlStrong) -> String {
-    let uuid = s.topology.primary.sql("SELECT @@global.server_uuid");
-    let executed = GtidPosition::parse_mysql(&s.topology.primary.gtid_executed()).unwrap();
-    let newest = executed
-        .intervals()
-        .filter(|(domain, _, _)| domain.to_string() == uuid)
-        .map(|(_, _, last)| last)
-        .max()
-        .expect("the primary executed a GTID of its own");
-    format!("{uuid}:{newest}")
-}
-
-/// Whether a received set (as a replica shows it) holds `gtid`.
-fn holds(received: &str, gtid: &str) -> bool {
-    let set = GtidPosition::parse_mysql(received)
-        .unwrap_or_else(|e| panic!("not a GTID set {received:?}: {e}"));
-    set.holds(&Gtid::parse_mysql(gtid).unwrap())
 }
 
 async fn expect_ok(parked: tokio::task::JoinHandle<Watched>) -> Watched {
@@ -57,14 +37,14 @@ async fn quorum_one_parks_until_a_replica_has_the_transaction() {
             vec![s.witness(0), s.witness(1)],
         )
         .await;
-    let gtid = newest_gtid(&s);
+    let gtid = s.topology.primary.newest_gtid();
     // Parked: neither replica has it (each was stopped before the commit).
-    assert!(!holds(&s.witness(0).received(), &gtid));
-    assert!(!holds(&s.witness(1).received(), &gtid));
+    assert!(!gtid_set_holds(&s.witness(0).received(), &gtid));
+    assert!(!gtid_set_holds(&s.witness(1).received(), &gtid));
     s.start_io(0);
     let watched = expect_ok(insert).await;
     assert!(
-        holds(&watched.received[0], &gtid),
+        gtid_set_holds(&watched.received[0], &gtid),
         "{gtid} not in replica 0's RECEIVED_TRANSACTION_SET {:?} when the OK came",
         watched.received[0]
     );
@@ -76,7 +56,10 @@ async fn quorum_one_parks_until_a_replica_has_the_transaction() {
         .await
         .unwrap();
     assert_eq!(s.released("quorum"), 2);
-    assert!(holds(&s.witness(0).received(), &newest_gtid(&s)));
+    assert!(gtid_set_holds(
+        &s.witness(0).received(),
+        &s.topology.primary.newest_gtid()
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -90,16 +73,16 @@ async fn quorum_two_waits_for_the_second_replica_which_then_has_the_transaction(
             vec![s.witness(0), s.witness(1)],
         )
         .await;
-    let gtid = newest_gtid(&s);
+    let gtid = s.topology.primary.newest_gtid();
     wait_for("replica 0 to receive the transaction", PATIENCE, || {
-        holds(&s.witness(0).received(), &gtid)
+        gtid_set_holds(&s.witness(0).received(), &gtid)
     });
     assert_eq!(s.parked(), 1, "one replica of the two is not the quorum");
     s.start_io(1);
     let watched = expect_ok(insert).await;
     for (i, received) in watched.received.iter().enumerate() {
         assert!(
-            holds(received, &gtid),
+            gtid_set_holds(received, &gtid),
             "replica {i}: {gtid} not in {received:?}"
         );
     }
@@ -115,9 +98,9 @@ async fn on_timeout_error_answers_an_error_naming_the_gtid_and_the_connection_go
         .query_drop("INSERT INTO t (v) VALUES (1)")
         .await
         .unwrap_err();
-    let gtid = newest_gtid(&s);
+    let gtid = s.topology.primary.newest_gtid();
     assert_not_acknowledged(&err, &gtid);
-    assert!(!holds(&s.witness(0).received(), &gtid));
+    assert!(!gtid_set_holds(&s.witness(0).received(), &gtid));
     let n: u64 = conn
         .query_first("SELECT COUNT(*) FROM t")
         .await
@@ -148,8 +131,11 @@ async fn on_timeout_degrade_releases_then_returns_to_strong_once_replicas_catch_
     s.start_io(0);
     s.start_io(1);
     wait_for("STRONG again", PATIENCE, || s.state() == State::Strong);
-    let gtid = newest_gtid(&s);
-    assert!(holds(&s.witness(0).received(), &gtid) || holds(&s.witness(1).received(), &gtid));
+    let gtid = s.topology.primary.newest_gtid();
+    assert!(
+        gtid_set_holds(&s.witness(0).received(), &gtid)
+            || gtid_set_holds(&s.witness(1).received(), &gtid)
+    );
     conn.query_drop("INSERT INTO t (v) VALUES (3)")
         .await
         .unwrap();
@@ -172,10 +158,14 @@ async fn on_timeout_block_waits_through_timeouts_until_a_replica_returns() {
     });
     assert!(!insert.is_finished());
     assert_eq!(s.released_total(), 0);
-    let gtid = newest_gtid(&s);
+    let gtid = s.topology.primary.newest_gtid();
     s.start_io(1);
     let watched = expect_ok(insert).await;
-    assert!(holds(&watched.received[0], &gtid), "{:?}", watched.received);
+    assert!(
+        gtid_set_holds(&watched.received[0], &gtid),
+        "{:?}",
+        watched.received
+    );
     assert_eq!(s.released("quorum"), 1);
 }
 
@@ -219,15 +209,18 @@ async fn xa_prepare_and_xa_commit_each_park_for_their_own_gtid() {
         wait_for(&format!("{sql} to park"), PATIENCE, || {
             s.parked() == before + 1
         });
-        let gtid = newest_gtid(&s);
-        assert!(!holds(&s.witness(0).received(), &gtid), "{sql}");
+        let gtid = s.topology.primary.newest_gtid();
+        assert!(!gtid_set_holds(&s.witness(0).received(), &gtid), "{sql}");
         s.start_io(0);
         let (conn, result, received) = tokio::time::timeout(PATIENCE, task)
             .await
             .expect("released")
             .unwrap();
         result.unwrap_or_else(|e| panic!("{sql}: {e}"));
-        assert!(holds(&received, &gtid), "{sql}: {gtid} not in {received:?}");
+        assert!(
+            gtid_set_holds(&received, &gtid),
+            "{sql}: {gtid} not in {received:?}"
+        );
         gtids.push(gtid);
         xa = Some(conn);
         s.stop_io(0);

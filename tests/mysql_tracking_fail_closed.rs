@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use mysql_async::prelude::*;
 use strongsync::config::{OnTimeout, ProbeConfig};
-use strongsync_proto::gtid::{Gtid, GtidPosition};
 use support::admin;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
+use support::mysql_gtid::gtid_set_holds;
 use support::mysql_topology::MySqlTopology;
 use support::strong::{answered, durability, spawn_watched, Strong, PATIENCE};
 
@@ -100,25 +100,6 @@ async fn cluster() -> MySqlStrong {
     s
 }
 
-fn holds(received: &str, gtid: &Gtid) -> bool {
-    GtidPosition::parse_mysql(received)
-        .unwrap_or_else(|e| panic!("not a GTID set {received:?}: {e}"))
-        .holds(gtid)
-}
-
-/// The newest GTID of the primary's own UUID.
-fn newest(s: &MySqlStrong) -> Gtid {
-    let executed = GtidPosition::parse_mysql(&s.topology.primary.gtid_executed()).unwrap();
-    let uuid = s.topology.primary.sql("SELECT @@global.server_uuid");
-    let last = executed
-        .intervals()
-        .filter(|(domain, _, _)| domain.to_string() == uuid)
-        .map(|(_, _, last)| last)
-        .max()
-        .unwrap();
-    Gtid::parse_mysql(&format!("{uuid}:{last}")).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn with_gtid_reports_switched_off_in_any_way_a_commit_still_waits_for_its_quorum() {
     let s = cluster().await;
@@ -139,13 +120,13 @@ async fn with_gtid_reports_switched_off_in_any_way_a_commit_still_waits_for_its_
         wait_for(&format!("the commit {way} to park"), PATIENCE, || {
             s.parked() == 1 && s.topology.primary.gtid_executed() != before
         });
-        let gtid = newest(&s);
+        let gtid = s.topology.primary.newest_gtid();
         assert!(!watched.is_finished(), "{way}: answered without a replica");
         s.start_io(0);
         let watched = answered(watched).await;
         watched.result.unwrap_or_else(|e| panic!("{way}: {e}"));
         assert!(
-            holds(&watched.received[0], &gtid),
+            gtid_set_holds(&watched.received[0], &gtid),
             "{way}: the replica had received {:?} when the OK for {gtid} came",
             watched.received[0]
         );
@@ -181,12 +162,12 @@ async fn a_reset_connection_or_a_change_of_user_sets_tracking_up_again() {
         wait_for(&format!("the commit {step} to park"), PATIENCE, || {
             s.parked() == 1
         });
-        let gtid = newest(&s);
+        let gtid = s.topology.primary.newest_gtid();
         s.start_io(0);
         let watched = answered(watched).await;
         watched.result.unwrap();
         assert!(
-            holds(&watched.received[0], &gtid),
+            gtid_set_holds(&watched.received[0], &gtid),
             "{step}: {:?}",
             watched.received
         );

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use mysql_async::prelude::*;
 use strongsync::config::{DurabilityConfig, OnTimeout, ProbeConfig, Visibility};
-use strongsync_proto::gtid::{Gtid, GtidPosition};
 use support::mariadb::wait_for;
+use support::mysql_gtid::gtid_set_holds;
 use support::mysql_topology::MySqlTopology;
 use support::strong::{durability, Strong, Witness, PATIENCE};
 use tokio::task::JoinHandle;
@@ -61,24 +61,10 @@ async fn answer(read: JoinHandle<Read>) -> Read {
 }
 
 /// Commits on the primary itself (no proxy, so nothing waits for it); returns its GTID.
-fn commit_directly(s: &MySqlStrong, v: i64) -> Gtid {
+fn commit_directly(s: &MySqlStrong, v: i64) -> String {
     let primary = &s.topology.primary;
     primary.sql(&format!("INSERT INTO sbtest.t (v) VALUES ({v})"));
-    let uuid = primary.sql("SELECT @@global.server_uuid");
-    let executed = GtidPosition::parse_mysql(&primary.gtid_executed()).unwrap();
-    let last = executed
-        .intervals()
-        .filter(|(domain, _, _)| domain.to_string() == uuid)
-        .map(|(_, _, last)| last)
-        .max()
-        .unwrap();
-    Gtid::parse_mysql(&format!("{uuid}:{last}")).unwrap()
-}
-
-fn holds(received: &str, gtid: &Gtid) -> bool {
-    GtidPosition::parse_mysql(received)
-        .unwrap_or_else(|e| panic!("not a GTID set {received:?}: {e}"))
-        .holds(gtid)
+    primary.newest_gtid()
 }
 
 fn lose_quorum(s: &MySqlStrong) {
@@ -107,7 +93,7 @@ async fn a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it() {
     let read = answer(reader).await;
     assert_eq!(read.result.expect("the read"), vec![42]);
     assert!(
-        holds(&read.received, &gtid),
+        gtid_set_holds(&read.received, &gtid),
         "answered when the replica had received only {:?}",
         read.received
     );
@@ -136,7 +122,7 @@ async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has() 
     .await;
     assert_eq!(read.result.expect("the read"), vec![5]);
     assert!(
-        !holds(&read.received, &gtid),
+        !gtid_set_holds(&read.received, &gtid),
         "the control is void: the replica already had {gtid} ({:?})",
         read.received
     );
@@ -155,7 +141,7 @@ async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has() 
     s.start_io(0);
     let read = answer(reader).await;
     assert_eq!(read.result.expect("the read"), vec![6]);
-    assert!(holds(&read.received, &gtid), "{:?}", read.received);
+    assert!(gtid_set_holds(&read.received, &gtid), "{:?}", read.received);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -216,6 +216,19 @@ impl MySql {
         self.sql("SELECT REPLACE(@@global.gtid_executed, '\\n', '')")
     }
 
+    /// The newest GTID this server committed itself (`uuid:n`, its own UUID's last number in
+    /// `gtid_executed`).
+    ///
+    /// # Panics
+    /// If it committed none.
+    pub fn newest_gtid(&self) -> String {
+        let uuid = self.sql("SELECT @@global.server_uuid");
+        let executed = self.gtid_executed();
+        let n = super::mysql_gtid::newest_of(&executed, &uuid)
+            .unwrap_or_else(|| panic!("{uuid} committed nothing in {executed:?}"));
+        format!("{uuid}:{n}")
+    }
+
     /// Whether the GTID set `subset` is contained in `set`, as the server's `GTID_SUBSET`
     /// computes it.
     pub fn gtid_subset(&self, subset: &str, set: &str) -> bool {

@@ -15,6 +15,17 @@ pub fn gtid_set_holds(set: &str, gtid: &str) -> bool {
         .any(|(s, first, last)| s == source && (first..=last).contains(&number))
 }
 
+/// The newest number of `uuid`'s own (untagged) intervals in `set`: with it, `uuid:n` is the
+/// newest GTID that server committed itself.
+pub fn newest_of(set: &str, uuid: &str) -> Option<u64> {
+    let uuid = uuid.trim().to_ascii_lowercase();
+    set.split(',')
+        .flat_map(intervals)
+        .filter(|(source, _, _)| *source == uuid)
+        .map(|(_, _, last)| last)
+        .max()
+}
+
 /// `(uuid[:tag], n)` of a GTID, lowercased as the server compares them.
 fn parse_gtid(gtid: &str) -> Option<(String, u64)> {
     let (source, number) = gtid.trim().rsplit_once(':')?;
