@@ -255,3 +255,100 @@ proptest::proptest! {
         let _ = t.on_event(&e);
     }
 }
+
+/// A MySQL GTID event as mysql_common writes one (plain, or tagged from 8.4), of
+/// `transaction_length` (0: a server before 8.0.2, which wrote none), ending at `log_pos`.
+fn mysql_gtid(gno: u64, tag: Option<&str>, transaction_length: u64, log_pos: u32) -> Vec<u8> {
+    use mysql_common::binlog::events::GtidEvent;
+    use mysql_common::packets::Tag;
+    use mysql_common::proto::MySerialize;
+    let sid = [7u8; 16];
+    let event_gtid = match tag {
+        Some(tag) => GtidEvent::new_tagged(sid, Tag::new(tag.to_string()).unwrap(), gno),
+        None => GtidEvent::new(sid, gno),
+    }
+    .with_lc_typecode()
+    .with_tx_length(transaction_length);
+    let mut body = Vec::new();
+    event_gtid.serialize(&mut body);
+    let kind = if tag.is_some() {
+        MYSQL_TAGGED_GTID_EVENT
+    } else {
+        MYSQL_GTID_EVENT
+    };
+    event(kind, 1, log_pos, &body)
+}
+
+fn mysql_source(tag: Option<&str>) -> crate::gtid::SourceId {
+    crate::gtid::SourceId::intern([7u8; 16], tag).unwrap()
+}
+
+/// A MySQL stream whose GTID events carry no length (before 8.0.2) ends transactions by MySQL's
+/// own boundary rule; with lengths, exactly where they say, whatever the last event is.
+#[test]
+fn mysql_transactions_end_by_their_length_or_else_by_the_boundary_rule() {
+    let xid = |log_pos| event(XID_EVENT, 1, log_pos, &[0; 8]);
+    let mut t = StreamTracker::new();
+    t.on_event(&hex(FAKE_ROTATE)).unwrap();
+    // Without lengths: BEGIN … XID; a DDL; XA START … XA_PREPARE, then XA COMMIT on its own.
+    let g1 = mysql_gtid(1, None, 0, 1000);
+    let steps: Vec<(Vec<u8>, bool)> = vec![
+        (g1, false),
+        (query("BEGIN", 1100), false),
+        (xid(1200), true),
+        (mysql_gtid(2, None, 0, 1300), false),
+        (query("CREATE TABLE x (id INT)", 1400), true),
+        (mysql_gtid(3, Some("batch"), 0, 1500), false),
+        (query("XA START X'78',X'',1", 1600), false),
+        (query("XA END X'78',X'',1", 1700), false),
+        (event(XA_PREPARE_EVENT, 1, 1800, &[0; 20]), true),
+        (mysql_gtid(4, None, 0, 1900), false),
+        (query("XA COMMIT X'78',X'',1", 2000), true),
+        (mysql_gtid(5, None, 0, 2100), false),
+        (query("BEGIN", 2200), false),
+        (query("COMMIT", 2300), true),
+    ];
+    let mut ended = Vec::new();
+    for (i, (e, ends)) in steps.iter().enumerate() {
+        let seen = t.on_event(e).unwrap();
+        assert_eq!(seen.ends_transaction, *ends, "step {i}");
+        if let Some(gtid) = seen.gtid {
+            ended.push((gtid, seen.end.unwrap().offset));
+        }
+    }
+    let plain = |n| Gtid::mysql(mysql_source(None), n);
+    assert_eq!(
+        ended,
+        [
+            (plain(1), 1200),
+            (plain(2), 1400),
+            (Gtid::mysql(mysql_source(Some("batch")), 3), 1800),
+            (plain(4), 2000),
+            (plain(5), 2300),
+        ]
+    );
+
+    // With a length, the transaction ends where it says: a compressed one at its payload.
+    // Its size with a length of the same encoded size as the one it will carry.
+    let gtid_event = mysql_gtid(6, None, 1000, 0);
+    let start = 3000u32;
+    let gtid_end = start + gtid_event.len() as u32;
+    let payload_end = gtid_end + 500;
+    let with_length = mysql_gtid(6, None, u64::from(payload_end - start), gtid_end);
+    assert_eq!(
+        with_length.len(),
+        gtid_event.len(),
+        "the length fits the same field size"
+    );
+    let seen = t.on_event(&with_length).unwrap();
+    assert!(!seen.ends_transaction);
+    let payload = event(TRANSACTION_PAYLOAD_EVENT, 1, payload_end, &[0; 40]);
+    let seen = t.on_event(&payload).unwrap();
+    assert!(seen.ends_transaction);
+    assert_eq!(seen.gtid, Some(plain(6)));
+    // And a QUERY COMMIT inside a transaction whose length says it goes on does not end it.
+    let long = mysql_gtid(7, None, 1000, 4000 + gtid_event.len() as u32);
+    t.on_event(&long).unwrap();
+    assert!(!t.on_event(&query("COMMIT", 4200)).unwrap().ends_transaction);
+    assert!(t.on_event(&xid(4000 + 1000)).unwrap().ends_transaction);
+}
