@@ -11,9 +11,9 @@ import subprocess
 import sys
 import tempfile
 
-from . import compression, matrix, memory, profile, report, snapshot, sysbench
+from . import compression, matrix, memory, profile, report, servers, snapshot, sysbench
 from .procs import BenchError, raise_open_files_limit
-from .topology import MARIADBD, MODES, THREAD_HANDLINGS, Topology
+from .topology import MODES, THREAD_HANDLINGS, Topology
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ALL_WORKLOADS = list(sysbench.WORKLOADS)
@@ -68,16 +68,23 @@ def choices(allowed):
 def parser():
     p = argparse.ArgumentParser(
         prog="bench/run",
-        description="strongsync against MariaDB semisync and async replication, with sysbench, "
-                    "on a local primary and two replicas.")
+        description="strongsync against the server's own semisync and async replication, "
+                    "with sysbench, on a local primary and two replicas: MariaDB, or MySQL 9.7 "
+                    "(--server mysql).")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(s):
+        s.add_argument("--server", choices=list(servers.FLAVOURS), default="mariadb",
+                       help="the primary and replicas: MariaDB from the host's packages, or "
+                            "MySQL 9.7 from the Debian sid root deploy/mysql/root builds or "
+                            "reuses, run under chroot (as root; its servers' files live in "
+                            "the root's /tmp) [mariadb]")
         s.add_argument("--out", help="results directory [bench/results/<time>-<profile>]")
         s.add_argument("--strongsync-bin", help="strongsync binary [built: cargo build --release]")
         s.add_argument("--tools-dir", help="directory with delay-relay and park-sessions "
                        "[built: cargo build --release -p strongsync-bench]")
-        s.add_argument("--workdir", help="where servers keep their data [a temporary directory]")
+        s.add_argument("--workdir", help="where servers keep their data [a temporary directory; "
+                       "MySQL: under the root's /tmp]")
         s.add_argument("--keep", action="store_true", help="leave the data directory behind")
         s.add_argument("--sync-binlog", type=int, default=0,
                        help="servers' sync_binlog (innodb_flush_log_at_trx_commit stays 1) [0]")
@@ -106,10 +113,13 @@ def parser():
     m.add_argument("--threads", type=csv_list(int), help="client thread counts, e.g. 1,16,64")
     m.add_argument("--delays", type=csv_list(int),
                    help="one-way replica delays in ms, e.g. 0,1,5 (0: no relay)")
-    m.add_argument("--modes", type=csv_list(str), help=f"from {ALL_MODES}")
+    m.add_argument("--modes", type=csv_list(str),
+                   help=f"from {ALL_MODES} (MySQL: all but "
+                        f"{', '.join(servers.Mysql.unsupported_modes)})")
     m.add_argument("--thread-handling", type=csv_list(str),
-                   help=f"the primary's thread_handling, from {THREAD_HANDLINGS}; each value "
-                        f"restarts the primary once [quick: {OTPC}; full and smoke: both]")
+                   help=f"the primary's thread_handling, from {THREAD_HANDLINGS} (MySQL: "
+                        f"pool-of-threads is its thread_pool.so); each value restarts the "
+                        f"primary once [quick: {OTPC}; full and smoke: both]")
     m.add_argument("--rounds", type=int, help="repeats of each cell (modes interleaved)")
     m.add_argument("--time", type=int, help="seconds measured per run")
     m.add_argument("--warmup", type=int, help="seconds run before measuring")
@@ -168,12 +178,16 @@ def parser():
     return p
 
 
-def apply_profile(args):
+def apply_profile(args, flavour):
+    """The profile's defaults where no flag was given; a profile's modes leave out those the
+    server does not have, a mode asked for by name is refused."""
     for key, value in PROFILES[args.profile].items():
         if getattr(args, key) is None:
+            if key == "modes":
+                value = [m for m in value if m not in flavour.unsupported_modes]
             setattr(args, key, value)
     choices(ALL_WORKLOADS)(args.workloads)
-    choices(list(MODES))(args.modes)
+    choices([m for m in MODES if m not in flavour.unsupported_modes])(args.modes)
     choices(THREAD_HANDLINGS)(args.thread_handling)
 
 
@@ -197,17 +211,15 @@ def workloads_of(args):
     return [args.workload] if args.command == "profile" else []
 
 
-def install_missing(modes):
-    """The Debian packages the run needs; HAProxy only where a mode uses it."""
-    missing = []
-    if not os.access(MARIADBD, os.X_OK):
-        missing.append("mariadb-server")
-    needed = [("mariadb", "mariadb-client"), ("sysbench", "sysbench")]
+def install_missing(modes, flavour):
+    """The Debian packages the run needs: the server's (MySQL's come with its root), sysbench,
+    HAProxy only where a mode uses it."""
+    needed = [*flavour.packages, ("sysbench", "sysbench")]
     if "haproxy" in modes:
         needed.append(("haproxy", "haproxy"))
-    for command, package in needed:
-        if not shutil.which(command):
-            missing.append(package)
+    missing = [package for command, package in needed
+               if not (os.access(command, os.X_OK) if command.startswith("/")
+                       else shutil.which(command))]
     if not missing:
         return
     print(f"bench: installing {' '.join(missing)} with apt-get", flush=True)
@@ -257,7 +269,7 @@ def chart_python():
     return python
 
 
-def describe(args, strongsync):
+def describe(args, strongsync, flavour):
     """The machine and settings a result came from."""
     def out(argv):
         try:
@@ -278,7 +290,8 @@ def describe(args, strongsync):
     facts = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{os.cpu_count()} CPUs ({cpu}), {mem_gib:.0f} GiB, Linux {platform.release()}",
-        "mariadb": out([MARIADBD, "--version"]),
+        "server": flavour.name,
+        flavour.name: flavour.version(),
         "sysbench": out(["sysbench", "--version"]),
         # A binary given with --strongsync-bin may come from any commit: say so rather than
         # claim the checkout's.
@@ -310,19 +323,22 @@ def main(argv=None):
             if not args.no_chart:
                 print(report.chart(args.dir, chart_python()))
             return 0
+        flavour = servers.flavour(args.server)
         if args.command == "matrix":
             try:
-                apply_profile(args)
+                apply_profile(args, flavour)
             except argparse.ArgumentTypeError as e:
                 flags.error(str(e))
-        return run(args)
+        elif args.command == "snapshot" and args.server == "mysql":
+            flags.error("snapshot measures innodb_snapshot_isolation, which MySQL has not")
+        return run(args, flavour)
     except BenchError as e:
         print(f"bench: {e}", file=sys.stderr)
         return 1
 
 
-def run(args):
-    install_missing(modes_of(args))
+def run(args, flavour):
+    install_missing(modes_of(args), flavour)
     strongsync, relay_bin, park_bin = binaries(args)
     python = chart_python() if args.command == "matrix" and not args.no_chart else None
     name = args.profile if args.command == "matrix" else args.command
@@ -330,9 +346,10 @@ def run(args):
     out_dir = args.out or os.path.join(REPO, "bench", "results", f"{stamp}-{name}")
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "settings.json"), "w") as f:
-        json.dump(describe(args, strongsync), f, indent=2)
+        json.dump(describe(args, strongsync, flavour), f, indent=2)
 
-    workdir = args.workdir or tempfile.mkdtemp(prefix="strongsync-bench-")
+    workdir = args.workdir or tempfile.mkdtemp(prefix="strongsync-bench-",
+                                               dir=flavour.workdir_parent())
     max_connections = 2000
     if args.command == "memory":
         max_connections = max(max_connections, args.connections + 200)
@@ -347,8 +364,8 @@ def run(args):
                 f"in strongsync (a client socket and a primary socket each): use --connections "
                 f"{(limit - 600) // 2 // 100 * 100} or raise the limit (ulimit -Hn, as root)")
         print(f"bench: open files limited to {limit} (needs {needed})", flush=True)
-    topology = Topology(workdir, strongsync, relay_bin, max_connections, args.sync_binlog,
-                        args.primary_via, args.strongsync_workers)
+    topology = Topology(flavour, workdir, strongsync, relay_bin, max_connections,
+                        args.sync_binlog, args.primary_via, args.strongsync_workers)
     print(f"bench: servers in {workdir}, results in {out_dir}", flush=True)
     try:
         topology.up()

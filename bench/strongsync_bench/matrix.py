@@ -36,8 +36,9 @@ def counters(topology, mode):
     if proxy:
         snap["proxy_cpu_s"] = proxy.process.cpu_seconds()
     if MODES[mode]["semisync"]:
-        snap["waited"] = float(topology.primary.status("Rpl_semi_sync_master_yes_tx"))
-        snap["released_unwaited"] = float(topology.primary.status("Rpl_semi_sync_master_no_tx"))
+        flavour = topology.flavour
+        snap["waited"] = float(topology.primary.status(flavour.semisync_yes_tx))
+        snap["released_unwaited"] = float(topology.primary.status(flavour.semisync_no_tx))
     elif MODES[mode]["quorum"] is not None:
         m = topology.proxy.metrics()
         released = lambda o: m.get(f'strongsync_commits_released_total{{outcome="{o}"}}', 0.0)

@@ -20,7 +20,7 @@ def run(topology, park_bin, connections, out_dir, patience):
     # Block, never time out: every commit stays parked until a replica returns.
     proxy.configure(1, on_timeout="block", ack_timeout="1h")
     for replica in topology.replicas:
-        replica.query("STOP SLAVE IO_THREAD")
+        replica.query(topology.flavour.stop_receiver)
     wait_for("strongsync seeing no replica", lambda: proxy.metrics().get(
         'strongsync_replicas_connected{kind="semisync"}') == 0.0, patience)
     idle_kib, _ = proxy.process.memory_kib()
@@ -44,7 +44,7 @@ def run(topology, park_bin, connections, out_dir, patience):
     metrics = proxy.metrics()
 
     for replica in topology.replicas:
-        replica.query("START SLAVE IO_THREAD")
+        replica.query(topology.flavour.start_receiver)
     try:
         park.popen.wait(timeout=patience)
     except subprocess.TimeoutExpired:

@@ -304,15 +304,16 @@ def write(out_dir):
     write_summary_csv(summary, os.path.join(out_dir, "summary.csv"))
     lines = ["# strongsync benchmark", ""] + describe_parts(dirs, out_dir) + [""]
     lines += ["Medians over the rounds of each cell; ratios are of those medians (queries per "
-              "second). Modes: `async`, `semisync` (MariaDB's, waiting `AFTER_SYNC`) and "
+              "second). Modes: `async`, `semisync` (the server's own, MariaDB's or MySQL's as "
+              "`server` says, waiting `AFTER_SYNC`) and "
               "`semisync-after-commit` (waiting `AFTER_COMMIT`) have clients and replicas "
               "straight on the primary (so `async` is also the direct baseline); `strongsync` "
               "(quorum 1), `strongsync-q2` (quorum 2 of 2) and `passthrough` (no waiting) have "
               "both going through strongsync; `haproxy` has clients going through HAProxy (TCP "
               "mode, the same leg to the primary as strongsync) and replicas replicating "
               "asynchronously from the primary. Targets name the primary's thread handling "
-              "`otpc` (one-thread-per-connection) or `pool` (pool-of-threads); delays are one "
-              "way.", ""]
+              "`otpc` (one-thread-per-connection) or `pool` (pool-of-threads: on MySQL, its "
+              "thread_pool.so); delays are one way.", ""]
     target_lines = targets(summary, memory)
     if target_lines:
         lines += ["### Targets", ""] + target_lines

@@ -1,5 +1,6 @@
-"""The benchmark's servers: a MariaDB primary, two replicas, strongsync, HAProxy (where a mode
-needs it) and the delay relay, and how they are wired for each mode."""
+"""The benchmark's servers: a primary and two replicas (MariaDB, or MySQL 9.7: servers.py holds
+what differs), strongsync, HAProxy (where a mode needs it) and the delay relay, and how they are
+wired for each mode."""
 
 import os
 import signal
@@ -9,12 +10,8 @@ import urllib.error
 import urllib.request
 
 from .procs import BenchError, Process, ProcessExited, free_port, wait_for
+from .servers import THREAD_HANDLINGS
 
-MARIADBD = "/usr/sbin/mariadbd"
-# The options every local server shares (the sandbox's and the tests' too); each server's file
-# includes it and adds the bench's own after it.
-SHARED_CNF = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "deploy", "sandbox", "mariadb.cnf")
 APP_USER, APP_PASSWORD = "app", "app-secret"
 REPL_USER, REPL_PASSWORD = "repl", "repl-secret"
 # strongsync's own account (the probe), no privileges.
@@ -22,8 +19,8 @@ PROBE_USER, PROBE_PASSWORD = "strongsync_probe", "probe-secret"
 PATIENCE = 120
 
 # What each mode is. `proxy`: what clients connect to (None: the primary itself);
-# `replicas_via_proxy`: replicas replicate from strongsync; `semisync`: MariaDB's own semisync on
-# the primary, waiting at `wait_point`; `quorum`: commits wait for this many replicas in
+# `replicas_via_proxy`: replicas replicate from strongsync; `semisync`: the server's own semisync
+# on the primary, waiting at `wait_point`; `quorum`: commits wait for this many replicas in
 # strongsync (None: never wait); `visibility`: strongsync's `visibility` (default "commit");
 # `snapshot_isolation`: the primary's `innodb_snapshot_isolation` (default OFF, MariaDB's).
 # Reports list the modes in this order.
@@ -55,76 +52,37 @@ MODES = {
                     quorum=None),
 }
 
-# The primary's thread handling: a matrix dimension, applied by restarting the primary (the
-# variable is not dynamic).
-THREAD_HANDLINGS = ["one-thread-per-connection", "pool-of-threads"]
 
+class Server:
+    """One server (its flavour says which kind: servers.py) in its own directory, on its own
+    port."""
 
-def _user():
-    return os.environ.get("USER") or subprocess.check_output(["id", "-un"], text=True).strip()
-
-
-class Mariadb:
-    """One mariadbd in its own directory, on its own port."""
-
-    def __init__(self, root, name, server_id, max_connections, sync_binlog):
+    def __init__(self, flavour, root, name, server_id, max_connections, sync_binlog):
+        self.flavour = flavour
         self.name = name
         self.dir = os.path.join(root, name)
         self.server_id = server_id
         self.port = free_port()
-        self.socket = os.path.join(self.dir, "mariadb.sock")
+        self.socket = os.path.join(self.dir, flavour.socket_name)
         self.max_connections = max_connections
         self.sync_binlog = sync_binlog
         self.thread_handling = THREAD_HANDLINGS[0]
+        # Accounts to prepare after every (re)start (`Flavour.after_start`).
+        self.accounts = []
         self.process = None
 
     def start(self):
         # Each server its own tmpdir: a server started after a crash deletes every #sql* file
         # in its tmpdir, other servers' temporary tables included (deploy/sandbox/mariadb.cnf).
         os.makedirs(os.path.join(self.dir, "tmp"))
-        # Bootstrap without a binlog, so that nothing from it reaches the replicas.
-        install = subprocess.run(
-            ["mariadb-install-db", "--no-defaults", f"--datadir={self.dir}/data",
-             f"--user={_user()}", f"--tmpdir={self.dir}/tmp",
-             "--auth-root-authentication-method=normal", "--skip-test-db"],
-            capture_output=True, text=True)
-        if install.returncode != 0:
-            raise BenchError(f"mariadb-install-db failed for {self.name}: {install.stderr[-2000:]}")
+        self.flavour.install(self)
         self.launch()
 
-    def write_config(self):
-        """my.cnf, with this server's current thread handling. Under pool-of-threads MariaDB's
-        defaults stand: thread_pool_max_threads is 65536 in 10.11, far above the bench's
-        clients (`restart` checks it)."""
+    def launch(self):
         cnf = os.path.join(self.dir, "my.cnf")
         with open(cnf, "w") as f:
-            f.write(f"""[mariadbd]
-user={_user()}
-port={self.port}
-socket={self.socket}
-datadir={self.dir}/data
-tmpdir={self.dir}/tmp
-pid-file={self.dir}/mariadb.pid
-log_error={self.dir}/error.log
-server_id={self.server_id}
-!include {SHARED_CNF}
-[mariadbd]
-sync_binlog={self.sync_binlog}
-innodb_buffer_pool_size=512M
-innodb_log_file_size=256M
-max_connections={self.max_connections}
-thread_cache_size=1100
-rpl_semi_sync_slave_enabled=ON
-rpl_semi_sync_master_wait_point=AFTER_SYNC
-rpl_semi_sync_master_wait_no_slave=ON
-rpl_semi_sync_master_timeout=60000
-thread_handling={self.thread_handling}
-""")
-        return cnf
-
-    def launch(self):
-        cnf = self.write_config()
-        self.process = Process(self.name, [MARIADBD, f"--defaults-file={cnf}"],
+            f.write(self.flavour.config(self))
+        self.process = Process(self.name, self.flavour.server_argv(cnf),
                                os.path.join(self.dir, "stderr.log"))
 
     def restart(self, thread_handling):
@@ -134,15 +92,11 @@ thread_handling={self.thread_handling}
         self.thread_handling = thread_handling
         self.launch()
         self.wait_ready()
-        reported, max_threads = self.query(
-            "SELECT @@thread_handling, @@thread_pool_max_threads").split("\t")
+        self.flavour.after_start(self, self.accounts)
+        reported = self.flavour.thread_handling(self)
         if reported != thread_handling:
             raise BenchError(f"{self.name} restarted with thread_handling={thread_handling} "
                              f"but reports {reported}: {self.error_log_tail()}")
-        if reported == "pool-of-threads" and int(max_threads) < self.max_connections:
-            # Every client blocked in a wait (a lock, semisync's ACK) holds a pool thread.
-            raise BenchError(f"{self.name}: thread_pool_max_threads {max_threads} is below "
-                             f"max_connections {self.max_connections}; set it in my.cnf")
         return reported
 
     def wait_ready(self):
@@ -162,8 +116,7 @@ thread_handling={self.thread_handling}
     def query(self, sql, timeout=PATIENCE):
         """Runs `sql` as root over the socket; the output, tab-separated, without headers."""
         done = subprocess.run(
-            ["mariadb", "--no-defaults", f"--socket={self.socket}", "--user=root", "--batch",
-             "--skip-column-names", "-e", sql],
+            self.flavour.client_argv(self, "--batch", "--skip-column-names", "-e", sql),
             capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0:
             raise BenchError(f"{self.name}: {sql!r} failed: {done.stderr.strip()}")
@@ -173,11 +126,11 @@ thread_handling={self.thread_handling}
         out = self.query(f"SHOW GLOBAL STATUS LIKE '{variable}'")
         return out.split("\t")[1] if out else None
 
-    def slave_status(self, field):
-        """One field of SHOW SLAVE STATUS."""
+    def replica_status(self, field):
+        """One field of SHOW SLAVE STATUS (MySQL: SHOW REPLICA STATUS)."""
         done = subprocess.run(
-            ["mariadb", "--no-defaults", f"--socket={self.socket}", "--user=root", "--vertical",
-             "-e", "SHOW SLAVE STATUS"], capture_output=True, text=True, timeout=PATIENCE)
+            self.flavour.client_argv(self, "--vertical", "-e", self.flavour.show_replica_status),
+            capture_output=True, text=True, timeout=PATIENCE)
         for line in done.stdout.splitlines():
             key, _, value = line.strip().partition(": ")
             if key == field:
@@ -375,12 +328,13 @@ class Topology:
     """Primary, two replicas, strongsync, HAProxy (started on first use) and (with a delay) the
     relay between the replicas and whatever they replicate from."""
 
-    def __init__(self, root, strongsync_bin, relay_bin, max_connections=2000, sync_binlog=0,
-                 primary_via="socket", strongsync_workers=None):
+    def __init__(self, flavour, root, strongsync_bin, relay_bin, max_connections=2000,
+                 sync_binlog=0, primary_via="socket", strongsync_workers=None):
         self.root = root
-        self.primary = Mariadb(root, "primary", 1, max_connections, sync_binlog)
-        self.replicas = [Mariadb(root, f"replica{i}", 1 + i, max_connections, sync_binlog)
-                         for i in (1, 2)]
+        self.flavour = flavour
+        self.primary = Server(flavour, root, "primary", 1, max_connections, sync_binlog)
+        self.replicas = [Server(flavour, root, f"replica{i}", 1 + i, max_connections,
+                                sync_binlog) for i in (1, 2)]
         # strongsync is a sidecar: beside the primary it reaches it over its Unix socket.
         primary_address = (self.primary.socket if primary_via == "socket"
                            else f"127.0.0.1:{self.primary.port}")
@@ -404,14 +358,12 @@ class Topology:
             server.start()
         for server in self.servers:
             server.wait_ready()
-        self.primary.query(f"""
-            CREATE USER '{APP_USER}'@'%' IDENTIFIED BY '{APP_PASSWORD}';
-            GRANT ALL PRIVILEGES ON *.* TO '{APP_USER}'@'%';
-            CREATE USER '{REPL_USER}'@'%' IDENTIFIED BY '{REPL_PASSWORD}';
-            CREATE USER '{PROBE_USER}'@'%' IDENTIFIED BY '{PROBE_PASSWORD}';
-            GRANT REPLICATION SLAVE, REPLICATION CLIENT, SLAVE MONITOR ON *.* TO '{REPL_USER}'@'%';
-            CREATE DATABASE sbtest;""")
-        self.thread_handling = self.primary.query("SELECT @@thread_handling")
+        accounts = [(APP_USER, APP_PASSWORD), (REPL_USER, REPL_PASSWORD),
+                    (PROBE_USER, PROBE_PASSWORD)]
+        self.primary.query(self.flavour.create_accounts(*accounts) + "CREATE DATABASE sbtest;")
+        self.primary.accounts = accounts
+        self.flavour.after_start(self.primary, accounts)
+        self.thread_handling = self.flavour.thread_handling(self.primary)
         self.proxy.start(quorum=1)
 
     def down(self):
@@ -463,28 +415,25 @@ class Topology:
                   or previous["semisync"] != spec["semisync"])
         if rewire:
             for replica in self.replicas:
-                replica.query("STOP SLAVE")
-            enabled = "ON" if spec["semisync"] else "OFF"
-            self.primary.query(f"SET GLOBAL rpl_semi_sync_master_enabled = {enabled}")
+                replica.query(self.flavour.stop_replica)
+            self.primary.query(self.flavour.set_semisync(spec["semisync"]))
             upstream = "proxy" if spec["replicas_via_proxy"] else "primary"
             if delay_ms > 0:
                 port = self.relay.ports[upstream]
             else:
                 port = self.proxy.port if upstream == "proxy" else self.primary.port
             for replica in self.replicas:
-                replica.query(f"""CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = {port},
-                    MASTER_USER = '{REPL_USER}', MASTER_PASSWORD = '{REPL_PASSWORD}',
-                    MASTER_USE_GTID = slave_pos, MASTER_CONNECT_RETRY = 1; START SLAVE""")
+                replica.query(self.flavour.replicate_from(port, REPL_USER, REPL_PASSWORD))
         if spec["wait_point"] and spec["wait_point"] != self.wait_point:
             # Dynamic: applies from the next commit on.
-            self.primary.query(
-                f"SET GLOBAL rpl_semi_sync_master_wait_point = {spec['wait_point']}")
+            self.primary.query(self.flavour.set_wait_point(spec["wait_point"]))
             self.wait_point = spec["wait_point"]
         snapshot_isolation = spec.get("snapshot_isolation", False)
         if snapshot_isolation != self.snapshot_isolation:
             # Sessions take it when they connect: every run connects anew.
-            value = "ON" if snapshot_isolation else "OFF"
-            self.primary.query(f"SET GLOBAL innodb_snapshot_isolation = {value}")
+            sql = self.flavour.set_snapshot_isolation(snapshot_isolation)
+            if sql:
+                self.primary.query(sql)
             self.snapshot_isolation = snapshot_isolation
         self.mode = mode
         self.wait_replicas_connected(spec)
@@ -497,19 +446,20 @@ class Topology:
                      and self.proxy.ready(), PATIENCE)
         elif spec["semisync"]:
             wait_for("both replicas connected to the primary with semisync",
-                     lambda: self.primary.status("Rpl_semi_sync_master_clients") == "2", PATIENCE)
+                     lambda: self.primary.status(self.flavour.semisync_clients) == "2", PATIENCE)
         else:
             for replica in self.replicas:
                 wait_for(f"{replica.name} replicating from the primary",
-                         lambda r=replica: r.slave_status("Slave_IO_Running") == "Yes", PATIENCE)
+                         lambda r=replica: r.replica_status(self.flavour.receiver_running) == "Yes",
+                         PATIENCE)
 
     def wait_replicas_caught_up(self, patience):
         """Waits until both replicas have applied everything the primary has (so a run starts
         on a quiet machine), and returns how long that took."""
         started = time.monotonic()
-        gtid = self.primary.query("SELECT @@gtid_binlog_pos")
+        gtid = self.primary.query(self.flavour.gtid_executed)
         for replica in self.replicas:
-            if replica.query(f"SELECT MASTER_GTID_WAIT('{gtid}', {patience})",
+            if replica.query(self.flavour.wait_for_gtid(gtid, patience),
                              timeout=patience + 30) != "0":
                 raise BenchError(f"{replica.name} did not apply up to {gtid} within {patience}s")
         return time.monotonic() - started
@@ -517,5 +467,5 @@ class Topology:
     def purge_binlogs(self):
         """Keeps the primary's disk use bounded; called when every replica has caught up."""
         self.primary.query("FLUSH BINARY LOGS")
-        current = self.primary.query("SHOW MASTER STATUS").split("\t")[0]
+        current = self.primary.query(self.flavour.binlog_status).split("\t")[0]
         self.primary.query(f"PURGE BINARY LOGS TO '{current}'")
