@@ -3,7 +3,7 @@
 //! same batch as its commit, with a reset — still has its commits parked until their quorum,
 //! proved by the replica's own `RECEIVED_TRANSACTION_SET` when the OK came. A response that
 //! switched reports off may have committed unreported (the switch and the commit in one
-//! batch or procedure): it is bounded by the primary's `gtid_executed` read after it.
+//! batch or procedure): it is bounded by the primary's binlog position read after it.
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@
 //! the response and the tracker reads back how its tracking stands and puts it back if the
 //! client took it away. MySQL cannot say what a session committed last (it has no
 //! `@@last_gtid`), so whatever such a response may have committed unreported is bounded by the
-//! primary's `@@global.gtid_executed`, read after it.
+//! primary's binlog position, read after it (see [`BOUND_QUERY`]).
 
 use smallvec::SmallVec;
 use strongsync_proto::capabilities::StatusFlags;
