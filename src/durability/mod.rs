@@ -539,10 +539,12 @@ impl Inner {
     /// Who holds `gtid`, and where it ends if that is known.
     fn holders(&self, gtid: &Gtid) -> (Holders<'_>, Option<Position>) {
         // A bound by binlog position ends where it says.
-        let end = gtid.binlog_position().or(match self.index.lookup(gtid) {
-            Lookup::Exact(p) | Lookup::AtMost(p) => Some(p),
-            Lookup::Unknown => None,
-        });
+        let end = gtid
+            .binlog_position()
+            .or_else(|| match self.index.lookup(gtid) {
+                Lookup::Exact(p) | Lookup::AtMost(p) => Some(p),
+                Lookup::Unknown => None,
+            });
         (self.registry.holders(gtid, end), end)
     }
 

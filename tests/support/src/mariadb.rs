@@ -356,24 +356,9 @@ impl MariaDb {
 
     /// SIGTERM, then SIGKILL if the server has not exited within 30 s. Idempotent.
     pub fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        if signal::kill(self.nix_pid(), Signal::SIGTERM).is_ok() {
-            let deadline = Deadline::after(STOP_TIMEOUT);
-            while !deadline.expired() {
-                match child.try_wait() {
-                    Ok(Some(_)) => return,
-                    Ok(None) => thread::sleep(POLL_INTERVAL),
-                    Err(_) => break,
-                }
-            }
-            eprintln!(
-                "{}: no exit 30 s after SIGTERM, sending SIGKILL",
-                self.name()
-            );
+        if let Some(child) = self.child.take() {
+            stop_child(child, self.nix_pid(), &self.name());
         }
-        reap_with_sigkill(&mut child);
     }
 
     /// SIGKILL, as in a crash, and reap the process. Idempotent.
@@ -421,6 +406,23 @@ impl Drop for MariaDb {
         }
         self.stop();
     }
+}
+
+/// SIGTERM to a server process (`pid`, named `name` in messages), then SIGKILL if it has not
+/// exited within [`STOP_TIMEOUT`]; reaps it either way.
+pub(crate) fn stop_child(mut child: Child, pid: Pid, name: &str) {
+    if signal::kill(pid, Signal::SIGTERM).is_ok() {
+        let deadline = Deadline::after(STOP_TIMEOUT);
+        while !deadline.expired() {
+            match child.try_wait() {
+                Ok(Some(_)) => return,
+                Ok(None) => thread::sleep(POLL_INTERVAL),
+                Err(_) => break,
+            }
+        }
+        eprintln!("{name}: no exit 30 s after SIGTERM, sending SIGKILL");
+    }
+    reap_with_sigkill(&mut child);
 }
 
 pub(crate) fn reap_with_sigkill(child: &mut Child) {

@@ -11,14 +11,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::thread;
-use std::time::Duration;
 
-use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 use tempfile::TempDir;
 
 use super::mariadb::{
-    check_socket_path, copy_dir, percent_encode, reap_with_sigkill, split_rows, Deadline,
+    check_socket_path, copy_dir, percent_encode, reap_with_sigkill, split_rows, stop_child,
 };
 use super::mysql_launch::{
     diagnostics, launch, launch_on_free_port, DATADIR, ERROR_LOG, SOCKET, TMPDIR,
@@ -41,9 +39,6 @@ CREATE USER 'repl'@'%' IDENTIFIED WITH caching_sha2_password BY 'repl-secret';
 GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'repl'@'%';
 CREATE DATABASE sbtest;
 ";
-
-const STOP_TIMEOUT: Duration = Duration::from_secs(30);
-const POLL_INTERVAL: Duration = Duration::from_millis(25);
 
 /// How to configure one server.
 #[derive(Debug, Clone)]
@@ -304,24 +299,9 @@ impl MySql {
 
     /// SIGTERM, then SIGKILL if the server has not exited within 30 s. Idempotent.
     pub fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        if signal::kill(self.nix_pid(), Signal::SIGTERM).is_ok() {
-            let deadline = Deadline::after(STOP_TIMEOUT);
-            while !deadline.expired() {
-                match child.try_wait() {
-                    Ok(Some(_)) => return,
-                    Ok(None) => thread::sleep(POLL_INTERVAL),
-                    Err(_) => break,
-                }
-            }
-            eprintln!(
-                "{}: no exit 30 s after SIGTERM, sending SIGKILL",
-                self.name()
-            );
+        if let Some(child) = self.child.take() {
+            stop_child(child, self.nix_pid(), &self.name());
         }
-        reap_with_sigkill(&mut child);
     }
 
     /// SIGKILL, as in a crash, and reap the process. Idempotent.
