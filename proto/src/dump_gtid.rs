@@ -90,7 +90,9 @@ fn gtid_set(data: &[u8]) -> Result<GtidPosition, ProtoError> {
                 what: "GTID set interval count",
             });
         }
-        let source = SourceId::intern(uuid, tag.as_deref());
+        // Any logged-in account can send this: its sources take only a peer's share of the
+        // table (one it cannot name is left out, so the replica is credited with less).
+        let source = SourceId::intern_from_peer(uuid, tag.as_deref());
         for _ in 0..intervals {
             let start = r.u64("GTID interval start")?;
             let end = r.u64("GTID interval end")?;

@@ -17,7 +17,7 @@ use crate::ProtoError;
 
 pub use position::GtidPosition;
 pub use seqs::{SeqSet, MAX_INTERVALS};
-pub use source::{Source, SourceId, MAX_SOURCES, MAX_TAG_LEN};
+pub use source::{Source, SourceId, MAX_PEER_SOURCES, MAX_SOURCES, MAX_TAG_LEN};
 
 /// Where a GTID's sequence number counts: a primary hands numbers out in binlog order within
 /// one.

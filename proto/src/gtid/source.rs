@@ -10,6 +10,10 @@ use std::sync::{OnceLock, RwLock};
 
 /// Most sources the table holds.
 pub const MAX_SOURCES: usize = 65_536;
+/// Most sources a peer's word may add (a GTID set in a replica's dump request, which any
+/// logged-in account can send): the rest of the table stays for what the primary itself says,
+/// so a flood of made-up sources cannot keep the primary's GTIDs from being read.
+pub const MAX_PEER_SOURCES: usize = MAX_SOURCES / 2;
 /// Longest tag MySQL allows.
 pub const MAX_TAG_LEN: usize = 32;
 
@@ -44,6 +48,16 @@ impl SourceId {
     /// The number of `uuid` with `tag`, given one if it has none yet; `None` once the table is
     /// full (or for a tag MySQL would refuse).
     pub fn intern(uuid: [u8; 16], tag: Option<&str>) -> Option<SourceId> {
+        Self::intern_within(uuid, tag, MAX_SOURCES)
+    }
+
+    /// Like [`intern`](Self::intern), for a source a peer names (see [`MAX_PEER_SOURCES`]):
+    /// a new one is given a number only while the table holds fewer than that.
+    pub fn intern_from_peer(uuid: [u8; 16], tag: Option<&str>) -> Option<SourceId> {
+        Self::intern_within(uuid, tag, MAX_PEER_SOURCES)
+    }
+
+    fn intern_within(uuid: [u8; 16], tag: Option<&str>, limit: usize) -> Option<SourceId> {
         let tag = match tag {
             Some(tag) => Some(normal_tag(tag)?),
             None => None,
@@ -61,7 +75,7 @@ impl SourceId {
         if let Some(id) = table.ids.get(&source) {
             return Some(*id);
         }
-        if table.sources.len() >= MAX_SOURCES {
+        if table.sources.len() >= limit {
             return None;
         }
         let id = SourceId(u32::try_from(table.sources.len()).ok()?);
@@ -157,6 +171,32 @@ mod tests {
         ] {
             assert_eq!(Source::parse_uuid(bad), None, "{bad:?}");
         }
+    }
+
+    /// A peer fills at most its share of the table; what the primary says still fits.
+    #[test]
+    fn a_peer_cannot_fill_the_table() {
+        let mut n = 0u64;
+        while SourceId::intern_from_peer(uuid_of(n), None).is_some() {
+            n += 1;
+            assert!(n <= MAX_PEER_SOURCES as u64, "the peer's share has a bound");
+        }
+        let known = SourceId::intern(uuid_of(0), None);
+        assert_eq!(
+            SourceId::intern_from_peer(uuid_of(0), None),
+            known,
+            "known ones still read"
+        );
+        assert!(
+            SourceId::intern(uuid_of(u64::MAX), None).is_some(),
+            "room for the primary's"
+        );
+    }
+
+    fn uuid_of(n: u64) -> [u8; 16] {
+        let mut uuid = [0xEE; 16];
+        uuid[..8].copy_from_slice(&n.to_le_bytes());
+        uuid
     }
 
     #[test]
