@@ -1,20 +1,23 @@
 //! The admin HTTP port: `/metrics` (Prometheus), `/healthz` (the process runs), `/readyz` (the
-//! primary is reachable and a quorum of semisync replicas is connected), `/status` (JSON).
-//! Separate from the SQL port; anything else gets 404 or 405.
+//! primary is reachable and a quorum of semisync replicas is connected), `/status` (JSON),
+//! `/outcome?gtid=…` (what became of one commit); and `POST /fence`, which changes state and
+//! so needs the admin token. Separate from the SQL port; anything else gets 404 or 405.
 
 use std::sync::Arc;
 
-use axum::extract::State as AppState;
-use axum::http::{header, StatusCode};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, RawQuery, State as AppState};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use serde::Serialize;
 use strongsync_proto::gtid::Domain;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::durability::{Durability, DurabilityStatus, State};
+use crate::durability::{Durability, DurabilityStatus, GtidOutcome, State};
+use crate::failover::{AdminToken, Control, Refusal};
 use crate::health::PrimaryHealth;
 use crate::metrics::Metrics;
 
@@ -27,12 +30,24 @@ pub struct Admin {
     pub metrics: Arc<Metrics>,
     /// The primary's reachability.
     pub primary: Arc<PrimaryHealth>,
+    /// The fence, the epoch and the primary followed.
+    pub control: Arc<Control>,
 }
+
+/// Largest body an admin call may carry.
+const MAX_BODY: usize = 64 * 1024;
 
 /// `/status`.
 #[derive(Debug, Serialize)]
 struct Status {
     state: &'static str,
+    /// True while strongsync has fenced its primary (nothing relayed or acknowledged).
+    fenced: bool,
+    /// Raised by every follow of a new primary.
+    epoch: u64,
+    /// Committed on a fenced primary, known to strongsync, never acknowledged: errant on any
+    /// replica that has it once another primary takes over (every fence so far).
+    unacknowledged_tail: String,
     quorum: usize,
     /// The whole rule, in words (the quorum and its zone parts).
     quorum_rule: String,
@@ -160,6 +175,9 @@ pub async fn serve(listener: TcpListener, admin: Admin, cancel: CancellationToke
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/status", get(status))
+        .route("/outcome", get(outcome))
+        .route("/fence", post(fence))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(admin);
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move { cancel.cancelled().await })
@@ -199,6 +217,123 @@ async fn readyz(AppState(admin): AppState<Admin>) -> Response {
     (StatusCode::OK, "ready\n").into_response()
 }
 
+/// The refusal (counted) of a call whose credential does not pass; `None` if it passes.
+fn refused(admin: &Admin, headers: &HeaderMap) -> Option<Response> {
+    let presented = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+    let refusal = AdminToken::check(admin.control.token(), presented).err()?;
+    {
+        admin
+            .metrics
+            .admin_refused
+            .with_label_values(&[refusal.label()])
+            .inc();
+        tracing::warn!(why = refusal.label(), "admin call refused");
+        let status = match refusal {
+            Refusal::MissingToken => StatusCode::UNAUTHORIZED,
+            Refusal::NoTokenConfigured | Refusal::WrongToken => StatusCode::FORBIDDEN,
+        };
+        Some((status, format!("{refusal}\n")).into_response())
+    }
+}
+
+/// Refuses (and counts) a call whose body or query does not parse.
+fn malformed(admin: &Admin, problem: &str) -> Response {
+    admin
+        .metrics
+        .admin_refused
+        .with_label_values(&["malformed"])
+        .inc();
+    tracing::warn!(%problem, "malformed admin call refused");
+    (StatusCode::BAD_REQUEST, format!("refused: {problem}\n")).into_response()
+}
+
+/// `POST /fence`, with an optional body `{"reason": "…"}`.
+async fn fence(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(refusal) = refused(&admin, &headers) {
+        return refusal;
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct FenceCall {
+        reason: Option<String>,
+    }
+    let call = if body.iter().all(u8::is_ascii_whitespace) {
+        FenceCall { reason: None }
+    } else {
+        match serde_json::from_slice::<FenceCall>(&body) {
+            Ok(call) => call,
+            Err(e) => return malformed(&admin, &format!("body is not {{\"reason\": \"…\"}}: {e}")),
+        }
+    };
+    let reason = call.reason.unwrap_or_else(|| "admin call".to_owned());
+    #[derive(Serialize)]
+    struct Fenced {
+        fenced: bool,
+        epoch: u64,
+        /// False if it was fenced already.
+        newly: bool,
+        unacknowledged_tail: String,
+    }
+    match admin.control.fence(&reason).await {
+        Ok(report) => json(
+            StatusCode::OK,
+            &Fenced {
+                fenced: true,
+                epoch: report.epoch,
+                newly: report.newly,
+                unacknowledged_tail: report.tail.to_string(),
+            },
+        ),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+/// `GET /outcome?gtid=…`.
+async fn outcome(AppState(admin): AppState<Admin>, RawQuery(query): RawQuery) -> Response {
+    let text = query.as_deref().and_then(|q| {
+        q.split('&')
+            .find_map(|pair| pair.strip_prefix("gtid="))
+            .map(|v| v.replace("%3A", ":").replace("%3a", ":"))
+    });
+    let Some(text) = text else {
+        return malformed(&admin, "give the GTID as /outcome?gtid=<gtid>");
+    };
+    let gtid = match text.parse::<strongsync_proto::gtid::Gtid>() {
+        Ok(gtid) if gtid.binlog_position().is_none() => gtid,
+        _ => return malformed(&admin, &format!("{text:?} is not a GTID")),
+    };
+    #[derive(Serialize)]
+    struct Answer {
+        gtid: String,
+        outcome: &'static str,
+        /// For a commit released without its quorum: the quorum holds it now.
+        quorum_holds_it_now: Option<bool>,
+    }
+    let outcome = admin.durability.outcome(&gtid);
+    json(
+        StatusCode::OK,
+        &Answer {
+            gtid: gtid.to_string(),
+            outcome: outcome.label(),
+            quorum_holds_it_now: match outcome {
+                GtidOutcome::ReleasedWithoutQuorum { held } => Some(held),
+                _ => None,
+            },
+        },
+    )
+}
+
+fn json(status: StatusCode, value: &impl Serialize) -> Response {
+    // Pretty: people read it with curl as often as programs do.
+    match serde_json::to_string_pretty(value) {
+        Ok(mut json) => {
+            json.push('\n');
+            (status, [(header::CONTENT_TYPE, "application/json")], json).into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
 async fn status(AppState(admin): AppState<Admin>) -> Response {
     let reachable = admin.primary.check().await;
     let config = admin.durability.config();
@@ -208,6 +343,9 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
             State::Strong => "strong",
             State::Degraded => "degraded",
         },
+        fenced: admin.durability.fenced(),
+        epoch: admin.control.epoch(),
+        unacknowledged_tail: admin.durability.tail().to_string(),
         quorum: config.quorum,
         quorum_rule: s.rule.to_string(),
         quorum_zones: s.rule.zones,
@@ -268,7 +406,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         reads_waited: s.reads_queued,
         reads_in_snapshot: s.reads_in_snapshot,
         primary: PrimaryStatus {
-            address: admin.primary.addr().to_owned(),
+            address: admin.control.primary(),
             reachable: reachable.is_ok(),
             problem: reachable.err(),
         },
@@ -296,12 +434,5 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
             })
             .collect(),
     };
-    // Pretty: people read it with curl as often as programs do.
-    match serde_json::to_string_pretty(&status) {
-        Ok(mut json) => {
-            json.push('\n');
-            ([(header::CONTENT_TYPE, "application/json")], json).into_response()
-        }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
-    }
+    json(StatusCode::OK, &status)
 }

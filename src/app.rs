@@ -20,6 +20,7 @@ use crate::admin::{self, Admin};
 use crate::commit::CommitHook;
 use crate::config::{Config, ConfigError};
 use crate::durability::{Durability, WaitObserver};
+use crate::failover::{Control, ControlStartError};
 use crate::frontend::{self, InFlight, Shared};
 use crate::health::PrimaryHealth;
 use crate::metrics::Metrics;
@@ -48,6 +49,9 @@ pub enum StartError {
     /// The TLS certificate or key is unusable.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// The state file or the admin token cannot be used.
+    #[error(transparent)]
+    Control(#[from] ControlStartError),
     /// A port could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -110,6 +114,7 @@ impl ProxyBuilder {
             Arc::clone(&metrics) as Arc<dyn WaitObserver>,
         );
         durability.set_topology(config.topology()?);
+        let control = Control::start(&config, Arc::clone(&durability), Arc::clone(&metrics))?;
         let primary_health = Arc::new(PrimaryHealth::new(
             config.primary.clone(),
             config.timeouts.primary_connect,
@@ -128,6 +133,7 @@ impl ProxyBuilder {
             primary_health: Arc::clone(&primary_health),
             hard_stop: hard.clone(),
             in_flight: Arc::clone(&in_flight),
+            control: Arc::clone(&control),
             probe: config.probe.account()?.map(|account| {
                 Arc::new(Probe::new(
                     &config.primary,
@@ -146,8 +152,11 @@ impl ProxyBuilder {
             durability: Arc::clone(&durability),
             metrics: Arc::clone(&metrics),
             primary: primary_health,
+            control: Arc::clone(&control),
         };
         tracker.spawn(admin::serve(admin_listener, admin, hard.clone()));
+        tracker
+            .spawn(Arc::clone(&control).write_behind(config.failover.state_interval, hard.clone()));
         tracker.spawn(summarize(Arc::clone(&durability), hard.clone()));
         Ok(Proxy {
             local_addr,

@@ -81,7 +81,7 @@ pub enum Release {
 }
 
 /// A commit released without its quorum, with an error for its client: `on_timeout = error`,
-/// or the proxy shutting down with the commit still parked.
+/// the proxy shutting down with the commit still parked, or the fence.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct NotAcknowledged {
     /// The GTIDs, comma-separated.
@@ -90,10 +90,25 @@ pub struct NotAcknowledged {
     pub quorum: usize,
     /// How long it waited.
     pub waited: Duration,
-    /// Released because the proxy is shutting down (not by the timeout policy).
-    pub shutdown: bool,
+    /// Why it was released.
+    pub cause: Cutoff,
     /// A response held by the read barrier, not a commit of the client's.
     pub read: bool,
+}
+
+/// What ended a wait without its quorum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cutoff {
+    /// The timeout policy (`on_timeout = error`).
+    Timeout,
+    /// The proxy is shutting down.
+    Shutdown,
+    /// strongsync fenced the primary of this epoch: the commit happened there and will never
+    /// be acknowledged; whether it survives the failover is not known.
+    Fenced {
+        /// The fenced primary's epoch.
+        epoch: u64,
+    },
 }
 
 impl fmt::Display for NotAcknowledged {
@@ -102,11 +117,19 @@ impl fmt::Display for NotAcknowledged {
             gtids,
             quorum,
             waited,
-            shutdown,
+            cause,
             read,
         } = self;
-        if *shutdown {
-            f.write_str("proxy shutting down: ")?;
+        match cause {
+            Cutoff::Timeout => {}
+            Cutoff::Shutdown => f.write_str("proxy shutting down: ")?,
+            Cutoff::Fenced { epoch } => {
+                return if *read {
+                    write!(f, "primary fenced (epoch {epoch}): response withheld, it may reveal transaction(s) {gtids}, which were never acknowledged")
+                } else {
+                    write!(f, "primary fenced (epoch {epoch}): transaction {gtids} committed on the fenced primary but was not acknowledged by {quorum} replica(s); its outcome is unknown (ask: strongsync outcome {gtids})")
+                };
+            }
         }
         if *read {
             write!(f, "response withheld: it may reveal transaction(s) {gtids}, which {quorum} replica(s) did not acknowledge within {waited:?}; the statement itself ran on the primary (roll back a transaction it is part of)")

@@ -399,6 +399,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         std::mem::take(&mut self.written)
     }
 
+    /// Closes the write side (FIN) without sending what is queued: it must no longer reach
+    /// the peer.
+    pub async fn abandon(&mut self) {
+        self.wbuf.clear();
+        if let Some(c) = &mut self.compressed {
+            c.out.clear();
+        }
+        let _ = self.stream.shutdown().await;
+    }
+
     /// Flushes, then closes the write side (FIN): the peer sees a clean end of stream.
     pub async fn shutdown(&mut self) {
         if self.flush().await.is_ok() {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use strongsync_proto::ProtoError;
 use thiserror::Error;
 
+use crate::commit::Cutoff;
 use crate::conn::ConnError;
 
 /// The kinds of malformed input [`Error::malformed_kind`] names.
@@ -89,6 +90,13 @@ pub enum Error {
     /// The proxy is shutting down.
     #[error("proxy is shutting down")]
     Shutdown,
+    /// strongsync fenced its primary: nothing is relayed to it or from it until strongsync
+    /// follows a new one.
+    #[error("primary fenced (epoch {epoch}): strongsync refuses statements until it follows a new primary")]
+    Fenced {
+        /// The fenced primary's epoch.
+        epoch: u64,
+    },
 }
 
 /// What a replica did wrong on its dump connection.
@@ -193,9 +201,10 @@ impl Error {
             | Error::PrimaryIo(_)
             | Error::PrimaryProtocol(_) => Side::Primary,
             Error::Replica(_) | Error::ReplicaSetup(_) => Side::Replica,
-            Error::TooManyConnections { .. } | Error::NotAcknowledged(_) | Error::Shutdown => {
-                Side::Proxy
-            }
+            Error::TooManyConnections { .. }
+            | Error::NotAcknowledged(_)
+            | Error::Shutdown
+            | Error::Fenced { .. } => Side::Proxy,
         }
     }
 
@@ -216,7 +225,10 @@ impl Error {
 
     /// True for the ordinary ways a session ends, which are not worth more than a debug line.
     pub fn is_routine(&self) -> bool {
-        matches!(self, Error::ClientClosed | Error::Shutdown)
+        matches!(
+            self,
+            Error::ClientClosed | Error::Shutdown | Error::Fenced { .. }
+        )
     }
 
     /// The ERR packet the client should get before its connection is closed, if any. This is
@@ -236,8 +248,15 @@ impl Error {
             // ER_MASTER_FATAL_ERROR_READING_BINLOG: what a primary answers a dump it refuses.
             Error::ReplicaSetup(_) => (1236, b"HY000"),
             Error::TooManyConnections { .. } => (1040, b"08004"), // ER_CON_COUNT_ERROR
-            Error::NotAcknowledged(_) => (1105, b"HY000"),        // ER_UNKNOWN_ERROR
-            Error::Shutdown => (1053, b"08S01"),                  // ER_SERVER_SHUTDOWN
+            // ER_ERROR_DURING_COMMIT: the commit happened on the fenced primary and its fate
+            // is not known, which no other cut-off shares.
+            Error::NotAcknowledged(e) if matches!(e.cause, Cutoff::Fenced { .. }) => {
+                (1180, b"HY000")
+            }
+            Error::NotAcknowledged(_) => (1105, b"HY000"), // ER_UNKNOWN_ERROR
+            // ER_OPTION_PREVENTS_STATEMENT, as a read-only server refuses a write.
+            Error::Fenced { .. } => (1290, b"HY000"),
+            Error::Shutdown => (1053, b"08S01"), // ER_SERVER_SHUTDOWN
             // The peer is gone, its socket is broken or it reads nothing: nobody to tell. A
             // replica in the middle of a dump is only disconnected: it reconnects by itself,
             // where an error would stop its I/O thread for good.

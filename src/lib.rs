@@ -18,6 +18,10 @@
 //! - [`durability`]: strong sync. Replica pipes report the transactions they relay and the
 //!   acknowledgements they get; commits park until a quorum of replicas has them, under the
 //!   timeout policy and the STRONG/DEGRADED state.
+//! - [`failover`]: the fence, the primary followed and its epoch, the state file that keeps
+//!   them (and strong sync's positions) across a restart, and the admin token.
+//! - [`operator`]: the operator's commands (`strongsync status`, `fence`, `outcome`), which
+//!   call the admin port.
 //! - [`app`]: wiring, cancellation tree, reload and graceful stop; [`config`]: every setting
 //!   defined once, read from the file, flags and environment; [`error`]: session errors and the
 //!   single mapping to MySQL ERR packets.
@@ -34,9 +38,11 @@ pub mod conn;
 mod deadline;
 pub mod durability;
 pub mod error;
+pub mod failover;
 pub mod flavour;
 pub mod health;
 pub mod metrics;
+pub mod operator;
 pub mod primary;
 pub mod probe;
 pub mod stream;

@@ -12,6 +12,7 @@ use clap::{
 };
 use strongsync::config::load::{self, Flags};
 use strongsync::config::ConfigError;
+use strongsync::operator::AdminPort;
 use strongsync::{Config, Proxy};
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info, warn};
@@ -46,6 +47,39 @@ enum Subcommands {
         /// The TOML config file.
         file: PathBuf,
     },
+    /// Show a running strongsync's state, epoch, fence, candidates and replicas.
+    Status {
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Fence the primary: nothing more of it reaches a replica or is acknowledged, parked
+    /// commits get an error naming their GTIDs, statements are refused.
+    Fence {
+        #[command(flatten)]
+        admin: AdminArgs,
+        /// Why (logged by strongsync).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Say what became of a commit: acknowledged, released without quorum, the
+    /// unacknowledged tail of a fenced primary, or unknown.
+    Outcome {
+        #[command(flatten)]
+        admin: AdminArgs,
+        /// The GTID (`0-1-42`, or `uuid:42`).
+        gtid: String,
+    },
+}
+
+/// Where the operator's commands find the admin port.
+#[derive(Debug, clap::Args)]
+struct AdminArgs {
+    /// The admin port (default: `admin_listen` of --config, else 127.0.0.1:9104).
+    #[arg(long, env = "STRONGSYNC_ADMIN", value_name = "HOST:PORT")]
+    admin: Option<String>,
+    /// The admin token's file (default: `failover.admin_token_file` of --config).
+    #[arg(long, env = "STRONGSYNC_ADMIN_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
 }
 
 type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
@@ -59,6 +93,7 @@ fn main() -> ExitCode {
     let flags = flags_of(&matches);
     let file = match (&cli.command, &cli.config) {
         (Some(Subcommands::CheckConfig { file }), _) => Some(file.clone()),
+        (Some(operator), file) => return operate(operator, file.as_deref(), &flags),
         (None, file) => file.clone(),
     };
     let config = match load(file.as_deref(), &flags) {
@@ -121,6 +156,57 @@ fn command() -> Command {
             Some(arg)
         })
         .fold(Cli::command(), Command::arg)
+}
+
+/// Runs an operator's command against a running strongsync's admin port.
+fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags) -> ExitCode {
+    let (Subcommands::Status { admin }
+    | Subcommands::Fence { admin, .. }
+    | Subcommands::Outcome { admin, .. }) = command
+    else {
+        return ExitCode::FAILURE;
+    };
+    let config = match file.map(|f| load(Some(f), flags)).transpose() {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("strongsync: {err}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let addr = admin.admin.clone().unwrap_or_else(|| {
+        config.as_ref().map_or_else(
+            || "127.0.0.1:9104".to_owned(),
+            |c| c.admin_listen.to_string(),
+        )
+    });
+    let token_file = admin.token_file.clone().or_else(|| {
+        config
+            .as_ref()
+            .and_then(|c| c.failover.admin_token_file.clone())
+    });
+    let port = match AdminPort::new(addr, token_file.as_deref()) {
+        Ok(port) => port,
+        Err(err) => {
+            eprintln!("strongsync: {err}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let answer = match command {
+        Subcommands::Status { .. } => port.status(),
+        Subcommands::Fence { reason, .. } => port.fence(reason.as_deref()),
+        Subcommands::Outcome { gtid, .. } => port.outcome(gtid),
+        Subcommands::CheckConfig { .. } => return ExitCode::FAILURE,
+    };
+    match answer {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("strongsync: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The settings given as flags or environment variables.

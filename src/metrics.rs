@@ -33,6 +33,14 @@ pub const TRACKING_CHECK_REASONS: [&str; 5] = [
 /// `strongsync_session_quorum_refused_total`).
 pub const SESSION_QUORUM_REFUSALS: [&str; 3] = ["not_a_count", "below_floor", "above_max"];
 
+/// Why an admin call was refused (labels of `strongsync_admin_refused_total`).
+pub const ADMIN_REFUSALS: [&str; 4] = [
+    "no_token_configured",
+    "missing_token",
+    "wrong_token",
+    "malformed",
+];
+
 /// The highest quorum there is (settings bound quorums to it).
 const MAX_QUORUM: usize = 64;
 
@@ -134,7 +142,7 @@ metrics! {
         /// `timeout` (the policy released it), `degraded` (released at once while DEGRADED),
         /// `unresolved` (what it committed could be neither learnt nor bounded), `client_gone`
         /// (the client left while parked), `shutdown`, `none_asked` (its session asked for no
-        /// quorum).
+        /// quorum), `fenced` (the primary was fenced: the client got the fence's error).
         pub commits_released: IntCounterVec = "strongsync_commits_released_total" ["outcome"],
         /// Sessions whose commit OK is held right now.
         pub parked: IntGauge = "strongsync_parked_sessions" [],
@@ -224,6 +232,19 @@ metrics! {
         /// Client connections (replicas' included) that logged in with the compressed protocol
         /// (CLIENT_COMPRESS, zlib).
         pub compressed_logins: IntCounter = "strongsync_compressed_logins_total" [],
+        /// 1 while strongsync has fenced its primary: nothing of it is relayed or
+        /// acknowledged, and statements are refused, until it follows a new primary.
+        pub fenced: IntGauge = "strongsync_fenced" [],
+        /// The epoch: raised by every follow of a new primary.
+        pub epoch: IntGauge = "strongsync_epoch" [],
+        /// GTIDs committed on a fenced primary and never acknowledged (the tail), counted
+        /// over every fence.
+        pub tail_gtids: IntGauge = "strongsync_unacknowledged_tail_gtids" [],
+        /// Admin calls refused, by why (no_token_configured, missing_token, wrong_token,
+        /// malformed): they changed nothing.
+        pub admin_refused: IntCounterVec = "strongsync_admin_refused_total" ["why"],
+        /// State file writes, by result (ok, failed).
+        pub state_writes: IntCounterVec = "strongsync_state_file_writes_total" ["result"],
     }
     derived {
         /// `commit_wait` and `commits_released` of each outcome, in [`OUTCOMES`] order, looked
@@ -264,6 +285,12 @@ impl Metrics {
         }
         for why in SESSION_QUORUM_REFUSALS {
             self.session_quorum_refused.with_label_values(&[why]);
+        }
+        for why in ADMIN_REFUSALS {
+            self.admin_refused.with_label_values(&[why]);
+        }
+        for result in ["ok", "failed"] {
+            self.state_writes.with_label_values(&[result]);
         }
     }
 

@@ -270,6 +270,7 @@ fn check_config_prints_every_setting_the_definitions_have_but_the_password() {
              [tls]\ncert = \"/etc/tls.crt\"\nkey = \"/etc/tls.key\"\n\
              [durability]\nprimary_zone = \"a\"\nsession_quorum_floor = 1\n\
              [probe]\nuser = \"probe\"\npassword_file = {:?}\n\
+             [failover]\nadmin_token_file = \"/run/token\"\nstate_file = \"/var/lib/s.json\"\n\
              [[replica]]\nserver_id = 2\nzone = \"a\"\nlabels = {{ role = \"dr\" }}\n",
             password.display().to_string()
         ),

@@ -6,6 +6,7 @@
 
 mod position;
 mod seqs;
+mod set;
 mod source;
 
 use std::fmt;
@@ -17,6 +18,7 @@ use crate::ProtoError;
 
 pub use position::GtidPosition;
 pub use seqs::{SeqSet, MAX_INTERVALS};
+pub use set::GtidSet;
 pub use source::{Source, SourceId, MAX_PEER_SOURCES, MAX_SOURCES, MAX_TAG_LEN};
 
 /// Where a GTID's sequence number counts: a primary hands numbers out in binlog order within

@@ -70,6 +70,9 @@ settings! {
         /// strongsync's own account on the primary, for the probe (`[probe]`).
         #[setting(Meta::FILE)]
         pub probe: ProbeConfig = ProbeConfig::default(),
+        /// Fencing, following a new primary, and the state file (`[failover]`).
+        #[setting(Meta::FILE)]
+        pub failover: FailoverConfig = FailoverConfig::default(),
         /// Replicas by the `server_id` they replicate with, with their zones and labels
         /// (`[[replica]]`).
         #[setting(Meta::FILE)]
@@ -108,6 +111,38 @@ settings! {
         /// shows in the process list.
         #[setting(Meta::flag("probe-password").secret())]
         pub password: Option<Secret> = None,
+    }
+}
+
+settings! {
+    /// Fencing the primary and following a new one, the admin calls that do it, and the state
+    /// that outlives strongsync's own restart (see docs/failover.md).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct FailoverConfig in "failover" {
+        /// A file holding the token the admin calls that change anything (fence, follow,
+        /// promote) must present as `Authorization: Bearer <token>`; a trailing newline is
+        /// ignored. Without it those calls are refused. Read at start.
+        #[setting(Meta::flag("admin-token-file"))]
+        pub admin_token_file: Option<PathBuf> = None,
+        /// Where strongsync keeps its epoch, the fence, the primary it follows, and the
+        /// acknowledged positions, so that a restart remembers them. Without it they live only
+        /// in memory. Read at start.
+        #[setting(Meta::flag("state-file"))]
+        pub state_file: Option<PathBuf> = None,
+        /// How often, at most, the acknowledged positions are written to the state file when
+        /// they changed: how far behind the file may be when strongsync is killed. The fence,
+        /// the epoch and the primary are written before the call that changes them returns.
+        #[setting(Meta::FILE.live().nonzero())]
+        pub state_interval: Duration = Duration::from_millis(100),
+        /// While fenced, sessions may still run statements on the fenced primary (reads);
+        /// whatever they commit gets the fence's error and joins the tail. Off: every
+        /// statement is refused.
+        #[setting(Meta::FILE.live())]
+        pub fenced_reads: bool = false,
+        /// How long a fence waits for every replica pipe to close before it reports; a pipe
+        /// writes nothing once the fence is up, whether or not it closed in time.
+        #[setting(Meta::FILE.nonzero())]
+        pub fence_drain: Duration = Duration::from_secs(5),
     }
 }
 

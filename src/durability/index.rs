@@ -98,6 +98,12 @@ impl GtidIndex {
         }
     }
 
+    /// The GTIDs of the exact entries, in binlog order: what was relayed and not yet passed by
+    /// the quorum (nor dropped for capacity).
+    pub fn relayed(&self) -> impl Iterator<Item = &Gtid> {
+        self.order.iter().map(|(gtid, _)| gtid)
+    }
+
     fn drop_oldest(&mut self) {
         let Some((gtid, position)) = self.order.pop_front() else {
             return;

@@ -10,8 +10,11 @@
 
 mod coverage;
 mod degraded;
+mod fence;
 mod index;
 mod lag;
+mod outcome;
+mod persisted;
 mod policy;
 mod quorum;
 mod registry;
@@ -32,7 +35,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use strongsync_proto::gtid::{Gtid, GtidPosition};
+use strongsync_proto::gtid::{Gtid, GtidPosition, GtidSet};
 use strongsync_proto::position::Position;
 use tokio::time::Instant;
 use tracing::warn;
@@ -41,7 +44,10 @@ use crate::commit::{Commit, CommitHook, Release, WaitKind};
 use crate::config::{DurabilityConfig, Topology};
 pub use coverage::StreamCoverage;
 pub use degraded::{DomainRange, ReleasedWithoutQuorum};
+pub use fence::Fence;
 use index::{GtidIndex, Lookup};
+pub use outcome::GtidOutcome;
+pub use persisted::{Persisted, PersistedReplica};
 pub use policy::{Outcome, SessionQuorum, State, OUTCOMES};
 pub use quorum::{QuorumRule, Unmet};
 use registry::{Holders, Registry};
@@ -93,6 +99,12 @@ pub struct Durability {
     shutting_down: AtomicBool,
     /// Parked commits are being released with an error: the shutdown's grace is over.
     releasing: AtomicBool,
+    /// Mirrors [`Inner::fence`] for the hot paths (every command, every relayed batch).
+    fenced: AtomicBool,
+    /// Tells replica pipes the fence went up.
+    fence_watch: tokio::sync::watch::Sender<bool>,
+    /// Replica pipes registered now (the fence waits for them to close).
+    pipes: tokio::sync::watch::Sender<usize>,
     observer: Option<Arc<dyn WaitObserver>>,
 }
 
@@ -133,6 +145,15 @@ struct Inner {
     acknowledged: Arc<GtidPosition>,
     /// Recent releases of commits whose GTIDs could not be learnt.
     unresolved: VecDeque<Arc<UnresolvedRelease>>,
+    /// Every commit acknowledged to its client without its quorum (DEGRADED, the timeout
+    /// policy, a session that asked for none), kept for the commit outcome.
+    released_without_quorum: GtidSet,
+    /// The fence, while it is up.
+    fence: Option<Fence>,
+    /// See [`Durability::tail`].
+    tail: GtidSet,
+    /// Bumped whenever something the state file keeps changes.
+    version: u64,
     observer: Option<Arc<dyn WaitObserver>>,
     /// The quorum position under the configured rule, for the pipes of async replicas (which
     /// are also told when the settings change).
@@ -181,6 +202,10 @@ impl Durability {
                 degraded_before: Duration::ZERO,
                 acknowledged: Arc::default(),
                 unresolved: VecDeque::new(),
+                released_without_quorum: GtidSet::default(),
+                fence: None,
+                tail: GtidSet::default(),
+                version: 0,
                 observer: observer.clone(),
                 quorum_watch: tokio::sync::watch::Sender::new(None),
             }),
@@ -193,6 +218,9 @@ impl Durability {
             released: Default::default(),
             shutting_down: AtomicBool::new(false),
             releasing: AtomicBool::new(false),
+            fenced: AtomicBool::new(false),
+            fence_watch: tokio::sync::watch::Sender::new(false),
+            pipes: tokio::sync::watch::Sender::new(0),
             observer,
         })
     }
@@ -438,6 +466,7 @@ impl Inner {
     /// wakes the commits it reaches, moves those counted by connect states, drops the index
     /// entries it passes, and checks whether DEGRADED may end.
     fn positions_changed(&mut self, woken: &mut Vec<std::task::Waker>) {
+        self.changed();
         let configured = self.config.rule();
         let quorum = self.registry.update_quorum(&configured);
         self.quorum_watch.send_if_modified(|held| {
@@ -594,6 +623,11 @@ impl Inner {
             observer.state_changed(State::Degraded);
         }
         self.waiters.all(woken);
+    }
+
+    /// Something the state file keeps changed.
+    fn changed(&mut self) {
+        self.version = self.version.wrapping_add(1);
     }
 
     /// Remembers a release whose GTIDs could not be learnt.

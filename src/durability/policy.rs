@@ -44,10 +44,13 @@ pub enum Outcome {
     /// Its session asked for no quorum (`@strongsync_quorum = 0`, where the floor allows it):
     /// released at once.
     NoneAsked,
+    /// strongsync fenced the primary while it waited (or before it came): released with the
+    /// fence's error.
+    Fenced,
 }
 
 /// Every outcome, in the order of the counters.
-pub const OUTCOMES: [Outcome; 7] = [
+pub const OUTCOMES: [Outcome; 8] = [
     Outcome::Quorum,
     Outcome::Timeout,
     Outcome::Degraded,
@@ -55,6 +58,7 @@ pub const OUTCOMES: [Outcome; 7] = [
     Outcome::ClientGone,
     Outcome::Shutdown,
     Outcome::NoneAsked,
+    Outcome::Fenced,
 ];
 
 // === impl DurabilityConfig ===
@@ -115,6 +119,7 @@ impl Outcome {
             Outcome::ClientGone => "client_gone",
             Outcome::Shutdown => "shutdown",
             Outcome::NoneAsked => "none_asked",
+            Outcome::Fenced => "fenced",
         }
     }
 

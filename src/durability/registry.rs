@@ -220,6 +220,13 @@ impl Registry {
             .flatten()
     }
 
+    /// Keeps `departed` as last known (a previous run's replica), unless it is connected.
+    pub(super) fn remember(&mut self, server_id: u32, departed: Departed) {
+        if !self.connected.contains_key(&server_id) && self.departed.len() < DEPARTED_KEPT {
+            self.departed.insert(server_id, departed);
+        }
+    }
+
     /// Connected replicas, by server id.
     pub(super) fn connected(&self) -> impl Iterator<Item = (u32, &Replica)> {
         self.connected.iter().map(|(id, r)| (*id, r))
@@ -234,6 +241,28 @@ impl Registry {
 // === impl Replica ===
 
 impl Replica {
+    /// A replica known only from the state file: what it held, no position in this run's
+    /// binlog.
+    pub(super) fn remembered(
+        address: String,
+        zone: Option<Arc<str>>,
+        semisync: bool,
+        held: GtidPosition,
+    ) -> Self {
+        Replica {
+            pipe: 0,
+            address: address.into(),
+            zone,
+            semisync,
+            compressed: false,
+            acked: None,
+            covered: None,
+            last_ack: None,
+            held: Arc::new(held),
+            unacked: VecDeque::new(),
+        }
+    }
+
     /// The position through which it holds every transaction.
     pub(super) fn holds_through(&self) -> Option<Position> {
         self.acked.max(self.covered)

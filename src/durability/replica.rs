@@ -63,6 +63,7 @@ impl Durability {
             inner.waiters.all(woken);
             pipe
         });
+        self.pipes.send_modify(|open| *open += 1);
         tracing::info!(server_id, %address, semisync, %connect_state, "replica connected");
         ReplicaHandle {
             durability: Arc::clone(self),
@@ -195,6 +196,7 @@ impl Drop for ReplicaHandle {
             }
             left
         });
+        d.pipes.send_modify(|open| *open = open.saturating_sub(1));
         if left {
             tracing::info!(server_id = self.server_id, "replica disconnected");
         }

@@ -345,7 +345,7 @@ async fn shutdown_releases_parked_commits_with_an_error_naming_it() {
     d.release_for_shutdown();
     match waiting.await.unwrap() {
         Release::Fail(e) => {
-            assert!(e.shutdown);
+            assert_eq!(e.cause, crate::commit::Cutoff::Shutdown);
             let message = e.to_string();
             assert!(message.starts_with("proxy shutting down"), "{message}");
             assert!(message.contains("0-1-4"), "{message}");
@@ -1009,4 +1009,65 @@ async fn failover_candidates_honour_the_zone_rule_and_say_why_not() {
     );
     assert_eq!(why[1].0, 4);
     assert!(why[1].1.contains("1 zone(s) (a)"), "{why:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fence_fails_parked_commits_and_keeps_what_it_cut_off() {
+    let d = service(2, OnTimeout::Block);
+    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let b = d.admit_replica(3, addr(), true, GtidPosition::default());
+    // 4 reaches its quorum; 5 only one replica.
+    for r in [&a, &b] {
+        r.transaction_relayed(Some(gtid(4)), at(400));
+        r.acknowledged(at(400), Some(at(400)), None).unwrap();
+    }
+    let waiting = park(&d, commit(&[5])).await;
+    a.transaction_relayed(Some(gtid(5)), at(500));
+    a.acknowledged(at(500), Some(at(500)), None).unwrap();
+    settle().await;
+    assert!(!waiting.is_finished());
+    assert_eq!(d.outcome(&gtid(5)), GtidOutcome::Waiting);
+
+    // The pipes stay open: the fence waits its drain for them, then reports.
+    let (fence, newly) = d.fence(7, Duration::from_millis(50)).await;
+    assert_eq!((fence.epoch, newly), (7, true));
+    match waiting.await.unwrap() {
+        Release::Fail(error) => {
+            assert_eq!(error.cause, crate::commit::Cutoff::Fenced { epoch: 7 });
+            assert_eq!(error.gtids, gtid(5).to_string());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(d.status().released["fenced"], 1);
+    assert_eq!(d.tail().to_string(), "0-1-5");
+    assert_eq!(d.outcome(&gtid(5)), GtidOutcome::Tail);
+    assert_eq!(d.outcome(&gtid(4)), GtidOutcome::Acknowledged);
+    assert_eq!(d.outcome(&gtid(9)), GtidOutcome::Unknown);
+    // What the quorum already held still goes; anything else meets the fence at once.
+    assert_eq!(Arc::clone(&d).wait(commit(&[4])).await, Release::Proceed);
+    assert!(matches!(
+        Arc::clone(&d).wait(commit(&[6])).await,
+        Release::Fail(_)
+    ));
+    assert_eq!(d.tail().to_string(), "0-1-5..6");
+    // Again: nothing changes.
+    assert_eq!(d.fence(8, Duration::from_millis(50)).await, (fence, false));
+
+    // What a restart reads back: both replicas, the watermark, the fence and its tail.
+    let (_, kept) = d.persisted();
+    let held: Vec<(u32, String)> = kept
+        .replicas
+        .iter()
+        .map(|r| (r.server_id, r.held.to_string()))
+        .collect();
+    assert_eq!(held, [(2, "0-1-5".to_owned()), (3, "0-1-4".to_owned())]);
+    drop((a, b));
+    let again = service(2, OnTimeout::Block);
+    again.restore(kept);
+    assert!(again.fenced());
+    assert_eq!(again.outcome(&gtid(6)), GtidOutcome::Tail);
+    assert_eq!(again.outcome(&gtid(4)), GtidOutcome::Acknowledged);
+    let status = again.status();
+    assert_eq!(status.departed.len(), 2);
+    assert_eq!(status.failover_candidates, [2, 3]);
 }

@@ -19,7 +19,7 @@ use tracing::{debug, warn};
 use super::status::UnresolvedRelease;
 use super::waiters::{waking, Gtids, Verdict};
 use super::{Durability, DurableState, Inner, Outcome, Plan};
-use crate::commit::{Commit, NotAcknowledged, Release, WaitKind};
+use crate::commit::{Commit, Cutoff, NotAcknowledged, Release, WaitKind};
 use crate::config::{DurabilityConfig, OnTimeout, WithoutQuorum};
 
 /// What a look at the shared state decided.
@@ -97,6 +97,19 @@ impl Durability {
             (_, outcome) => outcome,
         };
         parked.done = true;
+        if commit.kind == WaitKind::Commit
+            && release == Release::Proceed
+            && matches!(
+                outcome,
+                Outcome::Timeout | Outcome::Degraded | Outcome::NoneAsked
+            )
+        {
+            let mut inner = self.lock();
+            for gtid in &gtids[..commit.own.min(gtids.len())] {
+                inner.released_without_quorum.insert(*gtid);
+            }
+            inner.changed();
+        }
         let waited = parked.since.elapsed();
         self.count(commit.kind, outcome, waited);
         if commit.kind == WaitKind::Commit {
@@ -187,12 +200,33 @@ impl Durability {
         k: usize,
         waker: &std::task::Waker,
     ) -> Look {
+        if let Some(epoch) = inner.fence.as_ref().map(|fence| fence.epoch) {
+            // Nothing of a fenced primary is acknowledged that the quorum did not already hold.
+            let rule = config.rule().with_count(k.max(1));
+            if matches!(inner.plan(gtids, &rule), Plan::Held) {
+                for gtid in gtids {
+                    Arc::make_mut(&mut inner.acknowledged).advance(*gtid);
+                }
+                return Look::Released(Outcome::Quorum, Release::Proceed);
+            }
+            if kind == WaitKind::Commit {
+                inner.fenced_commit(gtids);
+            }
+            let error = NotAcknowledged {
+                gtids: list(gtids),
+                quorum: k,
+                waited: Duration::ZERO,
+                cause: Cutoff::Fenced { epoch },
+                read: kind == WaitKind::Read,
+            };
+            return Look::Released(Outcome::Fenced, Release::Fail(error));
+        }
         if self.releasing.load(Ordering::Relaxed) {
             let error = NotAcknowledged {
                 gtids: list(gtids),
                 quorum: k,
                 waited: Duration::ZERO,
-                shutdown: true,
+                cause: Cutoff::Shutdown,
                 read: kind == WaitKind::Read,
             };
             return Look::Released(Outcome::Shutdown, Release::Fail(error));
@@ -285,7 +319,7 @@ impl Durability {
                     gtids: list(gtids),
                     quorum,
                     waited,
-                    shutdown: false,
+                    cause: Cutoff::Timeout,
                     read: parked.kind == WaitKind::Read,
                 };
                 Some((Outcome::Timeout, Release::Fail(error)))

@@ -122,6 +122,11 @@ impl Waiters {
         self.slots.get(slot).map_or(&[], |e| &e.gtids)
     }
 
+    /// The GTIDs of every parked commit.
+    pub(super) fn all_gtids(&self) -> impl Iterator<Item = &Gtid> {
+        self.slots.iter().flat_map(|(_, entry)| entry.gtids.iter())
+    }
+
     /// The rule the commit in `slot` waits for.
     pub(super) fn rule(&self, slot: usize) -> QuorumRule {
         self.slots

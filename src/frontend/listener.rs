@@ -81,6 +81,16 @@ async fn handle(tcp: TcpStream, peer: SocketAddr, shared: Arc<Shared>, cancel: C
         ClientStream::Plain(tcp),
         shared.config.limits.max_handshake_packet_size,
     );
+    if let Some(fence) = shared
+        .durability
+        .fence_state()
+        .filter(|_| !shared.config.failover.fenced_reads)
+    {
+        let error = Error::Fenced { epoch: fence.epoch };
+        tracing::debug!(%error, "client turned away");
+        close_with(client, &error).await;
+        return;
+    }
     match connect_primary(&shared).await {
         Ok((primary, greeting)) => {
             shared.primary_health.record(Ok(()));

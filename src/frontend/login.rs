@@ -72,7 +72,7 @@ pub(super) async fn connect_primary(
     shared: &Shared,
 ) -> Result<(Conn<PrimaryStream>, Packet), Error> {
     let config = &shared.config;
-    let addr = &config.primary;
+    let addr = &shared.control.primary();
     let attempt = async {
         let stream = primary::connect(addr)
             .await

@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     pub hard_stop: CancellationToken,
     /// Client sessions in flight, for the shutdown to wait on.
     pub in_flight: Arc<InFlight>,
+    /// The fence, the epoch and the primary sessions connect to.
+    pub control: Arc<crate::failover::Control>,
     /// strongsync's own connection to the primary, if an account is configured.
     pub probe: Option<Arc<Probe>>,
 }

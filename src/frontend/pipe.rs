@@ -160,7 +160,13 @@ impl ReplicaPipe {
             }
         }
         let limit = self.shared.config.timeouts.client_write;
-        let _ = tokio::time::timeout(limit, self.replica.shutdown()).await;
+        if matches!(result, Err(Error::Fenced { .. })) {
+            // What is queued came from the fenced primary: it goes nowhere. The replica
+            // reconnects by itself and is let in once strongsync follows a new primary.
+            self.replica.abandon().await;
+        } else {
+            let _ = tokio::time::timeout(limit, self.replica.shutdown()).await;
+        }
         self.primary.shutdown().await;
         self.count_relayed_bytes();
     }
@@ -170,6 +176,7 @@ impl ReplicaPipe {
             return self.flush_replica().await;
         }
         let hard_stop = self.shared.hard_stop.clone();
+        let mut fence = self.shared.durability.watch_fence();
         let limit = self.shared.config.limits.max_async_held_bytes;
         loop {
             // Past the limit the dump is not read: the replica falls behind.
@@ -188,6 +195,7 @@ impl ReplicaPipe {
             let event = tokio::select! {
                 biased;
                 () = hard_stop.cancelled() => return Err(Error::Shutdown),
+                _ = fence.wait_for(|fenced| *fenced) => return Err(self.fenced()),
                 packet = self.primary.read_packet(), if !full => match packet.map_err(Error::from_primary) {
                     Ok(packet) => DumpEvent::Primary(packet),
                     // The primary ends a dump by closing it (STOP SLAVE kills it by id).
@@ -499,6 +507,10 @@ impl ReplicaPipe {
     /// Writes what is queued for the replica, within `timeouts.client_write` (a replica that
     /// reads nothing is disconnected, as any client would be).
     async fn flush_replica(&mut self) -> Result<(), Error> {
+        // The one way out to the replica: nothing passes once the fence is up.
+        if self.shared.durability.fenced() {
+            return Err(self.fenced());
+        }
         // Before the replica can see (and acknowledge) an event, strong sync knows of it.
         self.report_relayed();
         let limit = self.shared.config.timeouts.client_write;
@@ -506,6 +518,15 @@ impl ReplicaPipe {
             .flush_within(limit)
             .await
             .map_err(Error::from_client)
+    }
+
+    fn fenced(&self) -> Error {
+        let epoch = self
+            .shared
+            .durability
+            .fence_state()
+            .map_or(0, |fence| fence.epoch);
+        Error::Fenced { epoch }
     }
 
     fn count_relayed_bytes(&mut self) {

@@ -181,6 +181,14 @@ impl Session {
             len = packet.payload().len(),
             "command"
         );
+        if cmd != COM_QUIT && !self.shared.config.failover.fenced_reads {
+            if let Some(fence) = self.shared.durability.fence_state() {
+                self.legs
+                    .queue_client_error(&Error::Fenced { epoch: fence.epoch });
+                self.legs.flush_client().await?;
+                return Ok(Phase::Idle);
+            }
+        }
         if let Some(negotiation) = self.replica.negotiation(packet.payload()) {
             let layout = self.client.layout();
             self.replica

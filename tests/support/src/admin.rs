@@ -47,6 +47,20 @@ pub fn request(addr: SocketAddr, method: &str, path: &str) -> Response {
     )
 }
 
+/// `POST path` with `body`, carrying `token` as `Authorization: Bearer` if given.
+pub fn post(addr: SocketAddr, path: &str, token: Option<&str>, body: &str) -> Response {
+    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
+    raw(
+        addr,
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: strongsync\r\nConnection: close\r\n{auth}\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+}
+
 pub fn get(addr: SocketAddr, path: &str) -> Response {
     request(addr, "GET", path)
 }

@@ -1,0 +1,322 @@
+//! The operator's commands (`strongsync status`, `fence`, `outcome`): calls to a running
+//! proxy's admin port, answered in words. The calls that change anything carry the admin token
+//! from its file; the token is never printed.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use thiserror::Error;
+
+/// How long a call may take (a fence waits for the replica pipes to close).
+const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where the admin port is, and the token for calls that change anything.
+#[derive(Debug, Clone)]
+pub struct AdminPort {
+    /// `HOST:PORT` of the admin port.
+    pub addr: String,
+    /// The token, if a token file was given.
+    token: Option<String>,
+}
+
+/// Why a command failed.
+#[derive(Debug, Error)]
+pub enum OperatorError {
+    /// The admin port could not be reached, or did not answer HTTP.
+    #[error("admin port {addr}: {problem}")]
+    Unreachable {
+        /// Where.
+        addr: String,
+        /// What went wrong.
+        problem: String,
+    },
+    /// The proxy refused the call or failed it.
+    #[error("{status}: {body}")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// What the proxy said.
+        body: String,
+    },
+    /// The token file cannot be read.
+    #[error("token file {path}: {problem}")]
+    Token {
+        /// The file.
+        path: String,
+        /// Why.
+        problem: String,
+    },
+    /// The proxy's answer is not what this command reads.
+    #[error("unexpected answer: {0}")]
+    Unexpected(String),
+}
+
+// === impl AdminPort ===
+
+impl AdminPort {
+    /// The admin port at `addr`, with the token in `token_file` if given.
+    ///
+    /// # Errors
+    /// [`OperatorError::Token`] for a token file that cannot be read.
+    pub fn new(addr: String, token_file: Option<&Path>) -> Result<Self, OperatorError> {
+        let token = token_file
+            .map(|path| {
+                std::fs::read_to_string(path)
+                    .map(|t| t.trim_end_matches(['\n', '\r']).to_owned())
+                    .map_err(|e| OperatorError::Token {
+                        path: path.display().to_string(),
+                        problem: e.to_string(),
+                    })
+            })
+            .transpose()?;
+        Ok(AdminPort { addr, token })
+    }
+
+    /// `strongsync status`: the state, the epoch, the fence's tail, the candidates and a table
+    /// of replicas.
+    ///
+    /// # Errors
+    /// [`OperatorError`].
+    pub fn status(&self) -> Result<String, OperatorError> {
+        let status = self.call("GET", "/status", None)?;
+        Ok(render_status(&status))
+    }
+
+    /// `strongsync fence`: fences the primary.
+    ///
+    /// # Errors
+    /// [`OperatorError`], [`OperatorError::Refused`] for a missing or wrong token.
+    pub fn fence(&self, reason: Option<&str>) -> Result<String, OperatorError> {
+        let body = serde_json::json!({ "reason": reason.unwrap_or("strongsync fence") });
+        let answer = self.call("POST", "/fence", Some(body.to_string()))?;
+        let epoch = &answer["epoch"];
+        let tail = answer["unacknowledged_tail"].as_str().unwrap_or("");
+        let mut out = if answer["newly"].as_bool() == Some(true) {
+            format!("fenced the primary of epoch {epoch}\n")
+        } else {
+            format!("already fenced (epoch {epoch}); nothing changed\n")
+        };
+        let tail = if tail.is_empty() { "none known" } else { tail };
+        let _ = writeln!(out, "unacknowledged tail: {tail}");
+        Ok(out)
+    }
+
+    /// `strongsync outcome GTID`.
+    ///
+    /// # Errors
+    /// [`OperatorError`].
+    pub fn outcome(&self, gtid: &str) -> Result<String, OperatorError> {
+        let query = format!("/outcome?gtid={}", gtid.replace(':', "%3A"));
+        let answer = self.call("GET", &query, None)?;
+        let outcome = answer["outcome"]
+            .as_str()
+            .ok_or_else(|| OperatorError::Unexpected(answer.to_string()))?;
+        let words = match outcome {
+            "acknowledged" => "acknowledged by the quorum",
+            "released_without_quorum" => {
+                if answer["quorum_holds_it_now"].as_bool() == Some(true) {
+                    "released to its client without its quorum (the quorum holds it now)"
+                } else {
+                    "released to its client without its quorum"
+                }
+            }
+            "unacknowledged_tail" => {
+                "committed on a fenced primary and never acknowledged (the unacknowledged tail)"
+            }
+            "waiting" => "waiting for its quorum",
+            _ => "unknown to strongsync",
+        };
+        Ok(format!("{gtid}: {outcome}: {words}\n"))
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<String>) -> Result<Value, OperatorError> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(CALL_TIMEOUT))
+            .build()
+            .into();
+        let url = format!("http://{}{path}", self.addr);
+        let unreachable = |e: ureq::Error| OperatorError::Unreachable {
+            addr: self.addr.clone(),
+            problem: e.to_string(),
+        };
+        let bearer = self.token.as_ref().map(|t| format!("Bearer {t}"));
+        let response = match method {
+            "POST" => {
+                let mut request = agent.post(&url);
+                if let Some(bearer) = &bearer {
+                    request = request.header("Authorization", bearer);
+                }
+                request
+                    .header("Content-Type", "application/json")
+                    .send(body.unwrap_or_default())
+            }
+            _ => {
+                let mut request = agent.get(&url);
+                if let Some(bearer) = &bearer {
+                    request = request.header("Authorization", bearer);
+                }
+                request.call()
+            }
+        };
+        let mut response = response.map_err(unreachable)?;
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().map_err(unreachable)?;
+        if status != 200 {
+            return Err(OperatorError::Refused {
+                status,
+                body: text.trim_end().to_owned(),
+            });
+        }
+        serde_json::from_str(&text).map_err(|e| OperatorError::Unexpected(e.to_string()))
+    }
+}
+
+/// `/status` as an operator reads it.
+fn render_status(s: &Value) -> String {
+    let text = |v: &Value| match v {
+        Value::Null => "-".to_owned(),
+        Value::String(s) if s.is_empty() => "-".to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut out = String::new();
+    let state = if s["fenced"].as_bool() == Some(true) {
+        "FENCED".to_owned()
+    } else {
+        text(&s["state"]).to_uppercase()
+    };
+    let _ = writeln!(
+        out,
+        "state {state}   epoch {}   primary {} ({})",
+        text(&s["epoch"]),
+        text(&s["primary"]["address"]),
+        if s["primary"]["reachable"].as_bool() == Some(true) {
+            "reachable"
+        } else {
+            "unreachable"
+        }
+    );
+    let _ = writeln!(out, "quorum rule: {}", text(&s["quorum_rule"]));
+    let _ = writeln!(
+        out,
+        "acknowledged: {}",
+        text(&s["acknowledged_gtid_position"])
+    );
+    let _ = writeln!(
+        out,
+        "unacknowledged tail: {}",
+        text(&s["unacknowledged_tail"])
+    );
+    let candidates: Vec<String> = s["failover_candidates"]
+        .as_array()
+        .map(|a| a.iter().map(text).collect())
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "failover candidates: {}",
+        if candidates.is_empty() {
+            "none".to_owned()
+        } else {
+            candidates.join(", ")
+        }
+    );
+    let _ = writeln!(out, "parked commits: {}", text(&s["parked_sessions"]));
+    let header = [
+        "server_id",
+        "connected",
+        "semisync",
+        "acknowledged GTIDs",
+        "lag (transactions)",
+        "last ACK (s ago)",
+    ];
+    let rows: Vec<[String; 6]> = s["replicas"]
+        .as_array()
+        .map(|replicas| {
+            replicas
+                .iter()
+                .map(|r| {
+                    [
+                        text(&r["server_id"]),
+                        text(&r["connected"]),
+                        text(&r["semisync"]),
+                        text(&r["acked_gtid_position"]),
+                        text(&r["lag_transactions"]),
+                        r["last_ack_age_seconds"]
+                            .as_f64()
+                            .map_or_else(|| "-".to_owned(), |a| format!("{a:.1}")),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|row| row[i].len())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |out: &mut String, cells: &[&str]| {
+        let cells: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    };
+    out.push('\n');
+    line(&mut out, &header);
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        line(&mut out, &cells);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_reads_as_a_table() {
+        let status = serde_json::json!({
+            "state": "strong", "fenced": false, "epoch": 2,
+            "primary": {"address": "10.0.0.2:3306", "reachable": true},
+            "quorum_rule": "1 of the semisync replicas",
+            "acknowledged_gtid_position": "0-1-40",
+            "unacknowledged_tail": "",
+            "failover_candidates": [2],
+            "parked_sessions": 0,
+            "replicas": [
+                {"server_id": 2, "connected": true, "semisync": true, "acked_gtid_position": "0-1-40", "lag_transactions": 0, "last_ack_age_seconds": 0.3},
+                {"server_id": 3, "connected": false, "semisync": true, "acked_gtid_position": "0-1-12", "lag_transactions": null, "last_ack_age_seconds": null}
+            ]
+        });
+        let out = render_status(&status);
+        assert!(
+            out.starts_with("state STRONG   epoch 2   primary 10.0.0.2:3306 (reachable)\n"),
+            "{out}"
+        );
+        assert!(out.contains("unacknowledged tail: -\n"), "{out}");
+        assert!(out.contains("failover candidates: 2\n"), "{out}");
+        let rows: Vec<Vec<&str>> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("server_id"))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows[1],
+            ["2", "true", "true", "0-1-40", "0", "0.3"],
+            "{out}"
+        );
+        assert_eq!(rows[2], ["3", "false", "true", "0-1-12", "-", "-"], "{out}");
+        let fenced =
+            serde_json::json!({"state": "strong", "fenced": true, "epoch": 2, "replicas": []});
+        assert!(render_status(&fenced).starts_with("state FENCED"));
+    }
+}
