@@ -1,7 +1,7 @@
 //! The admin HTTP port: `/metrics` (Prometheus), `/healthz` (the process runs), `/readyz` (the
 //! primary is reachable and a quorum of semisync replicas is connected), `/status` (JSON),
-//! `/outcome?gtid=…` (what became of one commit); and `POST /fence`, which changes state and
-//! so needs the admin token. Separate from the SQL port; anything else gets 404 or 405.
+//! `/outcome?gtid=…` (what became of one commit); and `POST /fence` and `POST /follow`, which
+//! change state and so need the admin token. Separate from the SQL port; anything else gets 404 or 405.
 
 use std::sync::Arc;
 
@@ -177,6 +177,7 @@ pub async fn serve(listener: TcpListener, admin: Admin, cancel: CancellationToke
         .route("/status", get(status))
         .route("/outcome", get(outcome))
         .route("/fence", post(fence))
+        .route("/follow", post(follow))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(admin);
     let served = axum::serve(listener, app)
@@ -284,6 +285,61 @@ async fn fence(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Bytes
                 unacknowledged_tail: report.tail.to_string(),
             },
         ),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+/// `POST /follow` with `{"primary": "HOST:PORT", "force": false, "allow_retired": false}`.
+async fn follow(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(refusal) = refused(&admin, &headers) {
+        return refusal;
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct FollowCall {
+        primary: String,
+        #[serde(default)]
+        force: bool,
+        #[serde(default)]
+        allow_retired: bool,
+    }
+    let call = match serde_json::from_slice::<FollowCall>(&body) {
+        Ok(call) if !call.primary.trim().is_empty() => call,
+        Ok(_) => return malformed(&admin, "primary is empty"),
+        Err(e) => {
+            return malformed(
+                &admin,
+                &format!("body is not {{\"primary\": \"HOST:PORT\", \"force\": false, \"allow_retired\": false}}: {e}"),
+            )
+        }
+    };
+    let call = crate::failover::Follow {
+        primary: call.primary,
+        force: call.force,
+        allow_retired: call.allow_retired,
+    };
+    #[derive(Serialize)]
+    struct Followed {
+        epoch: u64,
+        primary: String,
+        retired: String,
+        /// Acknowledged GTIDs the new primary lacked (a forced follow).
+        lacking: String,
+    }
+    match admin.control.follow(&call).await {
+        Ok(report) => json(
+            StatusCode::OK,
+            &Followed {
+                epoch: report.epoch,
+                primary: report.primary,
+                retired: report.retired,
+                lacking: report.lacking,
+            },
+        ),
+        Err(e) if e.is_refusal() => {
+            tracing::warn!(error = %e, primary = %call.primary, "follow refused");
+            (StatusCode::CONFLICT, format!("{e}\n")).into_response()
+        }
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
     }
 }

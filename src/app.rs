@@ -106,7 +106,7 @@ impl ProxyBuilder {
         // The SQL port first: once the admin port answers, clients can connect.
         let (listener, local_addr) = bind(config.listen).await?;
         let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
-        info!(listen = %local_addr, admin = %admin_addr, primary = %config.primary, tls = tls.is_some(), "strongsync listening");
+        info!(listen = %local_addr, admin = %admin_addr, tls = tls.is_some(), "strongsync listening");
 
         let metrics = Arc::new(Metrics::new());
         let durability = Durability::with_observer(
@@ -115,8 +115,9 @@ impl ProxyBuilder {
         );
         durability.set_topology(config.topology()?);
         let control = Control::start(&config, Arc::clone(&durability), Arc::clone(&metrics))?;
+        info!(primary = %control.primary(), epoch = control.epoch(), "following");
         let primary_health = Arc::new(PrimaryHealth::new(
-            config.primary.clone(),
+            control.watch(),
             config.timeouts.primary_connect,
             metrics.primary_up.clone(),
         ));
@@ -136,7 +137,7 @@ impl ProxyBuilder {
             control: Arc::clone(&control),
             probe: config.probe.account()?.map(|account| {
                 Arc::new(Probe::new(
-                    &config.primary,
+                    control.watch(),
                     &account,
                     config.timeouts.primary_connect,
                 ))

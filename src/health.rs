@@ -16,7 +16,8 @@ const FRESH_FOR: Duration = Duration::from_secs(2);
 
 /// What is known of the primary's reachability.
 pub struct PrimaryHealth {
-    addr: String,
+    /// The primary followed: a follow moves the check to the new one.
+    upstream: crate::probe::Upstream,
     connect_timeout: Duration,
     last: Mutex<Option<Seen>>,
     up: IntGauge,
@@ -31,10 +32,10 @@ struct Seen {
 // === impl PrimaryHealth ===
 
 impl PrimaryHealth {
-    /// Health of the primary at `addr`; `up` is the gauge that mirrors it.
-    pub fn new(addr: String, connect_timeout: Duration, up: IntGauge) -> Self {
+    /// Health of the primary `upstream` names; `up` is the gauge that mirrors it.
+    pub fn new(upstream: crate::probe::Upstream, connect_timeout: Duration, up: IntGauge) -> Self {
         PrimaryHealth {
-            addr,
+            upstream,
             connect_timeout,
             last: Mutex::new(None),
             up,
@@ -42,8 +43,8 @@ impl PrimaryHealth {
     }
 
     /// The primary's address.
-    pub fn addr(&self) -> &str {
-        &self.addr
+    pub fn addr(&self) -> String {
+        self.upstream.borrow().1.clone()
     }
 
     /// Records the outcome of a connection to the primary.
@@ -77,7 +78,7 @@ impl PrimaryHealth {
 
     async fn probe(&self) -> Result<(), String> {
         let attempt = async {
-            let mut stream = primary::connect(&self.addr)
+            let mut stream = primary::connect(&self.addr())
                 .await
                 .map_err(|e| e.to_string())?;
             // Header, then the first payload byte: 0x0A for a greeting, 0xFF for a refusal.

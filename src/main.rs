@@ -61,6 +61,21 @@ enum Subcommands {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Follow a new primary: checked first (writable, not replicating, holding every
+    /// acknowledged commit), the old one fenced and retired, the epoch raised. Replicas keep
+    /// replicating through strongsync; clients keep connecting to it.
+    Follow {
+        #[command(flatten)]
+        admin: AdminArgs,
+        /// The new primary, `HOST:PORT` or its Unix socket's path.
+        primary: String,
+        /// Follow even if it lacks acknowledged commits (they are lost; counted and logged).
+        #[arg(long)]
+        force: bool,
+        /// Follow even a primary strongsync followed before.
+        #[arg(long)]
+        allow_retired: bool,
+    },
     /// Say what became of a commit: acknowledged, released without quorum, the
     /// unacknowledged tail of a fenced primary, or unknown.
     Outcome {
@@ -162,6 +177,7 @@ fn command() -> Command {
 fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags) -> ExitCode {
     let (Subcommands::Status { admin }
     | Subcommands::Fence { admin, .. }
+    | Subcommands::Follow { admin, .. }
     | Subcommands::Outcome { admin, .. }) = command
     else {
         return ExitCode::FAILURE;
@@ -194,6 +210,12 @@ fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags)
     let answer = match command {
         Subcommands::Status { .. } => port.status(),
         Subcommands::Fence { reason, .. } => port.fence(reason.as_deref()),
+        Subcommands::Follow {
+            primary,
+            force,
+            allow_retired,
+            ..
+        } => port.follow(primary, *force, *allow_retired),
         Subcommands::Outcome { gtid, .. } => port.outcome(gtid),
         Subcommands::CheckConfig { .. } => return ExitCode::FAILURE,
     };

@@ -243,6 +243,9 @@ metrics! {
         /// Admin calls refused, by why (no_token_configured, missing_token, wrong_token,
         /// malformed): they changed nothing.
         pub admin_refused: IntCounterVec = "strongsync_admin_refused_total" ["why"],
+        /// Follows of a new primary that lacked acknowledged transactions, made because the
+        /// call said force.
+        pub forced_follows: IntCounter = "strongsync_forced_follows_total" [],
         /// State file writes, by result (ok, failed).
         pub state_writes: IntCounterVec = "strongsync_state_file_writes_total" ["result"],
     }

@@ -1,4 +1,4 @@
-//! The operator's commands (`strongsync status`, `fence`, `outcome`): calls to a running
+//! The operator's commands (`strongsync status`, `fence`, `follow`, `outcome`): calls to a running
 //! proxy's admin port, answered in words. The calls that change anything carry the admin token
 //! from its file; the token is never printed.
 
@@ -100,6 +100,34 @@ impl AdminPort {
         };
         let tail = if tail.is_empty() { "none known" } else { tail };
         let _ = writeln!(out, "unacknowledged tail: {tail}");
+        Ok(out)
+    }
+
+    /// `strongsync follow HOST:PORT`: follows a new primary.
+    ///
+    /// # Errors
+    /// [`OperatorError`]; [`OperatorError::Refused`] says why a follow was refused.
+    pub fn follow(
+        &self,
+        primary: &str,
+        force: bool,
+        allow_retired: bool,
+    ) -> Result<String, OperatorError> {
+        let body = serde_json::json!({
+            "primary": primary, "force": force, "allow_retired": allow_retired,
+        });
+        let answer = self.call("POST", "/follow", Some(body.to_string()))?;
+        let mut out = format!(
+            "following {} (epoch {})\n",
+            answer["primary"].as_str().unwrap_or(primary),
+            answer["epoch"]
+        );
+        if let Some(retired) = answer["retired"].as_str().filter(|r| !r.is_empty()) {
+            let _ = writeln!(out, "retired: {retired}");
+        }
+        if let Some(lacking) = answer["lacking"].as_str().filter(|l| !l.is_empty()) {
+            let _ = writeln!(out, "FORCED: the new primary lacks acknowledged {lacking}");
+        }
         Ok(out)
     }
 

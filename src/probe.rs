@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, OptsBuilder};
+use mysql_async::{Conn, OptsBuilder};
 use strongsync_proto::ProtoError;
 use thiserror::Error;
 use tokio::sync::{watch, Notify};
@@ -41,9 +41,14 @@ pub struct Probe {
     user: String,
 }
 
+/// The primary followed, with its epoch (see [`crate::failover::Control::watch`]).
+pub type Upstream = watch::Receiver<(u64, String)>;
+
 /// The rounds of readings, shared by callers and the task that sends them.
 struct Rounds {
-    opts: Opts,
+    /// Where readings go, and as whom; a new epoch opens a connection to the new primary.
+    upstream: Mutex<Upstream>,
+    account: ProbeAccount,
     timeout: Duration,
     next: Mutex<NextRound>,
     /// The last round done, with what it found.
@@ -89,30 +94,17 @@ pub enum ProbeError {
 // === impl Probe ===
 
 impl Probe {
-    /// A probe of `primary` (`host:port` or a Unix socket's path) as `account`; each reading
-    /// (connecting included) may take `timeout`. Starts its task on the current runtime.
-    pub fn new(primary: &str, account: &ProbeAccount, timeout: Duration) -> Probe {
-        let builder = OptsBuilder::default()
-            .user(Some(account.user.clone()))
-            .pass(Some(account.password.clone()))
-            .prefer_socket(false)
-            // The one statement, prepared once per connection: each reading then skips the
-            // primary's parser.
-            .stmt_cache_size(1);
-        let builder = if crate::primary::is_socket_path(primary) {
-            builder.socket(Some(primary))
-        } else {
-            let (host, port) = primary.rsplit_once(':').unwrap_or((primary, "3306"));
-            builder
-                .ip_or_hostname(host.trim_start_matches('[').trim_end_matches(']'))
-                .tcp_port(port.parse().unwrap_or(3306))
-        };
+    /// A probe of the primary `upstream` names (and of the next one, after a follow) as
+    /// `account`; each reading (connecting included) may take `timeout`. Starts its task on
+    /// the current runtime.
+    pub fn new(upstream: Upstream, account: &ProbeAccount, timeout: Duration) -> Probe {
         let (done, _) = watch::channel(Done {
             round: 0,
             reading: Err(Arc::new(ProbeError::TimedOut(Duration::ZERO))),
         });
         let rounds = Arc::new(Rounds {
-            opts: builder.into(),
+            upstream: Mutex::new(upstream),
+            account: account.clone(),
             timeout,
             next: Mutex::new(NextRound {
                 number: 1,
@@ -187,13 +179,29 @@ impl Rounds {
         Some((next.number - 1, next.flavour))
     }
 
-    /// One reading on `conn` (opened if there is none; dropped after a failure).
-    async fn read(&self, conn: &mut Option<Conn>, flavour: Flavour) -> Reading {
+    /// One reading on `conn` (opened if there is none, or if it is to a primary of an earlier
+    /// epoch; dropped after a failure).
+    async fn read(&self, conn: &mut Option<(u64, Conn)>, flavour: Flavour) -> Reading {
+        let (epoch, primary) = self
+            .upstream
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .borrow_and_update()
+            .clone();
+        if conn.as_ref().is_some_and(|(of, _)| *of != epoch) {
+            if let Some((_, old)) = conn.take() {
+                let _ = tokio::time::timeout(self.timeout, old.disconnect()).await;
+            }
+        }
         let asked = tokio::time::timeout(self.timeout, async {
             if conn.is_none() {
-                *conn = Some(Conn::new(self.opts.clone()).await?);
+                let opts = opts_for(&primary, &self.account)
+                    // The one statement, prepared once per connection: each reading then
+                    // skips the primary's parser.
+                    .stmt_cache_size(1);
+                *conn = Some((epoch, Conn::new(opts).await?));
             }
-            let open = conn.as_mut().expect("just opened");
+            let (_, open) = conn.as_mut().expect("just opened");
             // The text protocol: MySQL's is a SHOW statement.
             let row: Option<mysql_async::Row> = open.query_first(flavour.bound_query()).await?;
             Ok::<_, mysql_async::Error>(row.map(values).unwrap_or_default())
@@ -256,7 +264,23 @@ async fn send_rounds(rounds: Weak<Rounds>, wake: Arc<Notify>) {
             rounds.done.send_replace(Done { round, reading });
         }
     }
-    if let Some(conn) = conn {
+    if let Some((_, conn)) = conn {
         let _ = conn.disconnect().await;
+    }
+}
+
+/// How to reach `primary` (`host:port` or a Unix socket's path) as `account`.
+pub(crate) fn opts_for(primary: &str, account: &ProbeAccount) -> OptsBuilder {
+    let builder = OptsBuilder::default()
+        .user(Some(account.user.clone()))
+        .pass(Some(account.password.clone()))
+        .prefer_socket(false);
+    if crate::primary::is_socket_path(primary) {
+        builder.socket(Some(primary))
+    } else {
+        let (host, port) = primary.rsplit_once(':').unwrap_or((primary, "3306"));
+        builder
+            .ip_or_hostname(host.trim_start_matches('[').trim_end_matches(']'))
+            .tcp_port(port.parse().unwrap_or(3306))
     }
 }

@@ -101,7 +101,9 @@ settings! {
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct ProbeConfig in "probe" {
         /// strongsync's own account on the primary: no privilege on MariaDB, `REPLICATION
-        /// CLIENT` on MySQL (required by `visibility = "quorum"`). Restart to change.
+        /// CLIENT` on MySQL (required by `visibility = "quorum"`). `strongsync follow` checks
+        /// the new primary with it, which on MariaDB also needs `SLAVE MONITOR` there. Restart
+        /// to change.
         #[setting(Meta::flag("probe-user").value_name("USER"))]
         pub user: Option<String> = None,
         /// A file holding its password (a mounted secret); a trailing newline is ignored.

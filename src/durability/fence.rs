@@ -3,7 +3,8 @@
 //! acknowledged. Parked commits the quorum does not hold are answered with an error naming
 //! their GTIDs; they and every relayed transaction the quorum does not hold make up the
 //! *tail*: committed on the fenced primary, never acknowledged, errant on any replica that
-//! gets them after a failover. The fence lifts only when strongsync follows a new primary.
+//! gets them after a failover. The fence lifts only when strongsync follows a new primary,
+//! whose binlog positions start strong sync's position space again.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -78,9 +79,18 @@ impl Durability {
         (inner.fence.unwrap_or(Fence { epoch }), newly)
     }
 
-    /// Lifts the fence: strongsync follows a new primary.
+    /// Lifts the fence: strongsync follows a new primary, whose binlog positions have nothing
+    /// to do with the old one's. Every position known goes (the index, the replicas'
+    /// acknowledged positions, the quorum position); what each replica holds by GTID, the
+    /// watermark, the releases and the tail stay. Nothing is parked: the fence answered it.
     pub fn unfence(&self) {
         let mut inner = self.lock();
+        let capacity = inner.config.gtid_index_capacity;
+        inner.index = super::index::GtidIndex::new(capacity);
+        inner.lag = super::lag::LagBook::new(capacity);
+        inner.head = None;
+        inner.registry.forget_positions();
+        inner.quorum_watch.send_replace(None);
         inner.fence = None;
         self.fenced.store(false, Ordering::SeqCst);
         self.fence_watch.send_replace(false);

@@ -220,6 +220,22 @@ impl Registry {
             .flatten()
     }
 
+    /// A new primary's binlog: every position known belongs to the old one's and goes; what
+    /// each replica holds by GTID stays.
+    pub(super) fn forget_positions(&mut self) {
+        let replicas = self
+            .connected
+            .values_mut()
+            .chain(self.departed.values_mut().map(|d| &mut d.replica));
+        for replica in replicas {
+            replica.acked = None;
+            replica.covered = None;
+            replica.last_ack = None;
+            replica.unacked.clear();
+        }
+        self.quorum = None;
+    }
+
     /// Keeps `departed` as last known (a previous run's replica), unless it is connected.
     pub(super) fn remember(&mut self, server_id: u32, departed: Departed) {
         if !self.connected.contains_key(&server_id) && self.departed.len() < DEPARTED_KEPT {

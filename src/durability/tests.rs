@@ -1071,3 +1071,23 @@ async fn a_fence_fails_parked_commits_and_keeps_what_it_cut_off() {
     assert_eq!(status.departed.len(), 2);
     assert_eq!(status.failover_candidates, [2, 3]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_new_primary_starts_the_positions_again() {
+    let d = service(1, OnTimeout::Block);
+    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    a.transaction_relayed(Some(gtid(4)), at(900));
+    a.acknowledged(at(900), Some(at(900)), None).unwrap();
+    // The pipe outlives the drain (a replica that takes nothing): its registration stays.
+    d.fence(1, Duration::from_millis(10)).await;
+    d.unfence();
+    assert_eq!(d.status().quorum_position, None);
+    // The new primary's binlog starts low: 500 there is not 500 of the old one, which the
+    // replica had passed. Its commit waits for an ACK in the new binlog.
+    let waiting = park(&d, commit(&[7])).await;
+    a.transaction_relayed(Some(gtid(7)), at(500));
+    settle().await;
+    assert!(!waiting.is_finished(), "released by the old binlog's ACK");
+    a.acknowledged(at(500), Some(at(500)), None).unwrap();
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+}

@@ -6,6 +6,7 @@
 //! the call that made it returns; strong sync's positions are written behind, at most every
 //! `failover.state_interval` ([`Control::write_behind`]).
 
+mod candidate;
 mod state;
 mod token;
 
@@ -18,7 +19,7 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, ProbeAccount};
 use crate::durability::{Durability, Fence};
 use crate::metrics::Metrics;
 pub use state::{State, StateError};
@@ -31,6 +32,9 @@ pub struct Control {
     path: Option<PathBuf>,
     token: Option<AdminToken>,
     fence_drain: Duration,
+    /// The probe's account, which checks a primary before it is followed.
+    account: Option<ProbeAccount>,
+    connect_timeout: Duration,
     /// Held across a change and its write, so changes (and writes) happen one at a time.
     upstream: tokio::sync::Mutex<Upstream>,
     /// The primary sessions connect to now, with its epoch, for readers that must not wait.
@@ -58,6 +62,30 @@ pub struct FenceReport {
     pub tail: GtidSet,
 }
 
+/// What a follow did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowReport {
+    /// The new epoch.
+    pub epoch: u64,
+    /// The primary followed now.
+    pub primary: String,
+    /// The one retired.
+    pub retired: String,
+    /// Acknowledged GTIDs the new primary lacks (a forced follow only).
+    pub lacking: String,
+}
+
+/// How a follow is asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Follow {
+    /// `HOST:PORT` or a Unix socket's path.
+    pub primary: String,
+    /// Follow even if it lacks acknowledged commits (counted and logged).
+    pub force: bool,
+    /// Follow even a primary followed before (the operator says it is safe again).
+    pub allow_retired: bool,
+}
+
 /// Why a control call failed.
 #[derive(Debug, Error)]
 pub enum ControlError {
@@ -65,6 +93,56 @@ pub enum ControlError {
     /// restart.
     #[error("{0}; the change is in force but would not survive a restart of strongsync")]
     NotSaved(#[source] StateError),
+    /// No account to check a primary with.
+    #[error("refused: following a primary needs the [probe] account, to check it first")]
+    NoAccount,
+    /// It was followed before.
+    #[error("refused: {0} was followed before (a retired primary is never followed again unless allow_retired is given)")]
+    Retired(String),
+    /// It could not be checked.
+    #[error("refused: cannot check {addr}: {problem}")]
+    Unreachable {
+        /// The primary named.
+        addr: String,
+        /// Why.
+        problem: String,
+    },
+    /// It is read-only.
+    #[error("refused: {0} is read-only (read_only or super_read_only is on)")]
+    ReadOnly(String),
+    /// It still replicates.
+    #[error("refused: {addr} still replicates (channels {channels:?}); stop and reset its replication first")]
+    Replicating {
+        /// The primary named.
+        addr: String,
+        /// Its running channels.
+        channels: Vec<String>,
+    },
+    /// It lacks acknowledged commits.
+    #[error("refused: {addr} lacks acknowledged transactions {lacking} (follow with force to accept losing them)")]
+    Lacks {
+        /// The primary named.
+        addr: String,
+        /// What it lacks, newest per domain.
+        lacking: String,
+    },
+    /// It is a server of the other flavour.
+    #[error("refused: {addr} is {found:?}, the replicas are {expected:?}")]
+    OtherFlavour {
+        /// The primary named.
+        addr: String,
+        /// What it is.
+        found: crate::flavour::Flavour,
+        /// What the acknowledged positions are of.
+        expected: crate::flavour::Flavour,
+    },
+}
+
+impl ControlError {
+    /// Whether the call was refused (nothing changed), rather than failed half-way.
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, ControlError::NotSaved(_))
+    }
 }
 
 // === impl Control ===
@@ -124,6 +202,8 @@ impl Control {
             path,
             token,
             fence_drain: config.failover.fence_drain,
+            account: config.probe.account()?,
+            connect_timeout: config.timeouts.primary_connect,
             upstream: tokio::sync::Mutex::new(upstream),
         });
         control.refresh_metrics();
@@ -138,6 +218,11 @@ impl Control {
     /// The epoch now.
     pub fn epoch(&self) -> u64 {
         self.current.borrow().0
+    }
+
+    /// The primary followed, with its epoch, as it changes.
+    pub fn watch(&self) -> tokio::sync::watch::Receiver<(u64, String)> {
+        self.current.subscribe()
     }
 
     /// The admin token, if one is configured.
@@ -165,6 +250,107 @@ impl Control {
         self.refresh_metrics();
         self.save(&mut upstream).await?;
         Ok(FenceReport { epoch, newly, tail })
+    }
+
+    /// Follows a new primary: checks it (reachable with the probe account, writable, not
+    /// replicating, holding every acknowledged GTID unless forced), fences the current one if
+    /// it is not fenced yet, raises the epoch, retires the old primary, and lifts the fence.
+    /// New sessions go to the new primary; replicas reconnect through strongsync by
+    /// themselves and start from their own positions. Written to the state file before it
+    /// returns.
+    ///
+    /// # Errors
+    /// [`ControlError`]: a refusal changes nothing.
+    pub async fn follow(&self, call: &Follow) -> Result<FollowReport, ControlError> {
+        let mut upstream = self.upstream.lock().await;
+        let addr = call.primary.trim().to_owned();
+        // A follow that stopped half-way (fenced, the new primary written, the fence not yet
+        // lifted) left the fence of an earlier epoch: following that primary finishes it.
+        let resuming = addr == upstream.primary
+            && self
+                .durability
+                .fence_state()
+                .is_some_and(|fence| fence.epoch < upstream.epoch);
+        let again = upstream.retired.contains(&addr)
+            || (addr == upstream.primary && self.durability.fenced() && !resuming);
+        if again && !call.allow_retired {
+            return Err(ControlError::Retired(addr));
+        }
+        let account = self.account.as_ref().ok_or(ControlError::NoAccount)?;
+        let candidate = candidate::inspect(&addr, account, self.connect_timeout)
+            .await
+            .map_err(|problem| ControlError::Unreachable {
+                addr: addr.clone(),
+                problem,
+            })?;
+        if candidate.read_only {
+            return Err(ControlError::ReadOnly(addr));
+        }
+        if !candidate.replicating.is_empty() {
+            return Err(ControlError::Replicating {
+                addr,
+                channels: candidate.replicating,
+            });
+        }
+        let acknowledged = self.durability.status().acknowledged;
+        let expected = if acknowledged.intervals().next().is_some() {
+            Some(crate::flavour::Flavour::MySql)
+        } else if acknowledged.is_empty() {
+            None
+        } else {
+            Some(crate::flavour::Flavour::MariaDb)
+        };
+        if let Some(expected) = expected.filter(|e| *e != candidate.flavour) {
+            return Err(ControlError::OtherFlavour {
+                addr,
+                found: candidate.flavour,
+                expected,
+            });
+        }
+        let lacking: Vec<String> = candidate
+            .holds
+            .missing(&acknowledged)
+            .map(ToString::to_string)
+            .collect();
+        let lacking = lacking.join(",");
+        if !lacking.is_empty() {
+            if !call.force {
+                return Err(ControlError::Lacks { addr, lacking });
+            }
+            self.metrics.forced_follows.inc();
+            warn!(primary = %addr, %lacking, "FORCED follow: the new primary lacks acknowledged transactions, which are lost");
+        }
+        // The old primary is fenced first: nothing more of it reaches anyone.
+        let (Fence { epoch: fenced }, _) = self
+            .durability
+            .fence(upstream.epoch, self.fence_drain)
+            .await;
+        let retired = if resuming {
+            String::new()
+        } else {
+            let retired = std::mem::replace(&mut upstream.primary, addr.clone());
+            if !upstream.retired.contains(&retired) {
+                upstream.retired.push(retired.clone());
+            }
+            upstream.epoch = upstream.epoch.max(fenced) + 1;
+            retired
+        };
+        // Written fenced and with the new primary first: a crash now comes back fenced, and a
+        // follow to the same primary again finishes the job.
+        self.save(&mut upstream).await?;
+        self.current
+            .send_replace((upstream.epoch, upstream.primary.clone()));
+        self.durability.unfence();
+        let saved = self.save(&mut upstream).await;
+        self.refresh_metrics();
+        warn!(epoch = upstream.epoch, primary = %addr, %retired, "FOLLOWING a new primary; the old one is retired");
+        saved?;
+        Ok(FollowReport {
+            epoch: upstream.epoch,
+            primary: addr,
+            retired,
+            lacking,
+        })
     }
 
     /// Writes the state file when strong sync's positions changed, at most every

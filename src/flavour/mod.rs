@@ -201,6 +201,42 @@ impl Flavour {
 
     /// The query a replica's connection is asked just before its dump request goes to the
     /// primary (see [`dump_setup`](Self::dump_setup)).
+    /// What a server that is to become the primary holds, and whether it is writable: one row
+    /// of the GTIDs in its binlog, the GTIDs it applied as a replica (empty on MySQL, whose
+    /// `gtid_executed` has both), `read_only`, and `super_read_only` (0 on MariaDB).
+    pub fn candidate_query(self) -> &'static str {
+        match self {
+            Flavour::MariaDb => mariadb::CANDIDATE_QUERY,
+            Flavour::MySql => mysql::CANDIDATE_QUERY,
+        }
+    }
+
+    /// Lists the replication channels of a server that is to become the primary, and the
+    /// columns saying whether each one's I/O and SQL threads run.
+    pub fn channels_query(self) -> (&'static str, [&'static str; 2]) {
+        match self {
+            Flavour::MariaDb => (
+                "SHOW ALL SLAVES STATUS",
+                ["Slave_IO_Running", "Slave_SQL_Running"],
+            ),
+            Flavour::MySql => (
+                "SHOW REPLICA STATUS",
+                ["Replica_IO_Running", "Replica_SQL_Running"],
+            ),
+        }
+    }
+
+    /// Reads a GTID position as this flavour writes one.
+    ///
+    /// # Errors
+    /// What the flavour's parser raises.
+    pub fn parse_position(self, text: &str) -> Result<GtidPosition, ProtoError> {
+        match self {
+            Flavour::MariaDb => GtidPosition::parse(text.as_bytes()),
+            Flavour::MySql => GtidPosition::parse_mysql(text),
+        }
+    }
+
     pub fn dump_query(self) -> &'static str {
         match self {
             Flavour::MariaDb => mariadb::DUMP_QUERY,

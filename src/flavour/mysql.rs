@@ -54,6 +54,10 @@ const ENABLE: &str = "SET SESSION session_track_system_variables = \
 /// thousands of times in one statement) is bounded by the primary's position instead.
 const MAX_REPORTED: u64 = 256;
 
+/// See [`Flavour::candidate_query`](super::Flavour::candidate_query).
+pub(super) const CANDIDATE_QUERY: &str =
+    "SELECT @@global.gtid_executed, '', @@global.read_only, @@global.super_read_only";
+
 /// How far the primary's binlog reaches: its file and the end of the last group written to
 /// it. MySQL writes a transaction to its binlog before the engine commits it (and before its
 /// GTID is in `gtid_executed`, which other sessions can read behind what they see), so this

@@ -1,0 +1,98 @@
+//! A server strongsync is told to follow, looked at before it is: which flavour it is, what it
+//! holds, whether it is writable and whether it still replicates. Read with the probe account
+//! (on MariaDB it needs `SLAVE MONITOR` for the channels; on MySQL its `REPLICATION CLIENT`
+//! covers them).
+
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row};
+use strongsync_proto::gtid::GtidPosition;
+
+use crate::config::ProbeAccount;
+use crate::flavour::Flavour;
+use crate::probe::opts_for;
+
+/// What the server said.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub flavour: Flavour,
+    /// Every GTID it holds: its binlog's and (MariaDB) the ones it applied as a replica.
+    pub holds: GtidPosition,
+    /// `read_only` or `super_read_only` is on.
+    pub read_only: bool,
+    /// Replication channels whose I/O or SQL thread still runs, by name (`''` the default).
+    pub replicating: Vec<String>,
+}
+
+/// Asks the server at `addr`, within `timeout`.
+///
+/// # Errors
+/// Why it could not be asked, in words.
+pub async fn inspect(
+    addr: &str,
+    account: &ProbeAccount,
+    timeout: Duration,
+) -> Result<Candidate, String> {
+    let asked = tokio::time::timeout(timeout, async {
+        let mut conn = Conn::new(opts_for(addr, account))
+            .await
+            .map_err(|e| format!("cannot log in as {}: {e}", account.user))?;
+        let candidate = ask(&mut conn).await;
+        let _ = conn.disconnect().await;
+        candidate
+    })
+    .await;
+    asked.unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")))
+}
+
+async fn ask(conn: &mut Conn) -> Result<Candidate, String> {
+    let version: Option<String> = conn
+        .query_first("SELECT VERSION()")
+        .await
+        .map_err(|e| e.to_string())?;
+    let flavour = if version.unwrap_or_default().contains("MariaDB") {
+        Flavour::MariaDb
+    } else {
+        Flavour::MySql
+    };
+    let row: Option<(String, String, u8, u8)> = conn
+        .query_first(flavour.candidate_query())
+        .await
+        .map_err(|e| e.to_string())?;
+    let (binlog, applied, read_only, super_read_only) =
+        row.ok_or("it returned no row for its GTID position")?;
+    let mut holds = flavour
+        .parse_position(&binlog)
+        .map_err(|e| format!("its GTID position {binlog:?}: {e}"))?;
+    let applied = flavour
+        .parse_position(&applied)
+        .map_err(|e| format!("its applied GTID position {applied:?}: {e}"))?;
+    holds.extend(&applied);
+    let (channels, running) = flavour.channels_query();
+    let rows: Vec<Row> = conn.query(channels).await.map_err(|e| {
+        format!("{channels} failed ({e}): the account needs the privilege to read it")
+    })?;
+    let replicating = rows
+        .iter()
+        .filter(|row| {
+            running.iter().any(|column| {
+                row.get_opt::<String, _>(*column)
+                    .and_then(Result::ok)
+                    .is_some_and(|v| v.eq_ignore_ascii_case("yes"))
+            })
+        })
+        .map(|row| {
+            row.get_opt::<String, _>("Connection_name")
+                .or_else(|| row.get_opt::<String, _>("Channel_Name"))
+                .and_then(Result::ok)
+                .unwrap_or_default()
+        })
+        .collect();
+    Ok(Candidate {
+        flavour,
+        holds,
+        read_only: read_only != 0 || super_read_only != 0,
+        replicating,
+    })
+}

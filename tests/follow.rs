@@ -1,0 +1,128 @@
+//! Following a new primary without a restart, against real servers: a primary lacking an
+//! acknowledged commit, a replica still replicating and a retired primary are refused; a
+//! promoted replica is followed, the other replica goes on replicating through strongsync from
+//! it, unchanged, and commits wait for its ACKs again.
+
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use strongsync::config::{OnTimeout, ProbeConfig};
+use support::admin;
+use support::mariadb::{wait_for, MariaDb, MariaDbOptions, REPL_PASSWORD, REPL_USER};
+use support::strong::{
+    answered, durability, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE,
+};
+
+const TOKEN: &str = "follow-test-token-0123456789";
+
+fn follow(s: &Strong, primary: &str, extra: &str) -> admin::Response {
+    let body = format!(r#"{{"primary": "{primary}"{extra}}}"#);
+    admin::post(s.proxy.admin_addr(), "/follow", Some(TOKEN), &body)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_promoted_replica_is_followed_and_nothing_else_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let state = dir.path().join("state.json");
+    let s = Strong::start_with(2, |config, _| {
+        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.failover.admin_token_file = Some(token);
+        config.failover.state_file = Some(state);
+        // The replication account can read a candidate's channels (SLAVE MONITOR).
+        config.probe = ProbeConfig::account_of(REPL_USER, REPL_PASSWORD);
+    });
+    let mut client = s.client().await;
+    for v in 0..5 {
+        client
+            .query_drop(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
+            .await
+            .unwrap();
+    }
+    drop(client);
+    let acknowledged = newest_gtid(&s.topology.primary, 0);
+    let old_primary = s.topology.primary.addr();
+
+    // A server that lacks the acknowledged commits is refused, and they are named.
+    let empty = MariaDb::start(MariaDbOptions {
+        server_id: 9,
+        ..MariaDbOptions::default()
+    });
+    let refused = follow(&s, &empty.addr(), "");
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(
+        refused.body.contains("lacks acknowledged transactions")
+            && refused.body.contains(&acknowledged),
+        "{}",
+        refused.body
+    );
+    // A replica that still replicates is refused.
+    let new_primary = &s.topology.replicas[0];
+    let refused = follow(&s, &new_primary.addr(), "");
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(
+        refused.body.contains("still replicates"),
+        "{}",
+        refused.body
+    );
+    let status = admin::status(s.proxy.admin_addr());
+    assert_eq!(
+        (status["epoch"].as_u64(), status["fenced"].as_bool()),
+        (Some(1), Some(false))
+    );
+
+    // Promote replica 0 by hand, as a manager would, and follow it.
+    assert_eq!(
+        new_primary.sql(&format!("SELECT MASTER_GTID_WAIT('{acknowledged}', 60)")),
+        "0"
+    );
+    new_primary.sql("STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = 0");
+    let followed = follow(&s, &new_primary.addr(), "");
+    assert_eq!(followed.status, 200, "{}", followed.body);
+    let report: serde_json::Value = serde_json::from_str(&followed.body).unwrap();
+    assert_eq!(report["epoch"], 2, "{report}");
+    assert_eq!(report["retired"], old_primary.as_str(), "{report}");
+
+    // Replica 1 was not touched: it reconnects through strongsync and replicates from the new
+    // primary. A commit through strongsync waits for its ACK: when the OK comes, it holds it.
+    s.wait_semisync(1);
+    let conn = s.client().await;
+    let watched = spawn_watched(
+        conn,
+        "INSERT INTO sbtest.t (v) VALUES (100)",
+        vec![s.witness(1)],
+    );
+    let answer = answered(watched).await;
+    answer.result.unwrap();
+    let committed = newest_gtid(new_primary, 0);
+    assert!(
+        committed.starts_with("0-2-"),
+        "written by the new primary: {committed}"
+    );
+    assert!(
+        position_holds(&answer.received[0], &committed),
+        "replica 1 had received {} when the OK for {committed} came",
+        answer.received[0]
+    );
+    let rows = |server: &MariaDb| server.sql("SELECT COUNT(*) FROM sbtest.t WHERE v = 100");
+    wait_for(
+        "replica 1 to apply the new primary's commit",
+        PATIENCE,
+        || rows(&s.topology.replicas[1]) == "1",
+    );
+    assert_eq!(
+        rows(&s.topology.primary),
+        "0",
+        "the old primary got nothing"
+    );
+
+    // The old primary is alive and writable, and still never followed again.
+    let refused = follow(&s, &old_primary, "");
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(refused.body.contains("followed before"), "{}", refused.body);
+    let status = admin::status(s.proxy.admin_addr());
+    assert_eq!(status["epoch"], 2);
+    assert_eq!(status["primary"]["address"], new_primary.addr().as_str());
+    assert_eq!(status["acknowledged_gtid_position"], committed.as_str());
+}
