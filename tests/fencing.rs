@@ -207,6 +207,11 @@ impl Binary {
             state.display().to_string(),
             "--admin-token-file".to_owned(),
             token.display().to_string(),
+            // The follow check reads a candidate's channels (SLAVE MONITOR).
+            "--probe-user".to_owned(),
+            support::mariadb::REPL_USER.to_owned(),
+            "--probe-password".to_owned(),
+            support::mariadb::REPL_PASSWORD.to_owned(),
         ];
         let mut binary = Binary {
             topology,
@@ -331,6 +336,19 @@ async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
         "{}",
         shown.stdout
     );
+    // The follow check still knows what was acknowledged: a server without it is refused.
+    let empty = MariaDb::start(support::mariadb::MariaDbOptions {
+        server_id: 9,
+        ..Default::default()
+    });
+    let refused = b.cli(&["follow", &empty.addr()]);
+    assert!(!refused.status.success(), "{}", refused.stdout);
+    assert!(
+        refused.stderr.contains("409") && refused.stderr.contains(&acknowledged),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(admin::status(b.admin)["epoch"], 1);
     let outcome = b.cli(&["outcome", &acknowledged]);
     assert!(
         outcome
