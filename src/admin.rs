@@ -1,7 +1,7 @@
 //! The admin HTTP port: `/metrics` (Prometheus), `/healthz` (the process runs), `/readyz` (the
 //! primary is reachable and a quorum of semisync replicas is connected), `/status` (JSON),
-//! `/outcome?gtid=…` (what became of one commit); and `POST /fence` and `POST /follow`, which
-//! change state and so need the admin token. Separate from the SQL port; anything else gets 404 or 405.
+//! `/outcome?gtid=…` (what became of one commit); and `POST /fence`, `/follow` and `/promote`,
+//! which change state and so need the admin token. Separate from the SQL port; anything else gets 404 or 405.
 
 use std::sync::Arc;
 
@@ -178,6 +178,7 @@ pub async fn serve(listener: TcpListener, admin: Admin, cancel: CancellationToke
         .route("/outcome", get(outcome))
         .route("/fence", post(fence))
         .route("/follow", post(follow))
+        .route("/promote", post(promote))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(admin);
     let served = axum::serve(listener, app)
@@ -338,6 +339,58 @@ async fn follow(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Byte
         ),
         Err(e) if e.is_refusal() => {
             tracing::warn!(error = %e, primary = %call.primary, "follow refused");
+            (StatusCode::CONFLICT, format!("{e}\n")).into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+/// `POST /promote` (an empty body, or `{}`).
+async fn promote(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(refusal) = refused(&admin, &headers) {
+        return refusal;
+    }
+    let empty = body.iter().all(u8::is_ascii_whitespace)
+        || serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&body)
+            .is_ok_and(|m| m.is_empty());
+    if !empty {
+        return malformed(&admin, "promote takes no arguments (an empty body or {})");
+    }
+    #[derive(Serialize)]
+    struct Looked {
+        server_id: u32,
+        received: Option<String>,
+        problem: Option<String>,
+    }
+    #[derive(Serialize)]
+    struct Promoted {
+        server_id: u32,
+        primary: String,
+        epoch: u64,
+        retired: String,
+        looked: Vec<Looked>,
+    }
+    match admin.control.promote().await {
+        Ok(report) => json(
+            StatusCode::OK,
+            &Promoted {
+                server_id: report.server_id,
+                primary: report.follow.primary,
+                epoch: report.follow.epoch,
+                retired: report.follow.retired,
+                looked: report
+                    .looked
+                    .into_iter()
+                    .map(|(server_id, r)| Looked {
+                        server_id,
+                        received: r.as_ref().ok().cloned(),
+                        problem: r.err(),
+                    })
+                    .collect(),
+            },
+        ),
+        Err(e) if e.is_refusal() => {
+            tracing::warn!(error = %e, "promote failed");
             (StatusCode::CONFLICT, format!("{e}\n")).into_response()
         }
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),

@@ -76,6 +76,13 @@ enum Subcommands {
         #[arg(long)]
         allow_retired: bool,
     },
+    /// Promote a replica (for users without a failover manager): fence, pick the replica that
+    /// holds every acknowledged commit and received the most, wait for it to apply, stop its
+    /// replication, make it writable, follow it. Safe to rerun after a failure midway.
+    Promote {
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
     /// Say what became of a commit: acknowledged, released without quorum, the
     /// unacknowledged tail of a fenced primary, or unknown.
     Outcome {
@@ -178,6 +185,7 @@ fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags)
     let (Subcommands::Status { admin }
     | Subcommands::Fence { admin, .. }
     | Subcommands::Follow { admin, .. }
+    | Subcommands::Promote { admin }
     | Subcommands::Outcome { admin, .. }) = command
     else {
         return ExitCode::FAILURE;
@@ -216,6 +224,7 @@ fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags)
             allow_retired,
             ..
         } => port.follow(primary, *force, *allow_retired),
+        Subcommands::Promote { .. } => port.promote(),
         Subcommands::Outcome { gtid, .. } => port.outcome(gtid),
         Subcommands::CheckConfig { .. } => return ExitCode::FAILURE,
     };

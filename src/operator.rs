@@ -1,4 +1,4 @@
-//! The operator's commands (`strongsync status`, `fence`, `follow`, `outcome`): calls to a running
+//! The operator's commands (`strongsync status`, `fence`, `follow`, `promote`, `outcome`): calls to a running
 //! proxy's admin port, answered in words. The calls that change anything carry the admin token
 //! from its file; the token is never printed.
 
@@ -127,6 +127,34 @@ impl AdminPort {
         }
         if let Some(lacking) = answer["lacking"].as_str().filter(|l| !l.is_empty()) {
             let _ = writeln!(out, "FORCED: the new primary lacks acknowledged {lacking}");
+        }
+        Ok(out)
+    }
+
+    /// `strongsync promote`: fences, promotes the replica that holds every acknowledged
+    /// commit and received the most, follows it.
+    ///
+    /// # Errors
+    /// [`OperatorError`]; [`OperatorError::Refused`] says which step stopped it.
+    pub fn promote(&self) -> Result<String, OperatorError> {
+        let answer = self.call("POST", "/promote", Some("{}".to_owned()))?;
+        let mut out = format!(
+            "promoted server {} at {} (epoch {})\n",
+            answer["server_id"],
+            answer["primary"].as_str().unwrap_or("?"),
+            answer["epoch"]
+        );
+        for looked in answer["looked"].as_array().into_iter().flatten() {
+            let what = looked["received"].as_str().map_or_else(
+                || {
+                    format!(
+                        "not looked at: {}",
+                        looked["problem"].as_str().unwrap_or("?")
+                    )
+                },
+                |r| format!("had received {r}"),
+            );
+            let _ = writeln!(out, "  server {}: {what}", looked["server_id"]);
         }
         Ok(out)
     }

@@ -271,7 +271,10 @@ fn check_config_prints_every_setting_the_definitions_have_but_the_password() {
              [durability]\nprimary_zone = \"a\"\nsession_quorum_floor = 1\n\
              [probe]\nuser = \"probe\"\npassword_file = {:?}\n\
              [failover]\nadmin_token_file = \"/run/token\"\nstate_file = \"/var/lib/s.json\"\n\
-             [[replica]]\nserver_id = 2\nzone = \"a\"\nlabels = {{ role = \"dr\" }}\n",
+             user = \"promoter\"\npassword_file = {:?}\n\
+             [[replica]]\nserver_id = 2\nzone = \"a\"\nlabels = {{ role = \"dr\" }}\n\
+             address = \"10.0.0.2:3306\"\n",
+            password.display().to_string(),
             password.display().to_string()
         ),
     )

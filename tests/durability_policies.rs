@@ -39,6 +39,7 @@ fn named(servers: &Servers, zones: &[&str]) -> Vec<ReplicaConfig> {
                 format!("replica-{}", replica.server_id()),
             )]
             .into(),
+            address: None,
         })
         .collect()
 }

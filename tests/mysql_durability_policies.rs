@@ -43,6 +43,7 @@ fn named(servers: &MySqlTopology, zones: &[&str]) -> Vec<ReplicaConfig> {
                 format!("replica-{}", replica.server_id()),
             )]
             .into(),
+            address: None,
         })
         .collect()
 }

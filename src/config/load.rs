@@ -75,6 +75,7 @@ fn resolve(table: toml::Table, flags: &Flags, beneath: &Flags) -> Result<Config,
     let mut config = Config::default();
     config.take_all(layer)?;
     config.probe.read_password_file()?;
+    config.failover.read_password_file()?;
     config.validate()?;
     Ok(config)
 }

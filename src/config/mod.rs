@@ -145,6 +145,24 @@ settings! {
         /// writes nothing once the fence is up, whether or not it closed in time.
         #[setting(Meta::FILE.nonzero())]
         pub fence_drain: Duration = Duration::from_secs(5),
+        /// The account `strongsync promote` logs in to the replicas with (their addresses are
+        /// `[[replica]] address`): it reads their replication status, waits for them to apply,
+        /// stops and resets replication and makes one writable (MariaDB: `SLAVE MONITOR`,
+        /// `REPLICATION SLAVE ADMIN`, `READ_ONLY ADMIN`, or `SUPER`; MySQL:
+        /// `REPLICATION_SLAVE_ADMIN`, `SYSTEM_VARIABLES_ADMIN`, `REPLICATION CLIENT`). Restart to
+        /// change.
+        #[setting(Meta::FILE.value_name("USER"))]
+        pub user: Option<String> = None,
+        /// A file holding its password; a trailing newline is ignored.
+        #[setting(Meta::FILE)]
+        pub password_file: Option<PathBuf> = None,
+        /// Its password, instead of a file.
+        #[setting(Meta::FILE.secret())]
+        pub password: Option<Secret> = None,
+        /// How long `strongsync promote` waits for the chosen replica to apply what it
+        /// received before it gives up (and changes nothing more).
+        #[setting(Meta::FILE.nonzero())]
+        pub promote_apply_timeout: Duration = Duration::from_secs(60),
     }
 }
 
@@ -342,6 +360,7 @@ impl Config {
         self.check_all()?;
         self.tls.files()?;
         self.probe.account()?;
+        self.failover.account()?;
         let l = &self.limits;
         if l.max_handshake_packet_size > l.max_packet_size {
             return invalid(
@@ -468,21 +487,7 @@ impl ProbeConfig {
     /// [`ConfigError::Missing`] for a user without a password or a password without a user;
     /// [`ConfigError::Invalid`] for a password given both inline and in a file.
     pub fn account(&self) -> Result<Option<ProbeAccount>, ConfigError> {
-        let Some(user) = &self.user else {
-            if self.password.is_some() || self.password_file.is_some() {
-                return Err(ConfigError::Missing { key: "probe.user" });
-            }
-            return Ok(None);
-        };
-        match &self.password {
-            Some(password) => Ok(Some(ProbeAccount {
-                user: user.clone(),
-                password: password.0.clone(),
-            })),
-            None => Err(ConfigError::Missing {
-                key: "probe.password_file",
-            }),
-        }
+        PROBE_KEYS.account(&self.user, &self.password, &self.password_file)
     }
 
     /// Reads the password file, if one is named, into the password (shown by its file, never
@@ -491,25 +496,95 @@ impl ProbeConfig {
     /// # Errors
     /// [`ConfigError::Invalid`] if the file cannot be read, or if a password is also given.
     pub fn read_password_file(&mut self) -> Result<(), ConfigError> {
-        let Some(file) = &self.password_file else {
+        PROBE_KEYS.read_password(&mut self.password, &self.password_file)
+    }
+}
+
+impl FailoverConfig {
+    /// The account `strongsync promote` logs in to the replicas with, if one is configured.
+    ///
+    /// # Errors
+    /// As [`ProbeConfig::account`].
+    pub fn account(&self) -> Result<Option<ProbeAccount>, ConfigError> {
+        FAILOVER_KEYS.account(&self.user, &self.password, &self.password_file)
+    }
+
+    /// As [`ProbeConfig::read_password_file`].
+    ///
+    /// # Errors
+    /// As [`ProbeConfig::read_password_file`].
+    pub fn read_password_file(&mut self) -> Result<(), ConfigError> {
+        FAILOVER_KEYS.read_password(&mut self.password, &self.password_file)
+    }
+}
+
+/// The keys of an account's settings (a user and its password, inline or in a file).
+struct AccountKeys {
+    user: &'static str,
+    password: &'static str,
+    password_file: &'static str,
+}
+
+const PROBE_KEYS: AccountKeys = AccountKeys {
+    user: "probe.user",
+    password: "probe.password",
+    password_file: "probe.password_file",
+};
+
+const FAILOVER_KEYS: AccountKeys = AccountKeys {
+    user: "failover.user",
+    password: "failover.password",
+    password_file: "failover.password_file",
+};
+
+impl AccountKeys {
+    fn account(
+        &self,
+        user: &Option<String>,
+        password: &Option<Secret>,
+        password_file: &Option<PathBuf>,
+    ) -> Result<Option<ProbeAccount>, ConfigError> {
+        let Some(user) = user else {
+            if password.is_some() || password_file.is_some() {
+                return Err(ConfigError::Missing { key: self.user });
+            }
+            return Ok(None);
+        };
+        match password {
+            Some(password) => Ok(Some(ProbeAccount {
+                user: user.clone(),
+                password: password.0.clone(),
+            })),
+            None => Err(ConfigError::Missing {
+                key: self.password_file,
+            }),
+        }
+    }
+
+    fn read_password(
+        &self,
+        password: &mut Option<Secret>,
+        file: &Option<PathBuf>,
+    ) -> Result<(), ConfigError> {
+        let Some(file) = file else {
             return Ok(());
         };
-        if self.password.is_some() {
+        if password.is_some() {
             return Err(ConfigError::Invalid {
-                key: "probe.password",
-                problem: "set probe.password or probe.password_file, not both".into(),
+                key: self.password,
+                problem: format!("set {} or {}, not both", self.password, self.password_file),
             });
         }
         let text = std::fs::read_to_string(file).map_err(|e| ConfigError::Invalid {
-            key: "probe.password_file",
+            key: self.password_file,
             problem: format!("cannot read {}: {e}", file.display()),
         })?;
         // A file written by `echo` or a secret mount may end in a newline.
-        let password = text
+        let text = text
             .strip_suffix('\n')
             .map(|t| t.strip_suffix('\r').unwrap_or(t))
             .unwrap_or(&text);
-        self.password = Some(Secret(password.to_owned()));
+        *password = Some(Secret(text.to_owned()));
         Ok(())
     }
 }

@@ -22,6 +22,10 @@ settings! {
         /// Anything else to show in `/status` (role, host, …), as a table of strings.
         #[setting(Meta::FILE.live())]
         pub labels: BTreeMap<String, String> = BTreeMap::new(),
+        /// Its SQL port, `HOST:PORT` (or a Unix socket's path), for `strongsync promote`,
+        /// which logs in there with the `[failover]` account. Restart to change.
+        #[setting(Meta::FILE)]
+        pub address: Option<String> = None,
     }
 }
 

@@ -7,6 +7,7 @@
 //! `failover.state_interval` ([`Control::write_behind`]).
 
 mod candidate;
+mod promote;
 mod state;
 mod token;
 
@@ -35,6 +36,10 @@ pub struct Control {
     /// The probe's account, which checks a primary before it is followed.
     account: Option<ProbeAccount>,
     connect_timeout: Duration,
+    /// The account promote logs in to the replicas with, and their addresses.
+    promote_account: Option<ProbeAccount>,
+    replicas: Vec<(u32, String)>,
+    apply_timeout: Duration,
     /// Held across a change and its write, so changes (and writes) happen one at a time.
     upstream: tokio::sync::Mutex<Upstream>,
     /// The primary sessions connect to now, with its epoch, for readers that must not wait.
@@ -73,6 +78,18 @@ pub struct FollowReport {
     pub retired: String,
     /// Acknowledged GTIDs the new primary lacks (a forced follow only).
     pub lacking: String,
+}
+
+/// What a promote did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromoteReport {
+    /// The replica promoted.
+    pub server_id: u32,
+    /// The follow that ended it.
+    pub follow: FollowReport,
+    /// Every replica looked at: its `server_id`, what it had received, or why it could not be
+    /// looked at.
+    pub looked: Vec<(u32, Result<String, String>)>,
 }
 
 /// How a follow is asked for.
@@ -125,6 +142,27 @@ pub enum ControlError {
         addr: String,
         /// What it lacks, newest per domain.
         lacking: String,
+    },
+    /// Promote has nothing to log in with.
+    #[error(
+        "refused: promote needs the [failover] account (user, password) and [[replica]] addresses"
+    )]
+    NoPromoteSetup,
+    /// No replica holds every acknowledged commit.
+    #[error("no replica holds every acknowledged transaction ({acknowledged}); nothing promoted (the fence stays): {looked}")]
+    NoCandidate {
+        /// The watermark.
+        acknowledged: String,
+        /// What each replica had.
+        looked: String,
+    },
+    /// A step of promote failed; rerunning promote picks up from there.
+    #[error("promote stopped at server {server_id}: {problem} (the fence stays; rerun promote)")]
+    PromoteStep {
+        /// The replica being promoted.
+        server_id: u32,
+        /// The step and why.
+        problem: String,
     },
     /// It is a server of the other flavour.
     #[error("refused: {addr} is {found:?}, the replicas are {expected:?}")]
@@ -204,6 +242,13 @@ impl Control {
             fence_drain: config.failover.fence_drain,
             account: config.probe.account()?,
             connect_timeout: config.timeouts.primary_connect,
+            promote_account: config.failover.account()?,
+            replicas: config
+                .replica
+                .iter()
+                .filter_map(|r| Some((r.server_id, r.address.clone()?)))
+                .collect(),
+            apply_timeout: config.failover.promote_apply_timeout,
             upstream: tokio::sync::Mutex::new(upstream),
         });
         control.refresh_metrics();
@@ -350,6 +395,79 @@ impl Control {
             primary: addr,
             retired,
             lacking,
+        })
+    }
+
+    /// Promotes a replica, for users without a failover manager (see [`promote`]): fences,
+    /// picks the replica that holds every acknowledged commit and has received the most, makes
+    /// it a primary and follows it. Never promotes one that lacks an acknowledged commit; safe
+    /// to rerun after a failure midway.
+    ///
+    /// # Errors
+    /// [`ControlError`]; the fence stays up after any failure past it.
+    pub async fn promote(&self) -> Result<PromoteReport, ControlError> {
+        let account = self
+            .promote_account
+            .as_ref()
+            .filter(|_| !self.replicas.is_empty())
+            .ok_or(ControlError::NoPromoteSetup)?;
+        info!("promote: fencing the primary");
+        self.fence("promote").await?;
+        let acknowledged = self.durability.status().acknowledged;
+        let mut looked = Vec::new();
+        let mut summary = Vec::new();
+        for (server_id, address) in &self.replicas {
+            match promote::look(*server_id, address, account, self.connect_timeout).await {
+                Ok(l) => {
+                    info!(server_id, received = %l.received, replicating = l.replicating, "promote: looked at replica");
+                    summary.push((*server_id, Ok(l.received.to_string())));
+                    looked.push(l);
+                }
+                Err(problem) => {
+                    warn!(server_id, %problem, "promote: cannot look at replica");
+                    summary.push((*server_id, Err(problem)));
+                }
+            }
+        }
+        let words = || {
+            summary
+                .iter()
+                .map(|(id, r)| match r {
+                    Ok(received) => format!("{id}: received {received}"),
+                    Err(problem) => format!("{id}: {problem}"),
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let Some(chosen) = promote::choose(&looked, &acknowledged) else {
+            return Err(ControlError::NoCandidate {
+                acknowledged: acknowledged.to_string(),
+                looked: words(),
+            });
+        };
+        info!(server_id = chosen.server_id, address = %chosen.address, received = %chosen.received, "promote: chosen");
+        promote::make_primary(chosen, account, self.connect_timeout, self.apply_timeout)
+            .await
+            .map_err(|problem| ControlError::PromoteStep {
+                server_id: chosen.server_id,
+                problem,
+            })?;
+        let follow = self
+            .follow(&Follow {
+                primary: chosen.address.clone(),
+                force: false,
+                allow_retired: false,
+            })
+            .await?;
+        info!(
+            server_id = chosen.server_id,
+            epoch = follow.epoch,
+            "promote: done"
+        );
+        Ok(PromoteReport {
+            server_id: chosen.server_id,
+            follow,
+            looked: summary,
         })
     }
 

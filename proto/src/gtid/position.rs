@@ -189,6 +189,17 @@ impl GtidPosition {
         held.newest.seq_no = held.seqs.last().unwrap_or(end);
     }
 
+    /// How many transactions it holds, all domains together (saturating): of two positions
+    /// of one history, the larger has received more.
+    pub fn count(&self) -> u64 {
+        self.0
+            .values()
+            .flat_map(|held| held.seqs.intervals())
+            .fold(0u64, |n, &(start, end)| {
+                n.saturating_add(end - start).saturating_add(1)
+            })
+    }
+
     /// No GTID in any domain.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
