@@ -1,7 +1,7 @@
 //! The admin HTTP port: `/metrics` (Prometheus), `/healthz` (the process runs), `/readyz` (the
 //! primary is reachable and a quorum of semisync replicas is connected), `/status` (JSON),
-//! `/outcome?gtid=…` (what became of one commit); and `POST /fence`, `/follow` and `/promote`,
-//! which change state and so need the admin token. Separate from the SQL port; anything else gets 404 or 405.
+//! `/outcome?gtid=…` (what became of one commit); and `POST /fence`, `/follow`, `/promote` and
+//! `/reinstate`, which change state and so need the admin token. Separate from the SQL port; anything else gets 404 or 405.
 
 use std::sync::Arc;
 
@@ -179,6 +179,7 @@ pub async fn serve(listener: TcpListener, admin: Admin, cancel: CancellationToke
         .route("/fence", post(fence))
         .route("/follow", post(follow))
         .route("/promote", post(promote))
+        .route("/reinstate", post(reinstate))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(admin);
     let served = axum::serve(listener, app)
@@ -393,6 +394,35 @@ async fn promote(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Byt
             tracing::warn!(error = %e, "promote failed");
             (StatusCode::CONFLICT, format!("{e}\n")).into_response()
         }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+    }
+}
+
+/// `POST /reinstate` with `{"primary": "HOST:PORT"}`.
+async fn reinstate(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(refusal) = refused(&admin, &headers) {
+        return refusal;
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct ReinstateCall {
+        primary: String,
+    }
+    let call = match serde_json::from_slice::<ReinstateCall>(&body) {
+        Ok(call) => call,
+        Err(e) => {
+            return malformed(
+                &admin,
+                &format!("body is not {{\"primary\": \"HOST:PORT\"}}: {e}"),
+            )
+        }
+    };
+    match admin.control.reinstate(&call.primary).await {
+        Ok(()) => json(
+            StatusCode::OK,
+            &serde_json::json!({ "reinstated": call.primary.trim() }),
+        ),
+        Err(e) if e.is_refusal() => (StatusCode::CONFLICT, format!("{e}\n")).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
     }
 }

@@ -83,6 +83,14 @@ enum Subcommands {
         #[command(flatten)]
         admin: AdminArgs,
     },
+    /// Let a retired primary be followed (and promoted) again, once it has rejoined as a
+    /// replica without its unacknowledged tail.
+    Reinstate {
+        #[command(flatten)]
+        admin: AdminArgs,
+        /// The retired primary, as it was followed.
+        primary: String,
+    },
     /// Say what became of a commit: acknowledged, released without quorum, the
     /// unacknowledged tail of a fenced primary, or unknown.
     Outcome {
@@ -186,6 +194,7 @@ fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags)
     | Subcommands::Fence { admin, .. }
     | Subcommands::Follow { admin, .. }
     | Subcommands::Promote { admin }
+    | Subcommands::Reinstate { admin, .. }
     | Subcommands::Outcome { admin, .. }) = command
     else {
         return ExitCode::FAILURE;
@@ -225,6 +234,7 @@ fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags)
             ..
         } => port.follow(primary, *force, *allow_retired),
         Subcommands::Promote { .. } => port.promote(),
+        Subcommands::Reinstate { primary, .. } => port.reinstate(primary),
         Subcommands::Outcome { gtid, .. } => port.outcome(gtid),
         Subcommands::CheckConfig { .. } => return ExitCode::FAILURE,
     };

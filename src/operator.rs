@@ -1,4 +1,5 @@
-//! The operator's commands (`strongsync status`, `fence`, `follow`, `promote`, `outcome`): calls to a running
+//! The operator's commands (`strongsync status`, `fence`, `follow`, `promote`, `reinstate`,
+//! `outcome`): calls to a running
 //! proxy's admin port, answered in words. The calls that change anything carry the admin token
 //! from its file; the token is never printed.
 
@@ -157,6 +158,18 @@ impl AdminPort {
             let _ = writeln!(out, "  server {}: {what}", looked["server_id"]);
         }
         Ok(out)
+    }
+
+    /// `strongsync reinstate HOST:PORT`: a retired primary may be followed again.
+    ///
+    /// # Errors
+    /// [`OperatorError`].
+    pub fn reinstate(&self, primary: &str) -> Result<String, OperatorError> {
+        let body = serde_json::json!({ "primary": primary });
+        self.call("POST", "/reinstate", Some(body.to_string()))?;
+        Ok(format!(
+            "reinstated {primary}: it may be followed and promoted again\n"
+        ))
     }
 
     /// `strongsync outcome GTID`.

@@ -143,6 +143,9 @@ pub enum ControlError {
         /// What it lacks, newest per domain.
         lacking: String,
     },
+    /// Reinstate names a primary that is not retired.
+    #[error("refused: {0} is not a retired primary")]
+    NotRetired(String),
     /// Promote has nothing to log in with.
     #[error(
         "refused: promote needs the [failover] account (user, password) and [[replica]] addresses"
@@ -398,6 +401,28 @@ impl Control {
         })
     }
 
+    /// Takes `primary` off the retired list: the operator says it rejoined without its tail
+    /// (as a replica, from the current primary's data) and may be followed again. Written to
+    /// the state file before it returns.
+    ///
+    /// # Errors
+    /// [`ControlError::NotRetired`] if it is not retired; [`ControlError::NotSaved`].
+    pub async fn reinstate(&self, primary: &str) -> Result<(), ControlError> {
+        let mut upstream = self.upstream.lock().await;
+        let primary = primary.trim();
+        let Some(at) = upstream.retired.iter().position(|r| r == primary) else {
+            return Err(ControlError::NotRetired(primary.to_owned()));
+        };
+        upstream.retired.remove(at);
+        warn!(%primary, "reinstated: a retired primary may be followed (and promoted) again");
+        self.save(&mut upstream).await
+    }
+
+    /// The primaries retired.
+    pub async fn retired(&self) -> Vec<String> {
+        self.upstream.lock().await.retired.clone()
+    }
+
     /// Promotes a replica, for users without a failover manager (see [`promote`]): fences,
     /// picks the replica that holds every acknowledged commit and has received the most, makes
     /// it a primary and follows it. Never promotes one that lacks an acknowledged commit; safe
@@ -416,7 +441,15 @@ impl Control {
         let acknowledged = self.durability.status().acknowledged;
         let mut looked = Vec::new();
         let mut summary = Vec::new();
+        let retired = self.retired().await;
         for (server_id, address) in &self.replicas {
+            if retired.contains(address) || *address == self.primary() {
+                summary.push((
+                    *server_id,
+                    Err("a primary strongsync followed (retired; strongsync reinstate makes it a candidate again)".to_owned()),
+                ));
+                continue;
+            }
             match promote::look(*server_id, address, account, self.connect_timeout).await {
                 Ok(l) => {
                     info!(server_id, received = %l.received, replicating = l.replicating, "promote: looked at replica");
