@@ -5,80 +5,19 @@
 //! and every commit cut off with the fence's error names GTIDs the outcome call classifies as
 //! the unacknowledged tail.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mysql_async::prelude::*;
-use mysql_async::{Conn, Opts};
 use strongsync::config::{OnTimeout, ProbeAccount, ProbeConfig, ReplicaConfig};
 use support::admin;
+use support::failover::{ids_of, Writers, IDS};
 use support::mariadb::{wait_for, MariaDb, APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER};
 use support::strong::{durability, position_holds, Strong, PATIENCE};
 
 const TOKEN: &str = "promote-test-token-0123456789";
 const WRITERS: u64 = 8;
 
-#[derive(Default)]
-struct Ledger {
-    /// Ids whose INSERT came back OK.
-    acknowledged: Vec<u64>,
-    /// The fence's errors (1180): the GTIDs each named.
-    cut_off: Vec<String>,
-    /// OKs since the promote.
-    after: u64,
-}
-
-/// Inserts until `stop`, reconnecting after any error (the kill, the fence, the refusals while
-/// fenced).
-async fn writer(
-    url: String,
-    writer: u64,
-    ledger: Arc<Mutex<Ledger>>,
-    promoted: Arc<std::sync::atomic::AtomicBool>,
-    stop: tokio_util::sync::CancellationToken,
-) {
-    let mut seq = 0;
-    while !stop.is_cancelled() {
-        let Ok(mut conn) = Conn::new(Opts::from_url(&url).unwrap()).await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        while !stop.is_cancelled() {
-            seq += 1;
-            let id = writer << 32 | seq;
-            match conn
-                .query_drop(format!("INSERT INTO sbtest.ledger (id) VALUES ({id})"))
-                .await
-            {
-                Ok(()) => {
-                    let mut l = ledger.lock().unwrap();
-                    l.acknowledged.push(id);
-                    if promoted.load(std::sync::atomic::Ordering::SeqCst) {
-                        l.after += 1;
-                    }
-                }
-                Err(mysql_async::Error::Server(e)) if e.code == 1180 => {
-                    let gtids = e
-                        .message
-                        .split("transaction ")
-                        .nth(1)
-                        .and_then(|rest| rest.split(' ').next())
-                        .unwrap_or_default()
-                        .to_owned();
-                    ledger.lock().unwrap().cut_off.push(gtids);
-                }
-                Err(_) => break,
-            }
-        }
-    }
-}
-
 fn ids(server: &MariaDb) -> std::collections::HashSet<u64> {
-    server
-        .sql("SELECT GROUP_CONCAT(id) FROM sbtest.ledger")
-        .split(',')
-        .filter_map(|id| id.trim().parse().ok())
-        .collect()
+    ids_of(server.query_rows(IDS))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -113,30 +52,16 @@ async fn promote_after_a_primary_kill_loses_nothing_acknowledged() {
         .sql("CREATE TABLE sbtest.ledger (id BIGINT PRIMARY KEY)");
     s.topology.wait_replicas_caught_up();
 
-    let ledger = Arc::new(Mutex::new(Ledger::default()));
-    let promoted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop = tokio_util::sync::CancellationToken::new();
-    let url = s.proxy.url(APP_USER, APP_PASSWORD);
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            tokio::spawn(writer(
-                url.clone(),
-                w,
-                Arc::clone(&ledger),
-                Arc::clone(&promoted),
-                stop.clone(),
-            ))
-        })
-        .collect();
+    let writers = Writers::start(&s.proxy.url(APP_USER, APP_PASSWORD), WRITERS);
     wait_for("200 acknowledged rows", PATIENCE, || {
-        ledger.lock().unwrap().acknowledged.len() >= 200
+        writers.acknowledged() >= 200
     });
     let old_primary = s.topology.primary.addr();
     s.topology.primary.kill();
 
     let answer = admin::post(s.proxy.admin_addr(), "/promote", Some(TOKEN), "{}");
     assert_eq!(answer.status, 200, "{}", answer.body);
-    promoted.store(true, std::sync::atomic::Ordering::SeqCst);
+    writers.promoted();
     let report: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
     assert_eq!(report["epoch"], 2, "{report}");
     assert_eq!(report["retired"], old_primary.as_str(), "{report}");
@@ -154,13 +79,9 @@ async fn promote_after_a_primary_kill_loses_nothing_acknowledged() {
 
     // The writers reconnect to the same address and go on, on the new primary.
     wait_for("100 acknowledged rows after the promote", PATIENCE, || {
-        ledger.lock().unwrap().after >= 100
+        writers.ledger.lock().unwrap().after >= 100
     });
-    stop.cancel();
-    for w in writers {
-        w.await.unwrap();
-    }
-    let ledger = ledger.lock().unwrap();
+    let ledger = writers.stop().await;
     let on_primary = ids(new_primary);
     let pos = new_primary.gtid_binlog_pos();
     assert_eq!(
@@ -293,29 +214,15 @@ async fn failover_rounds(quorum: usize, rounds: usize) {
         .primary
         .sql("CREATE TABLE sbtest.ledger (id BIGINT PRIMARY KEY)");
     s.topology.wait_replicas_caught_up();
-    let ledger = Arc::new(Mutex::new(Ledger::default()));
-    let promoted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop = tokio_util::sync::CancellationToken::new();
-    let url = s.proxy.url(APP_USER, APP_PASSWORD);
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            tokio::spawn(writer(
-                url.clone(),
-                w,
-                Arc::clone(&ledger),
-                Arc::clone(&promoted),
-                stop.clone(),
-            ))
-        })
-        .collect();
+    let writers = Writers::start(&s.proxy.url(APP_USER, APP_PASSWORD), WRITERS);
     let mut primary = 1;
     for round in 0..rounds {
-        let before = ledger.lock().unwrap().acknowledged.len();
+        let before = writers.acknowledged();
         let more = rng.random_range(50..400);
         wait_for(
             &format!("round {round}: {more} more acknowledged rows"),
             PATIENCE,
-            || ledger.lock().unwrap().acknowledged.len() >= before + more,
+            || writers.acknowledged() >= before + more,
         );
         server(&mut s, primary).kill();
         let answer = admin::post(s.proxy.admin_addr(), "/promote", Some(TOKEN), "{}");
@@ -337,23 +244,19 @@ async fn failover_rounds(quorum: usize, rounds: usize) {
             || s.semisync_replicas() == 2,
         );
         // The writers go on through the same address (at quorum 2 once the old primary is back).
-        let after = ledger.lock().unwrap().acknowledged.len();
+        let after = writers.acknowledged();
         wait_for(
             &format!("round {round}: writers going on"),
             PATIENCE,
-            || ledger.lock().unwrap().acknowledged.len() >= after + 50,
+            || writers.acknowledged() >= after + 50,
         );
         eprintln!(
             "round {round}: killed {primary}, promoted {chosen}, {} acknowledged",
-            ledger.lock().unwrap().acknowledged.len()
+            writers.acknowledged()
         );
         primary = chosen;
     }
-    stop.cancel();
-    for w in writers {
-        w.await.unwrap();
-    }
-    let ledger = ledger.lock().unwrap();
+    let ledger = writers.stop().await;
     let final_primary = server(&mut s, primary);
     let pos = final_primary.gtid_binlog_pos();
     let on_primary = ids(final_primary);
@@ -432,29 +335,12 @@ async fn the_control_promoting_the_least_received_replica_loses_acknowledged_row
     // Replica 1 stops receiving; replica 0 acknowledges alone (quorum 1).
     s.stop_io(1);
     s.wait_semisync(1);
-    let ledger = Arc::new(Mutex::new(Ledger::default()));
-    let promoted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop = tokio_util::sync::CancellationToken::new();
-    let url = s.proxy.url(APP_USER, APP_PASSWORD);
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            tokio::spawn(writer(
-                url.clone(),
-                w,
-                Arc::clone(&ledger),
-                Arc::clone(&promoted),
-                stop.clone(),
-            ))
-        })
-        .collect();
+    let writers = Writers::start(&s.proxy.url(APP_USER, APP_PASSWORD), WRITERS);
     wait_for("200 acknowledged rows", PATIENCE, || {
-        ledger.lock().unwrap().acknowledged.len() >= 200
+        writers.acknowledged() >= 200
     });
     s.topology.primary.kill();
-    stop.cancel();
-    for w in writers {
-        w.await.unwrap();
-    }
+    let ledger = writers.stop().await;
     let fenced = admin::post(s.proxy.admin_addr(), "/fence", Some(TOKEN), "");
     assert_eq!(fenced.status, 200, "{}", fenced.body);
     let least = &s.topology.replicas[1];
@@ -472,7 +358,6 @@ async fn the_control_promoting_the_least_received_replica_loses_acknowledged_row
     assert_eq!(forced.status, 200, "{}", forced.body);
     assert_eq!(s.metrics().get("strongsync_forced_follows_total"), 1.0);
     let on_least = ids(least);
-    let ledger = ledger.lock().unwrap();
     let lost = ledger
         .acknowledged
         .iter()

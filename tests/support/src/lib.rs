@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clientlib;
 pub mod cluster;
 pub mod deploy;
+pub mod failover;
 pub mod fake_replica;
 pub mod mariadb;
 pub mod mysql;
