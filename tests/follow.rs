@@ -117,6 +117,10 @@ async fn a_promoted_replica_is_followed_and_nothing_else_is() {
         "the old primary got nothing"
     );
 
+    // Following it again (a manager's hook called twice) changes nothing.
+    let again = follow(&s, &new_primary.addr(), "");
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert!(again.body.contains("\"epoch\": 2"), "{}", again.body);
     // The old primary is alive and writable, and still never followed again.
     let refused = follow(&s, &old_primary, "");
     assert_eq!(refused.status, 409, "{}", refused.body);

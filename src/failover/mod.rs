@@ -312,6 +312,16 @@ impl Control {
     pub async fn follow(&self, call: &Follow) -> Result<FollowReport, ControlError> {
         let mut upstream = self.upstream.lock().await;
         let addr = call.primary.trim().to_owned();
+        if addr == upstream.primary && !self.durability.fenced() {
+            // Already followed (a manager's hook called twice): nothing changes.
+            info!(primary = %addr, epoch = upstream.epoch, "follow: already following it");
+            return Ok(FollowReport {
+                epoch: upstream.epoch,
+                primary: addr,
+                retired: String::new(),
+                lacking: String::new(),
+            });
+        }
         // A follow that stopped half-way (fenced, the new primary written, the fence not yet
         // lifted) left the fence of an earlier epoch: following that primary finishes it.
         let resuming = addr == upstream.primary
