@@ -248,6 +248,10 @@ metrics! {
         pub forced_follows: IntCounter = "strongsync_forced_follows_total" [],
         /// State file writes, by result (ok, failed).
         pub state_writes: IntCounterVec = "strongsync_state_file_writes_total" ["result"],
+        /// Time one state file write took (written whole, synced, renamed, the directory
+        /// synced): what the fence and a follow wait for, and how far behind the positions in
+        /// the file may be beyond `failover.state_interval`.
+        pub state_write: HistogramVec = "strongsync_state_file_write_seconds" [],
     }
     derived {
         /// `commit_wait` and `commits_released` of each outcome, in [`OUTCOMES`] order, looked

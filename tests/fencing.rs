@@ -302,9 +302,52 @@ async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
     assert_eq!(status["acknowledged_gtid_position"], acknowledged.as_str());
     assert_eq!(status["fenced"], false);
 
-    // The real binary refuses a fence without the token, and changes nothing.
-    let refused = admin::post(b.admin, "/fence", Some("not-the-token-0123456789"), "");
-    assert_eq!(refused.status, 403, "{}", refused.body);
+    // The real binary refuses every call that changes anything without the right token, or
+    // with a malformed body, and changes nothing.
+    let follow_body = format!(r#"{{"primary": "{}"}}"#, b.topology.replicas[0].addr());
+    let cases: [(&str, Option<&str>, &str, u16); 9] = [
+        ("/fence", Some("not-the-token-0123456789"), "", 403),
+        ("/fence", None, "", 401),
+        ("/follow", None, &follow_body, 401),
+        (
+            "/follow",
+            Some("not-the-token-0123456789"),
+            &follow_body,
+            403,
+        ),
+        ("/follow", Some(TOKEN), "{\"primary\": 7}", 400),
+        ("/follow", Some(TOKEN), "{\"primary\": \"\"}", 400),
+        ("/promote", None, "{}", 401),
+        ("/promote", Some("not-the-token-0123456789"), "{}", 403),
+        ("/promote", Some(TOKEN), "{\"force\": true}", 400),
+    ];
+    for (path, token, body, want) in cases {
+        let refused = admin::post(b.admin, path, token, body);
+        assert_eq!(
+            refused.status, want,
+            "{path} {token:?} {body}: {}",
+            refused.body
+        );
+        assert!(refused.body.starts_with("refused"), "{}", refused.body);
+    }
+    let status = admin::status(b.admin);
+    assert_eq!(
+        (status["epoch"].as_u64(), status["fenced"].as_bool()),
+        (Some(1), Some(false))
+    );
+    let scrape = admin::metrics(b.admin);
+    assert_eq!(
+        scrape.get("strongsync_admin_refused_total{why=\"missing_token\"}"),
+        3.0
+    );
+    assert_eq!(
+        scrape.get("strongsync_admin_refused_total{why=\"wrong_token\"}"),
+        3.0
+    );
+    assert_eq!(
+        scrape.get("strongsync_admin_refused_total{why=\"malformed\"}"),
+        3.0
+    );
     let no_token = support::proxy::run_strongsync(&["fence", "--admin", &b.admin.to_string()]);
     assert!(!no_token.status.success(), "{}", no_token.stdout);
     assert!(no_token.stderr.contains("401"), "{}", no_token.stderr);
@@ -330,6 +373,16 @@ async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
     );
     let error = b.client().await.expect_err("turned away while fenced");
     assert_eq!(mysql_code(&error), Some(1290), "{error}");
+    let scrape = admin::metrics(b.admin);
+    let (sum, count) = (
+        scrape.get("strongsync_state_file_write_seconds_sum"),
+        scrape.get("strongsync_state_file_write_seconds_count"),
+    );
+    assert!(count >= 1.0, "the restarted proxy wrote its state file");
+    eprintln!(
+        "state file: {count} writes, {:.2} ms each on average",
+        sum / count * 1e3
+    );
     let shown = b.cli(&["status"]);
     assert!(
         shown.stdout.starts_with("state FENCED   epoch 1"),
@@ -356,5 +409,47 @@ async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
             .contains(": acknowledged: acknowledged by the quorum"),
         "{}",
         outcome.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_fenced_reads_sessions_read_on_and_what_they_commit_joins_the_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let s = Strong::start_with(2, |config, _| {
+        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.failover.admin_token_file = Some(token);
+        config.failover.fenced_reads = true;
+    });
+    let mut before = s.client().await;
+    before
+        .query_drop("INSERT INTO sbtest.t (v) VALUES (1)")
+        .await
+        .unwrap();
+    let fenced = admin::post(s.proxy.admin_addr(), "/fence", Some(TOKEN), "");
+    assert_eq!(fenced.status, 200, "{}", fenced.body);
+    // Reads go on, on the old session and on a new one.
+    let count: Option<u64> = before
+        .query_first("SELECT COUNT(*) FROM sbtest.t")
+        .await
+        .unwrap();
+    assert_eq!(count, Some(1));
+    let mut after = s.client().await;
+    // A write commits on the fenced primary, and is not acknowledged.
+    let error = after
+        .query_drop("INSERT INTO sbtest.t (v) VALUES (2)")
+        .await
+        .expect_err("a commit on a fenced primary is not acknowledged");
+    assert_eq!(mysql_code(&error), Some(1180), "{error}");
+    let gtid = newest_gtid(&s.topology.primary, 0);
+    assert!(error.to_string().contains(&gtid), "{error}");
+    let status = admin::status(s.proxy.admin_addr());
+    assert!(
+        status["unacknowledged_tail"]
+            .as_str()
+            .unwrap()
+            .contains(&gtid),
+        "{status}"
     );
 }

@@ -551,6 +551,7 @@ impl Control {
             retired: upstream.retired.clone(),
             durability,
         };
+        let started = tokio::time::Instant::now();
         let saved = tokio::task::spawn_blocking(move || state.save(&path))
             .await
             .unwrap_or_else(|join| {
@@ -559,6 +560,10 @@ impl Control {
                     source: std::io::Error::other(join.to_string()),
                 })
             });
+        self.metrics
+            .state_write
+            .with_label_values::<&str>(&[])
+            .observe(started.elapsed().as_secs_f64());
         match saved {
             Ok(()) => {
                 upstream.written = Some(version);
