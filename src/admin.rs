@@ -287,8 +287,20 @@ async fn fence(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Bytes
                 unacknowledged_tail: report.tail.to_string(),
             },
         ),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        Err(e) => control_error("fence", &e),
     }
+}
+
+/// A control call that did not go through: 409 for a refusal (nothing changed, or — for
+/// promote — the fence stays and a rerun picks up), 500 for a change not saved.
+fn control_error(call: &str, e: &crate::failover::ControlError) -> Response {
+    tracing::warn!(error = %e, call, "admin call did not go through");
+    let status = if e.is_refusal() {
+        StatusCode::CONFLICT
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    (status, format!("{e}\n")).into_response()
 }
 
 /// `POST /follow` with `{"primary": "HOST:PORT", "force": false, "allow_retired": false}`.
@@ -338,11 +350,7 @@ async fn follow(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Byte
                 lacking: report.lacking,
             },
         ),
-        Err(e) if e.is_refusal() => {
-            tracing::warn!(error = %e, primary = %call.primary, "follow refused");
-            (StatusCode::CONFLICT, format!("{e}\n")).into_response()
-        }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        Err(e) => control_error("follow", &e),
     }
 }
 
@@ -390,11 +398,7 @@ async fn promote(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Byt
                     .collect(),
             },
         ),
-        Err(e) if e.is_refusal() => {
-            tracing::warn!(error = %e, "promote failed");
-            (StatusCode::CONFLICT, format!("{e}\n")).into_response()
-        }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        Err(e) => control_error("promote", &e),
     }
 }
 
@@ -422,8 +426,7 @@ async fn reinstate(AppState(admin): AppState<Admin>, headers: HeaderMap, body: B
             StatusCode::OK,
             &serde_json::json!({ "reinstated": call.primary.trim() }),
         ),
-        Err(e) if e.is_refusal() => (StatusCode::CONFLICT, format!("{e}\n")).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        Err(e) => control_error("reinstate", &e),
     }
 }
 

@@ -98,15 +98,7 @@ impl Registry {
             server_id,
             Replica {
                 pipe: self.next_pipe,
-                address: address.into(),
-                zone,
-                semisync,
-                compressed: false,
-                acked: None,
-                covered: None,
-                last_ack: None,
-                held: Arc::new(connect_state),
-                unacked: VecDeque::new(),
+                ..Replica::remembered(address, zone, semisync, connect_state)
             },
         );
         self.next_pipe
@@ -257,8 +249,8 @@ impl Registry {
 // === impl Replica ===
 
 impl Replica {
-    /// A replica known only from the state file: what it held, no position in this run's
-    /// binlog.
+    /// A replica as far as it is known before it acknowledges anything: what it holds, no
+    /// position in this binlog (one admitted just now, or one known only from the state file).
     pub(super) fn remembered(
         address: String,
         zone: Option<Arc<str>>,

@@ -46,16 +46,21 @@ pub async fn inspect(
     asked.unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")))
 }
 
-async fn ask(conn: &mut Conn) -> Result<Candidate, String> {
+/// Which flavour the server on `conn` is.
+pub(super) async fn flavour_of(conn: &mut Conn) -> Result<Flavour, String> {
     let version: Option<String> = conn
         .query_first("SELECT VERSION()")
         .await
         .map_err(|e| e.to_string())?;
-    let flavour = if version.unwrap_or_default().contains("MariaDB") {
+    Ok(if version.unwrap_or_default().contains("MariaDB") {
         Flavour::MariaDb
     } else {
         Flavour::MySql
-    };
+    })
+}
+
+async fn ask(conn: &mut Conn) -> Result<Candidate, String> {
+    let flavour = flavour_of(conn).await?;
     let row: Option<(String, String, u8, u8)> = conn
         .query_first(flavour.candidate_query())
         .await

@@ -84,15 +84,7 @@ pub async fn look(
 ) -> Result<Looked, String> {
     let mut conn = connect(address, account, timeout).await?;
     let looked = tokio::time::timeout(timeout, async {
-        let version: Option<String> = conn
-            .query_first("SELECT VERSION()")
-            .await
-            .map_err(|e| e.to_string())?;
-        let flavour = if version.unwrap_or_default().contains("MariaDB") {
-            Flavour::MariaDb
-        } else {
-            Flavour::MySql
-        };
+        let flavour = super::candidate::flavour_of(&mut conn).await?;
         let sql = sql(flavour);
         let parse = |text: &str| {
             flavour
