@@ -1091,3 +1091,19 @@ async fn a_new_primary_starts_the_positions_again() {
     a.acknowledged(at(500), Some(at(500)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
 }
+
+#[tokio::test(start_paused = true)]
+async fn even_relaying_only_nothing_of_a_fenced_primary_is_acknowledged() {
+    let d = service(1, OnTimeout::Block);
+    d.reconfigure(DurabilityConfig {
+        passthrough: true,
+        ..d.config()
+    });
+    assert_eq!(Arc::clone(&d).wait(commit(&[3])).await, Release::Proceed);
+    d.fence(1, Duration::from_millis(10)).await;
+    assert!(matches!(
+        Arc::clone(&d).wait(commit(&[4])).await,
+        Release::Fail(_)
+    ));
+    assert_eq!(d.outcome(&gtid(4)), GtidOutcome::Tail);
+}

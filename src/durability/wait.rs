@@ -71,7 +71,9 @@ struct Parked<'a> {
 impl Durability {
     /// Waits until `commit` may be acknowledged to the client, as the policy says.
     pub(super) async fn wait(self: Arc<Self>, commit: Commit) -> Release {
-        if self.fast.passthrough.load(Ordering::Relaxed) {
+        // Relaying only, nothing waits; but nothing of a fenced primary is acknowledged, even
+        // then (the look says so).
+        if self.fast.passthrough.load(Ordering::Relaxed) && !self.fenced() {
             return Release::Proceed;
         }
         let gtids = followed(&commit.gtids);

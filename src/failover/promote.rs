@@ -26,6 +26,8 @@ struct Sql {
     /// One row: `read_only`, `super_read_only` (0 on MariaDB).
     read_only: &'static str,
     stop_io: &'static str,
+    /// Starts the SQL thread if it is stopped, so that the relay log is applied.
+    start_sql: &'static str,
     /// `SELECT …(?, ?)`: 0 once it has applied a GTID position, within seconds.
     wait_applied: &'static str,
     make_primary: &'static str,
@@ -43,6 +45,7 @@ fn sql(flavour: Flavour) -> Sql {
             received: Received::Column("Gtid_IO_Pos"),
             read_only: "SELECT @@global.read_only, 0",
             stop_io: "STOP SLAVE IO_THREAD",
+            start_sql: "START SLAVE SQL_THREAD",
             wait_applied: "SELECT MASTER_GTID_WAIT(?, ?)",
             make_primary: "STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = 0",
         },
@@ -53,6 +56,7 @@ fn sql(flavour: Flavour) -> Sql {
             ),
             read_only: "SELECT @@global.read_only, @@global.super_read_only",
             stop_io: "STOP REPLICA IO_THREAD",
+            start_sql: "START REPLICA SQL_THREAD",
             wait_applied: "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)",
             make_primary: "STOP REPLICA; RESET REPLICA ALL; SET GLOBAL super_read_only = 0; SET GLOBAL read_only = 0",
         },
@@ -67,7 +71,7 @@ pub struct Looked {
     pub flavour: Flavour,
     /// What it will hold once it applied everything it received.
     pub received: GtidPosition,
-    /// Its replication still runs (I/O or SQL thread), or is configured at all.
+    /// It has replication configured (running or not): it is not a primary yet.
     pub replicating: bool,
     pub read_only: bool,
 }
@@ -98,16 +102,9 @@ pub async fn look(
             .ok_or("no row for its GTID position")?;
         let mut received = parse(&binlog)?;
         received.extend(&parse(&applied)?);
-        let (channels, running) = flavour.channels_query();
+        let (channels, _) = flavour.channels_query();
         let rows: Vec<Row> = conn.query(channels).await.map_err(|e| e.to_string())?;
-        let replicating = !rows.is_empty()
-            && rows.iter().any(|row| {
-                running.iter().any(|column| {
-                    row.get_opt::<String, _>(*column)
-                        .and_then(Result::ok)
-                        .is_some_and(|v| !v.eq_ignore_ascii_case("no"))
-                })
-            });
+        let replicating = !rows.is_empty();
         let got = match sql.received {
             Received::Column(column) => rows
                 .iter()
@@ -173,6 +170,9 @@ pub async fn make_primary(
     conn.query_drop(sql.stop_io)
         .await
         .map_err(step("stopping its I/O thread"))?;
+    conn.query_drop(sql.start_sql)
+        .await
+        .map_err(step("starting its SQL thread"))?;
     let received = chosen.received.to_string();
     info!(server_id = chosen.server_id, %received, ?apply, "promote: waiting for it to apply what it received");
     let waited: Option<i64> = conn
