@@ -83,7 +83,9 @@ async fn handle(tcp: TcpStream, peer: SocketAddr, shared: Arc<Shared>, cancel: C
     );
     if let Some(fence) = shared
         .durability
-        .fence_state()
+        .fenced()
+        .then(|| shared.durability.fence_state())
+        .flatten()
         .filter(|_| !shared.config.failover.fenced_reads)
     {
         let error = Error::Fenced { epoch: fence.epoch };

@@ -181,7 +181,11 @@ impl Session {
             len = packet.payload().len(),
             "command"
         );
-        if cmd != COM_QUIT && !self.shared.config.failover.fenced_reads {
+        // The atomic first: every command passes here, the lock only once fenced.
+        if cmd != COM_QUIT
+            && self.shared.durability.fenced()
+            && !self.shared.config.failover.fenced_reads
+        {
             if let Some(fence) = self.shared.durability.fence_state() {
                 self.legs
                     .queue_client_error(&Error::Fenced { epoch: fence.epoch });
