@@ -193,6 +193,7 @@ pub async fn serve(listener: TcpListener, admin: Admin, cancel: CancellationToke
 async fn metrics(AppState(admin): AppState<Admin>) -> Response {
     let _ = admin.primary.check().await;
     admin.metrics.refresh(&admin.durability.status());
+    admin.control.refresh_metrics();
     (
         [(
             header::CONTENT_TYPE,

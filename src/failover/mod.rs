@@ -581,7 +581,9 @@ impl Control {
         }
     }
 
-    fn refresh_metrics(&self) {
+    /// Brings the fence's gauges up to date (on every change, and on each scrape: commits
+    /// under `failover.fenced_reads` add to the tail between changes).
+    pub fn refresh_metrics(&self) {
         let m = &self.metrics;
         m.fenced.set(i64::from(self.durability.fenced()));
         m.epoch.set(i64::try_from(self.epoch()).unwrap_or(i64::MAX));
