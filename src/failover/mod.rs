@@ -602,3 +602,61 @@ pub enum ControlStartError {
     #[error(transparent)]
     State(#[from] StateError),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durability::Persisted;
+
+    #[tokio::test]
+    async fn the_state_file_wins_over_the_configured_primary_and_a_retired_one_stays_retired() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        State {
+            epoch: 3,
+            primary: "10.0.0.2:3306".into(),
+            retired: vec!["10.0.0.1:3306".into()],
+            durability: Persisted {
+                fence: Some(Fence { epoch: 3 }),
+                ..Persisted::default()
+            },
+        }
+        .save(&path)
+        .unwrap();
+        // An old config file still names the first primary.
+        let mut config = Config::new("10.0.0.1:3306");
+        config.failover.state_file = Some(path);
+        let durability = Durability::new(config.durability.clone());
+        let control =
+            Control::start(&config, Arc::clone(&durability), Arc::new(Metrics::new())).unwrap();
+        assert_eq!(
+            (control.primary().as_str(), control.epoch()),
+            ("10.0.0.2:3306", 3)
+        );
+        assert!(durability.fenced());
+        let back = Follow {
+            primary: "10.0.0.1:3306".into(),
+            ..Follow::default()
+        };
+        assert!(matches!(
+            control.follow(&back).await,
+            Err(ControlError::Retired(addr)) if addr == "10.0.0.1:3306"
+        ));
+        // Nor is the fenced primary of this epoch followed again without the operator's word.
+        let same = Follow {
+            primary: "10.0.0.2:3306".into(),
+            ..Follow::default()
+        };
+        assert!(matches!(
+            control.follow(&same).await,
+            Err(ControlError::Retired(_))
+        ));
+        // Reinstating takes it off the list (and only what is on it).
+        control.reinstate("10.0.0.1:3306").await.unwrap();
+        assert!(control.retired().await.is_empty());
+        assert!(matches!(
+            control.reinstate("10.0.0.9:3306").await,
+            Err(ControlError::NotRetired(_))
+        ));
+    }
+}
