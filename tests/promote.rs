@@ -273,3 +273,76 @@ async fn the_control_promoting_the_least_received_replica_loses_acknowledged_row
         ledger.acknowledged.len()
     );
 }
+
+/// Promote stopped midway (the chosen replica cannot apply in time: a session holds a lock its
+/// SQL thread needs) changes nothing more and keeps the fence; run again once the lock is gone,
+/// it finishes, on the same replica.
+#[tokio::test(flavor = "multi_thread")]
+async fn promote_stopped_midway_keeps_the_fence_and_a_rerun_finishes_it() {
+    use mysql_async::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let mut s = Strong::start_with(2, |config, topology| {
+        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.failover.admin_token_file = Some(token);
+        config.failover.promote_apply_timeout = Duration::from_secs(2);
+        config.probe = ProbeConfig::account_of(REPL_USER, REPL_PASSWORD);
+        config.failover.user = Some(APP_USER.into());
+        config.failover.password = Some(strongsync::config::Secret(APP_PASSWORD.into()));
+        config.replica = topology
+            .replicas
+            .iter()
+            .map(|r| ReplicaConfig {
+                server_id: r.server_id(),
+                address: Some(r.addr()),
+                ..ReplicaConfig::default()
+            })
+            .collect();
+    });
+    // Replica 1 receives less: replica 0 is the one promote picks.
+    s.stop_io(1);
+    s.wait_semisync(1);
+    let chosen = &s.topology.replicas[0];
+    let mut lock = mysql_async::Conn::new(
+        mysql_async::Opts::from_url(&chosen.url(APP_USER, APP_PASSWORD)).unwrap(),
+    )
+    .await
+    .unwrap();
+    lock.query_drop("LOCK TABLES sbtest.t WRITE").await.unwrap();
+    let mut client = s.client().await;
+    for v in 0..20 {
+        client
+            .query_drop(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
+            .await
+            .unwrap();
+    }
+    drop(client);
+    s.topology.primary.kill();
+
+    let stopped = admin::post(s.proxy.admin_addr(), "/promote", Some(TOKEN), "{}");
+    assert_eq!(stopped.status, 409, "{}", stopped.body);
+    assert!(
+        stopped
+            .body
+            .contains(&format!("promote stopped at server {}", chosen.server_id()))
+            && stopped.body.contains("did not apply"),
+        "{}",
+        stopped.body
+    );
+    let status = admin::status(s.proxy.admin_addr());
+    assert_eq!(
+        (status["fenced"].as_bool(), status["epoch"].as_u64()),
+        (Some(true), Some(1))
+    );
+    // (Its rows are not applied yet: the lock holds its SQL thread, as it would hold a read.)
+
+    lock.query_drop("UNLOCK TABLES").await.unwrap();
+    drop(lock);
+    let finished = admin::post(s.proxy.admin_addr(), "/promote", Some(TOKEN), "{}");
+    assert_eq!(finished.status, 200, "{}", finished.body);
+    let report: serde_json::Value = serde_json::from_str(&finished.body).unwrap();
+    assert_eq!(report["server_id"], chosen.server_id(), "{report}");
+    assert_eq!(report["epoch"], 2, "{report}");
+    assert_eq!(chosen.sql("SELECT COUNT(*) FROM sbtest.t"), "20");
+}
