@@ -1,7 +1,7 @@
-//! A server strongsync is told to follow, looked at before it is: which flavour it is, what it
-//! holds, whether it is writable and whether it still replicates. Read with the probe account
-//! (on MariaDB it needs `SLAVE MONITOR` for the channels; on MySQL its `REPLICATION CLIENT`
-//! covers them).
+//! A server that is to become the primary, looked at before it does (by follow, with the probe
+//! account; by promote, with the failover account): which flavour it is, what it holds and has
+//! received, whether it is writable and whether it replicates. On MariaDB reading the channels
+//! needs `SLAVE MONITOR`; on MySQL `REPLICATION CLIENT` covers them.
 
 use std::time::Duration;
 
@@ -19,10 +19,24 @@ pub struct Candidate {
     pub flavour: Flavour,
     /// Every GTID it holds: its binlog's and (MariaDB) the ones it applied as a replica.
     pub holds: GtidPosition,
+    /// What it will hold once it has applied everything it received: `holds` and what its
+    /// channels received.
+    pub received: GtidPosition,
     /// `read_only` or `super_read_only` is on.
     pub read_only: bool,
     /// Replication channels whose I/O or SQL thread still runs, by name (`''` the default).
     pub replicating: Vec<String>,
+    /// It has a replication channel at all, running or not.
+    pub configured: bool,
+}
+
+/// The column of the channels' rows with what the channel received (MariaDB `Gtid_IO_Pos`,
+/// MySQL `Retrieved_Gtid_Set`, which is `RECEIVED_TRANSACTION_SET`).
+fn received_column(flavour: Flavour) -> &'static str {
+    match flavour {
+        Flavour::MariaDb => "Gtid_IO_Pos",
+        Flavour::MySql => "Retrieved_Gtid_Set",
+    }
 }
 
 /// Asks the server at `addr`, within `timeout`.
@@ -34,20 +48,31 @@ pub async fn inspect(
     account: &ProbeAccount,
     timeout: Duration,
 ) -> Result<Candidate, String> {
-    let asked = tokio::time::timeout(timeout, async {
-        let mut conn = Conn::new(opts_for(addr, account))
-            .await
-            .map_err(|e| format!("cannot log in as {}: {e}", account.user))?;
-        let candidate = ask(&mut conn).await;
-        let _ = conn.disconnect().await;
-        candidate
-    })
-    .await;
-    asked.unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")))
+    let mut conn = connect(addr, account, timeout).await?;
+    let asked = tokio::time::timeout(timeout, ask(&mut conn))
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")));
+    let _ = conn.disconnect().await;
+    asked
+}
+
+/// Logs in to the server at `addr` as `account`, within `timeout`.
+///
+/// # Errors
+/// Why not, in words.
+pub(super) async fn connect(
+    addr: &str,
+    account: &ProbeAccount,
+    timeout: Duration,
+) -> Result<Conn, String> {
+    tokio::time::timeout(timeout, Conn::new(opts_for(addr, account)))
+        .await
+        .map_err(|_| format!("cannot connect to {addr} within {timeout:?}"))?
+        .map_err(|e| format!("cannot log in to {addr} as {}: {e}", account.user))
 }
 
 /// Which flavour the server on `conn` is.
-pub(super) async fn flavour_of(conn: &mut Conn) -> Result<Flavour, String> {
+async fn flavour_of(conn: &mut Conn) -> Result<Flavour, String> {
     let version: Option<String> = conn
         .query_first("SELECT VERSION()")
         .await
@@ -94,10 +119,23 @@ async fn ask(conn: &mut Conn) -> Result<Candidate, String> {
                 .unwrap_or_default()
         })
         .collect();
+    let mut received = holds.clone();
+    let sets = rows.iter().filter_map(|row| {
+        row.get_opt::<String, _>(received_column(flavour))
+            .and_then(Result::ok)
+    });
+    for text in sets {
+        let set = flavour
+            .parse_position(&text)
+            .map_err(|e| format!("its received GTID position {text:?}: {e}"))?;
+        received.extend(&set);
+    }
     Ok(Candidate {
         flavour,
         holds,
+        received,
         read_only: read_only != 0 || super_read_only != 0,
         replicating,
+        configured: !rows.is_empty(),
     })
 }

@@ -8,23 +8,15 @@
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Row};
 use strongsync_proto::gtid::GtidPosition;
 use tracing::{info, warn};
 
+use super::candidate;
 use crate::config::ProbeAccount;
 use crate::flavour::Flavour;
-use crate::probe::opts_for;
 
 /// What promote says to a replica of one flavour.
 struct Sql {
-    /// Every GTID it holds (binlog, applied): one row of two texts.
-    holds: &'static str,
-    /// The received set of its default channel: a column of [`Flavour::channels_query`]'s
-    /// rows (MariaDB), or one row of one text (MySQL).
-    received: Received,
-    /// One row: `read_only`, `super_read_only` (0 on MariaDB).
-    read_only: &'static str,
     stop_io: &'static str,
     /// Starts the SQL thread if it is stopped, so that the relay log is applied.
     start_sql: &'static str,
@@ -33,28 +25,15 @@ struct Sql {
     make_primary: &'static str,
 }
 
-enum Received {
-    Column(&'static str),
-    Query(&'static str),
-}
-
 fn sql(flavour: Flavour) -> Sql {
     match flavour {
         Flavour::MariaDb => Sql {
-            holds: "SELECT @@global.gtid_binlog_pos, @@global.gtid_slave_pos",
-            received: Received::Column("Gtid_IO_Pos"),
-            read_only: "SELECT @@global.read_only, 0",
             stop_io: "STOP SLAVE IO_THREAD",
             start_sql: "START SLAVE SQL_THREAD",
             wait_applied: "SELECT MASTER_GTID_WAIT(?, ?)",
             make_primary: "STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = 0",
         },
         Flavour::MySql => Sql {
-            holds: "SELECT @@global.gtid_executed, ''",
-            received: Received::Query(
-                "SELECT RECEIVED_TRANSACTION_SET FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''",
-            ),
-            read_only: "SELECT @@global.read_only, @@global.super_read_only",
             stop_io: "STOP REPLICA IO_THREAD",
             start_sql: "START REPLICA SQL_THREAD",
             wait_applied: "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)",
@@ -76,7 +55,7 @@ pub struct Looked {
     pub read_only: bool,
 }
 
-/// Looks at the replica at `address`.
+/// Looks at the replica at `address` (see [`candidate::inspect`]).
 ///
 /// # Errors
 /// Why it could not be looked at, in words.
@@ -86,59 +65,15 @@ pub async fn look(
     account: &ProbeAccount,
     timeout: Duration,
 ) -> Result<Looked, String> {
-    let mut conn = connect(address, account, timeout).await?;
-    let looked = tokio::time::timeout(timeout, async {
-        let flavour = super::candidate::flavour_of(&mut conn).await?;
-        let sql = sql(flavour);
-        let parse = |text: &str| {
-            flavour
-                .parse_position(text)
-                .map_err(|e| format!("GTID position {text:?}: {e}"))
-        };
-        let (binlog, applied): (String, String) = conn
-            .query_first(sql.holds)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("no row for its GTID position")?;
-        let mut received = parse(&binlog)?;
-        received.extend(&parse(&applied)?);
-        let (channels, _) = flavour.channels_query();
-        let rows: Vec<Row> = conn.query(channels).await.map_err(|e| e.to_string())?;
-        let replicating = !rows.is_empty();
-        let got = match sql.received {
-            Received::Column(column) => rows
-                .iter()
-                .filter_map(|row| row.get_opt::<String, _>(column).and_then(Result::ok))
-                .collect::<Vec<_>>(),
-            Received::Query(query) => conn
-                .query::<Option<String>, _>(query)
-                .await
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .flatten()
-                .collect(),
-        };
-        for text in got {
-            received.extend(&parse(&text)?);
-        }
-        let read_only: Option<(u8, u8)> = conn
-            .query_first(sql.read_only)
-            .await
-            .map_err(|e| e.to_string())?;
-        let read_only = read_only.is_some_and(|(r, s)| r != 0 || s != 0);
-        Ok::<_, String>(Looked {
-            server_id,
-            address: address.to_owned(),
-            flavour,
-            received,
-            replicating,
-            read_only,
-        })
+    let seen = candidate::inspect(address, account, timeout).await?;
+    Ok(Looked {
+        server_id,
+        address: address.to_owned(),
+        flavour: seen.flavour,
+        received: seen.received,
+        replicating: seen.configured,
+        read_only: seen.read_only,
     })
-    .await
-    .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")));
-    let _ = conn.disconnect().await;
-    looked
 }
 
 /// Makes `chosen` a primary: stops its I/O thread, waits up to `apply` for it to apply what
@@ -161,7 +96,7 @@ pub async fn make_primary(
         return Ok(());
     }
     let sql = sql(chosen.flavour);
-    let mut conn = connect(&chosen.address, account, timeout).await?;
+    let mut conn = candidate::connect(&chosen.address, account, timeout).await?;
     let step = |what: &'static str| move |e: mysql_async::Error| format!("{what}: {e}");
     info!(
         server_id = chosen.server_id,
@@ -194,13 +129,6 @@ pub async fn make_primary(
         .map_err(step("stopping its replication and making it writable"))?;
     let _ = conn.disconnect().await;
     Ok(())
-}
-
-async fn connect(address: &str, account: &ProbeAccount, timeout: Duration) -> Result<Conn, String> {
-    tokio::time::timeout(timeout, Conn::new(opts_for(address, account)))
-        .await
-        .map_err(|_| format!("cannot connect to {address} within {timeout:?}"))?
-        .map_err(|e| format!("cannot log in to {address} as {}: {e}", account.user))
 }
 
 /// The replica to promote among `looked`: one that holds everything `acknowledged` holds, of

@@ -64,11 +64,15 @@ impl Writers {
         self.promoted.store(true, Ordering::SeqCst);
     }
 
-    /// Stops the writers and waits for them.
+    /// Stops the writers and waits for them (a minute at most: a writer whose commit stays
+    /// parked fails the test rather than hanging it).
     pub async fn stop(self) -> Ledger {
         self.stop.cancel();
         for task in self.tasks {
-            task.await.unwrap();
+            tokio::time::timeout(Duration::from_secs(60), task)
+                .await
+                .expect("a writer still waits for its statement a minute after the stop")
+                .unwrap();
         }
         std::mem::take(&mut *self.ledger.lock().unwrap())
     }
