@@ -112,9 +112,63 @@ def wait_for(what, check, patience, interval=0.1):
     raise BenchError(f"{what} did not happen within {patience}s{detail}")
 
 
+PORT_TAKEN = "Address already in use"
+# Start-ups on a port taken meanwhile, at most, before the bench gives up.
+PORT_ATTEMPTS = 5
+
+
 def free_port():
+    """A loopback port nobody listens on now, chosen below the kernel's ephemeral range: the
+    kernel hands ports in that range to outgoing connections, and one of those could take the
+    port between its choice and its server's bind. Two choices can still meet (the smoke tests
+    run benches side by side), so start-ups go through `on_a_free_port`."""
+    import random
     import socket
 
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 0
+    below = range(10000, ephemeral_low) if ephemeral_low > 11000 else range(0)
+    for _ in range(100 if below else 0):
+        port = random.choice(below)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def log_size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def port_was_taken(log_path, since):
+    """Whether the log, from offset `since` (where the last launch began), says a bind failed."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(since)
+            return PORT_TAKEN.encode() in f.read()
+    except OSError:
+        return False
+
+
+def on_a_free_port(what, wait, taken, again):
+    """`wait` for a launched process; if it exited because a port chosen for it was taken,
+    `again` (new ports, a new launch) and wait once more, up to PORT_ATTEMPTS launches."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        try:
+            return wait()
+        except ProcessExited:
+            if attempt == PORT_ATTEMPTS or not taken():
+                raise
+        print(f"bench: {what} found its port taken; starting it on another", flush=True)
+        again()

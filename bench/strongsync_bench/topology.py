@@ -9,7 +9,8 @@ import time
 import urllib.error
 import urllib.request
 
-from .procs import BenchError, Process, ProcessExited, free_port, wait_for
+from .procs import (BenchError, Process, ProcessExited, free_port, log_size, on_a_free_port,
+                    port_was_taken, wait_for)
 from .servers import THREAD_HANDLINGS
 
 APP_USER, APP_PASSWORD = "app", "app-secret"
@@ -82,8 +83,22 @@ class Server:
         cnf = os.path.join(self.dir, "my.cnf")
         with open(cnf, "w") as f:
             f.write(self.flavour.config(self))
+        self.log_offset = log_size(self.error_log)
         self.process = Process(self.name, self.flavour.server_argv(cnf),
                                os.path.join(self.dir, "stderr.log"))
+
+    @property
+    def error_log(self):
+        return os.path.join(self.dir, "error.log")
+
+    def wait_started(self):
+        """`wait_ready` after the first launch, which may find its port taken: then on another
+        port. (A restart keeps its port: replicas point at it.)"""
+        def again():
+            self.port = free_port()
+            self.launch()
+        on_a_free_port(self.name, self.wait_ready,
+                       lambda: port_was_taken(self.error_log, self.log_offset), again)
 
     def restart(self, thread_handling):
         """Stops the server (SIGTERM, by pid) and starts it again with `thread_handling`, which
@@ -108,7 +123,7 @@ class Server:
 
     def error_log_tail(self):
         try:
-            with open(os.path.join(self.dir, "error.log"), errors="replace") as f:
+            with open(self.error_log, errors="replace") as f:
                 return "".join(f.readlines()[-10:])
         except OSError:
             return "(no error log)"
@@ -185,9 +200,21 @@ password = "{PROBE_PASSWORD}"
 
     def start(self, quorum, on_timeout="degrade", ack_timeout="60s", visibility="commit"):
         self.write_config(quorum, on_timeout, ack_timeout, visibility)
+        self.launch()
+
+        def again():
+            self.port, self.admin_port = free_port(), free_port()
+            self.write_config(quorum, on_timeout, ack_timeout, visibility)
+            self.launch()
+        on_a_free_port("strongsync", lambda: wait_for("strongsync's admin port answering",
+                                                      lambda: self.metrics() is not None,
+                                                      PATIENCE),
+                       lambda: port_was_taken(self.log_path, self.log_offset), again)
+
+    def launch(self):
+        self.log_offset = log_size(self.log_path)
         self.process = Process("strongsync", [self.binary, "--config", self.config_path],
                                self.log_path)
-        wait_for("strongsync's admin port answering", lambda: self.metrics() is not None, PATIENCE)
 
     def configure(self, quorum, on_timeout="degrade", ack_timeout="60s", visibility="commit"):
         """Applies new durability settings through a reload (SIGHUP), waiting until they show."""
@@ -270,15 +297,23 @@ listen mariadb
 """)
 
     def start(self):
-        self.write_config()
-        self.process = Process("haproxy", ["haproxy", "-db", "-f", self.config_path],
-                               self.log_path)
+        def launch():
+            self.write_config()
+            self.log_offset = log_size(self.log_path)
+            self.process = Process("haproxy", ["haproxy", "-db", "-f", self.config_path],
+                                   self.log_path)
 
         def listening():
             if not self.process.running():
                 raise ProcessExited(f"haproxy exited: {self.process.log_tail()}")
             return _listening(self.port)
-        wait_for("haproxy listening", listening, PATIENCE)
+
+        def again():
+            self.port = free_port()
+            launch()
+        launch()
+        on_a_free_port("haproxy", lambda: wait_for("haproxy listening", listening, PATIENCE),
+                       lambda: port_was_taken(self.log_path, self.log_offset), again)
 
     def running(self):
         return self.process is not None and self.process.running()
@@ -301,14 +336,28 @@ class Relay:
     def start(self, delay_ms, upstreams):
         """Relays to each of `upstreams` (name -> port) with `delay_ms` each way."""
         self.stop()
-        self.ports = {name: free_port() for name in upstreams}
-        argv = [self.binary, f"--delay={delay_ms}ms"]
-        for name, upstream in upstreams.items():
-            argv.append(f"--route=127.0.0.1:{self.ports[name]}=127.0.0.1:{upstream}")
-        self.process = Process("delay-relay", argv, self.log_path)
+
+        def launch():
+            self.ports = {name: free_port() for name in upstreams}
+            argv = [self.binary, f"--delay={delay_ms}ms"]
+            for name, upstream in upstreams.items():
+                argv.append(f"--route=127.0.0.1:{self.ports[name]}=127.0.0.1:{upstream}")
+            self.log_offset = log_size(self.log_path)
+            self.process = Process("delay-relay", argv, self.log_path)
+
+        def listening(port):
+            if not self.process.running():
+                raise ProcessExited(f"the delay relay exited: {self.process.log_tail()}")
+            return _listening(port)
+
+        def all_listening():
+            for port in self.ports.values():
+                wait_for(f"the delay relay listening on {port}", lambda p=port: listening(p),
+                         PATIENCE)
+        launch()
+        on_a_free_port("the delay relay", all_listening,
+                       lambda: port_was_taken(self.log_path, self.log_offset), launch)
         self.delay_ms = delay_ms
-        for port in self.ports.values():
-            wait_for(f"the delay relay listening on {port}", lambda p=port: _listening(p), PATIENCE)
 
     def stop(self):
         if self.process:
@@ -336,8 +385,8 @@ class Topology:
         self.replicas = [Server(flavour, root, f"replica{i}", 1 + i, max_connections,
                                 sync_binlog) for i in (1, 2)]
         # strongsync is a sidecar: beside the primary it reaches it over its Unix socket.
-        primary_address = (self.primary.socket if primary_via == "socket"
-                           else f"127.0.0.1:{self.primary.port}")
+        self.primary_via = primary_via
+        primary_address = self.primary_address()
         self.proxy = Strongsync(root, strongsync_bin, primary_address, max_connections + 100,
                                 strongsync_workers)
         self.haproxy = Haproxy(root, primary_address, max_connections + 100)
@@ -349,6 +398,10 @@ class Topology:
         # What the primary reports, read after every (re)start.
         self.thread_handling = None
 
+    def primary_address(self):
+        return (self.primary.socket if self.primary_via == "socket"
+                else f"127.0.0.1:{self.primary.port}")
+
     @property
     def servers(self):
         return [self.primary, *self.replicas]
@@ -357,7 +410,9 @@ class Topology:
         for server in self.servers:
             server.start()
         for server in self.servers:
-            server.wait_ready()
+            server.wait_started()
+        if self.primary_via != "socket":  # the primary's port is known now
+            self.proxy.primary_address = self.haproxy.primary_address = self.primary_address()
         accounts = [(APP_USER, APP_PASSWORD), (REPL_USER, REPL_PASSWORD),
                     (PROBE_USER, PROBE_PASSWORD)]
         self.primary.query(self.flavour.create_accounts(*accounts) + "CREATE DATABASE sbtest;")

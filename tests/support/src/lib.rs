@@ -17,6 +17,7 @@ pub mod mysql_gtid;
 mod mysql_launch;
 pub mod mysql_root;
 pub mod mysql_topology;
+pub mod ports;
 pub mod proxy;
 pub mod rawclient;
 pub mod strong;

@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
-use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,6 +19,8 @@ use nix::sys::prctl;
 use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 use tempfile::TempDir;
+
+pub(crate) use crate::ports::free_port;
 
 pub use clock::{timed, Deadline};
 
@@ -468,16 +469,6 @@ fn launch_on_free_port(paths: &Paths, opts: &MariaDbOptions) -> (Child, u16) {
         opts.server_id,
         diagnostics(paths)
     )
-}
-
-/// A port nobody listens on right now. The kernel hands out a free one for port 0; the listener
-/// is closed right away, so another process may grab it before mariadbd does, which
-/// [`launch_on_free_port`] handles.
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("bind 127.0.0.1:0 to find a free port")
-        .port()
 }
 
 /// Starts mariadbd with the cnf already in place and waits until it answers on its socket.

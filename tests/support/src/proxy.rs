@@ -376,14 +376,7 @@ fn init_test_logging() {
     }
 }
 
-/// A free loopback port (bound and released; the caller binds it again at once).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use crate::ports::free_port;
 
 /// Checks that `error` is the one strongsync answers a commit whose quorum did not come in time
 /// (`on_timeout = error`): 1105, naming the transaction's GTID.
