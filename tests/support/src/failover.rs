@@ -3,7 +3,6 @@
 //! INSERT came back OK, and the GTIDs each fence error named.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,14 +17,11 @@ pub struct Ledger {
     pub acknowledged: Vec<u64>,
     /// The fence's errors (1180): the GTIDs each named.
     pub cut_off: Vec<String>,
-    /// OKs since [`Writers::promoted`].
-    pub after: u64,
 }
 
 /// `count` writers inserting into `sbtest.ledger (id BIGINT PRIMARY KEY)` through `url`.
 pub struct Writers {
     pub ledger: Arc<Mutex<Ledger>>,
-    promoted: Arc<AtomicBool>,
     stop: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -33,22 +29,12 @@ pub struct Writers {
 impl Writers {
     pub fn start(url: &str, count: u64) -> Writers {
         let ledger = Arc::new(Mutex::new(Ledger::default()));
-        let promoted = Arc::new(AtomicBool::new(false));
         let stop = CancellationToken::new();
         let tasks = (0..count)
-            .map(|w| {
-                tokio::spawn(writer(
-                    url.to_owned(),
-                    w,
-                    Arc::clone(&ledger),
-                    Arc::clone(&promoted),
-                    stop.clone(),
-                ))
-            })
+            .map(|w| tokio::spawn(writer(url.to_owned(), w, Arc::clone(&ledger), stop.clone())))
             .collect();
         Writers {
             ledger,
-            promoted,
             stop,
             tasks,
         }
@@ -57,11 +43,6 @@ impl Writers {
     /// Ids acknowledged so far.
     pub fn acknowledged(&self) -> usize {
         self.ledger.lock().unwrap().acknowledged.len()
-    }
-
-    /// From now on OKs count in [`Ledger::after`].
-    pub fn promoted(&self) {
-        self.promoted.store(true, Ordering::SeqCst);
     }
 
     /// Stops the writers and waits for them (a minute at most: a writer whose commit stays
@@ -78,13 +59,7 @@ impl Writers {
     }
 }
 
-async fn writer(
-    url: String,
-    writer: u64,
-    ledger: Arc<Mutex<Ledger>>,
-    promoted: Arc<AtomicBool>,
-    stop: CancellationToken,
-) {
+async fn writer(url: String, writer: u64, ledger: Arc<Mutex<Ledger>>, stop: CancellationToken) {
     let mut seq = 0;
     while !stop.is_cancelled() {
         let Ok(mut conn) = Conn::new(Opts::from_url(&url).unwrap()).await else {
@@ -98,13 +73,7 @@ async fn writer(
                 .query_drop(format!("INSERT INTO sbtest.ledger (id) VALUES ({id})"))
                 .await
             {
-                Ok(()) => {
-                    let mut l = ledger.lock().unwrap();
-                    l.acknowledged.push(id);
-                    if promoted.load(Ordering::SeqCst) {
-                        l.after += 1;
-                    }
-                }
+                Ok(()) => ledger.lock().unwrap().acknowledged.push(id),
                 Err(mysql_async::Error::Server(e)) if e.code == 1180 => {
                     let gtids = e
                         .message

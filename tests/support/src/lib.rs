@@ -10,6 +10,7 @@ pub mod clientlib;
 pub mod cluster;
 pub mod deploy;
 pub mod failover;
+pub mod failover_rounds;
 pub mod fake_replica;
 pub mod mariadb;
 pub mod mysql;
