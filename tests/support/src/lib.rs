@@ -21,6 +21,7 @@ pub mod mysql_topology;
 pub mod ports;
 pub mod proxy;
 pub mod rawclient;
+mod server_process;
 pub mod strong;
 pub mod sysbench;
 pub mod tcp_relay;

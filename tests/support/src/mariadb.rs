@@ -21,6 +21,7 @@ use nix::unistd::Pid;
 use tempfile::TempDir;
 
 pub(crate) use crate::ports::free_port;
+use crate::server_process::ServerProcess;
 
 pub use clock::{timed, Deadline};
 
@@ -185,8 +186,7 @@ impl Paths {
 /// deletes its files.
 #[derive(Debug)]
 pub struct MariaDb {
-    child: Option<Child>,
-    pid: u32,
+    process: ServerProcess,
     port: u16,
     server_id: u32,
     paths: Paths,
@@ -216,9 +216,9 @@ impl MariaDb {
         fs::create_dir(&paths.tmpdir)
             .unwrap_or_else(|e| panic!("create {}: {e}", paths.tmpdir.display()));
         let (child, port) = launch_on_free_port(&paths, &opts);
+        let name = format!("mariadbd server_id={} port={port}", opts.server_id);
         let server = MariaDb {
-            pid: child.id(),
-            child: Some(child),
+            process: ServerProcess::new(child, name),
             port,
             server_id: opts.server_id,
             paths,
@@ -256,12 +256,12 @@ impl MariaDb {
 
     /// Pid of the current server process (of the last one, once stopped).
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.process.pid()
     }
 
     /// Whether this handle has a server process that it has not stopped or killed.
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.process.is_running()
     }
 
     /// Runs `sql` as root over the unix socket in batch mode without column names and returns
@@ -357,55 +357,31 @@ impl MariaDb {
 
     /// SIGTERM, then SIGKILL if the server has not exited within 30 s. Idempotent.
     pub fn stop(&mut self) {
-        if let Some(child) = self.child.take() {
-            stop_child(child, self.nix_pid(), &self.name());
-        }
+        self.process.stop();
     }
 
     /// SIGKILL, as in a crash, and reap the process. Idempotent.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            reap_with_sigkill(&mut child);
-        }
+        self.process.kill();
     }
 
     /// Starts the server again on the same port and data directory (stopping it first if it
     /// still runs) and waits until it accepts connections.
     pub fn restart(&mut self) {
-        self.stop();
-        match launch(&self.paths) {
-            Ok(child) => {
-                self.pid = child.id();
-                self.child = Some(child);
-            }
-            Err(failure) => panic!(
-                "{}: restart failed: {}\n{}",
-                self.name(),
-                failure.message(),
-                diagnostics(&self.paths)
-            ),
-        }
+        let paths = &self.paths;
+        self.process
+            .restart(|| launch(paths), || diagnostics(paths));
     }
 
-    fn nix_pid(&self) -> Pid {
-        Pid::from_raw(i32::try_from(self.pid).expect("pid fits in i32"))
-    }
-
-    fn name(&self) -> String {
-        format!("mariadbd server_id={} port={}", self.server_id, self.port)
+    fn name(&self) -> &str {
+        self.process.name()
     }
 }
 
 impl Drop for MariaDb {
     fn drop(&mut self) {
-        if thread::panicking() && self.child.is_some() {
-            eprintln!(
-                "--- {} (test failed), {}",
-                self.name(),
-                diagnostics(&self.paths)
-            );
-        }
-        self.stop();
+        self.process.report_if_failing(|| diagnostics(&self.paths));
+        self.process.stop();
     }
 }
 

@@ -9,19 +9,15 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Child;
-use std::thread;
 
-use nix::unistd::Pid;
 use tempfile::TempDir;
 
-use super::mariadb::{
-    check_socket_path, copy_dir, percent_encode, reap_with_sigkill, split_rows, stop_child,
-};
+use super::mariadb::{check_socket_path, copy_dir, percent_encode, split_rows};
 use super::mysql_launch::{
     diagnostics, launch, launch_on_free_port, DATADIR, ERROR_LOG, SOCKET, TMPDIR,
 };
 use super::mysql_root::{self, run_client, run_client_as};
+use super::server_process::ServerProcess;
 
 pub use super::mariadb::{
     sql_quote, timed, wait_for, APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER, ROOT_USER,
@@ -70,8 +66,7 @@ impl Default for MySqlOptions {
 /// deletes its files.
 #[derive(Debug)]
 pub struct MySql {
-    child: Option<Child>,
-    pid: u32,
+    process: ServerProcess,
     port: u16,
     server_id: u32,
     /// The whole command line after `mysqld`, kept for restarts.
@@ -108,9 +103,9 @@ impl MySql {
         });
         fs::create_dir(dir.join(TMPDIR)).unwrap_or_else(|e| panic!("create tmpdir: {e}"));
         let (child, port, args) = launch_on_free_port(&dir, &opts);
+        let name = format!("mysqld server_id={} port={port}", opts.server_id);
         let server = MySql {
-            pid: child.id(),
-            child: Some(child),
+            process: ServerProcess::new(child, name),
             port,
             server_id: opts.server_id,
             args,
@@ -152,12 +147,12 @@ impl MySql {
     /// Pid of the current mysqld process (of the last one, once stopped). `chroot` execs the
     /// server, so this is mysqld itself.
     pub fn pid(&self) -> u32 {
-        self.pid
+        self.process.pid()
     }
 
     /// Whether this handle has a server process that it has not stopped or killed.
     pub fn is_running(&self) -> bool {
-        self.child.is_some()
+        self.process.is_running()
     }
 
     /// Runs `sql` as root over the unix socket in batch mode without column names and returns
@@ -299,55 +294,31 @@ impl MySql {
 
     /// SIGTERM, then SIGKILL if the server has not exited within 30 s. Idempotent.
     pub fn stop(&mut self) {
-        if let Some(child) = self.child.take() {
-            stop_child(child, self.nix_pid(), &self.name());
-        }
+        self.process.stop();
     }
 
     /// SIGKILL, as in a crash, and reap the process. Idempotent.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            reap_with_sigkill(&mut child);
-        }
+        self.process.kill();
     }
 
     /// Starts the server again on the same port and data directory (stopping it first if it
     /// still runs) and waits until it accepts connections. It forgets its `SET GLOBAL`s and,
     /// with `--skip-replica-start`, does not replicate until told to.
     pub fn restart(&mut self) {
-        self.stop();
-        match launch(&self.dir, &self.args) {
-            Ok(child) => {
-                self.pid = child.id();
-                self.child = Some(child);
-            }
-            Err(failure) => panic!(
-                "{}: restart failed: {}\n{}",
-                self.name(),
-                failure.message(),
-                diagnostics(&self.dir)
-            ),
-        }
+        let (dir, args) = (&self.dir, &self.args);
+        self.process
+            .restart(|| launch(dir, args), || diagnostics(dir));
     }
 
-    fn nix_pid(&self) -> Pid {
-        Pid::from_raw(i32::try_from(self.pid).expect("pid fits in i32"))
-    }
-
-    fn name(&self) -> String {
-        format!("mysqld server_id={} port={}", self.server_id, self.port)
+    fn name(&self) -> &str {
+        self.process.name()
     }
 }
 
 impl Drop for MySql {
     fn drop(&mut self) {
-        if thread::panicking() && self.child.is_some() {
-            eprintln!(
-                "--- {} (test failed), {}",
-                self.name(),
-                diagnostics(&self.dir)
-            );
-        }
+        self.process.report_if_failing(|| diagnostics(&self.dir));
         // Killed, not stopped: its files are deleted next, so a clean shutdown buys nothing.
         self.kill();
     }
