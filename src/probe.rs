@@ -1,6 +1,7 @@
 //! The probe: strongsync's own connection to the primary, for one question — how far the
-//! primary's binlog reaches (the flavour's [`bound_query`](Flavour::bound_query), MariaDB's
-//! `@@global.gtid_binlog_pos`, MySQL's `SHOW BINARY LOG STATUS`). Both write a transaction to
+//! primary's binlog reaches (the flavour's [`bound_queries`](Flavour::bound_queries), MariaDB's
+//! `@@global.gtid_binlog_pos`, MySQL's `SHOW BINARY LOG STATUS` or, before 8.2,
+//! `SHOW MASTER STATUS`). Both write a transaction to
 //! their binlog before the statement's response leaves, so that position, read after a
 //! response arrived, bounds everything the response may have committed or revealed. Sessions
 //! ask it for every response under `visibility = "quorum"`, and otherwise for the rare
@@ -161,6 +162,17 @@ impl std::fmt::Debug for Probe {
     }
 }
 
+/// The server's answer to a statement it cannot parse.
+const ER_PARSE_ERROR: u16 = 1064;
+
+/// The probe's connection: to the primary of `epoch`, asking the flavour's bound query
+/// numbered `query` (the first the server knows).
+struct ProbeConn {
+    epoch: u64,
+    conn: Conn,
+    query: usize,
+}
+
 // === impl Rounds ===
 
 impl Rounds {
@@ -181,16 +193,16 @@ impl Rounds {
 
     /// One reading on `conn` (opened if there is none, or if it is to a primary of an earlier
     /// epoch; dropped after a failure).
-    async fn read(&self, conn: &mut Option<(u64, Conn)>, flavour: Flavour) -> Reading {
+    async fn read(&self, conn: &mut Option<ProbeConn>, flavour: Flavour) -> Reading {
         let (epoch, primary) = self
             .upstream
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .borrow_and_update()
             .clone();
-        if conn.as_ref().is_some_and(|(of, _)| *of != epoch) {
-            if let Some((_, old)) = conn.take() {
-                let _ = tokio::time::timeout(self.timeout, old.disconnect()).await;
+        if conn.as_ref().is_some_and(|open| open.epoch != epoch) {
+            if let Some(old) = conn.take() {
+                let _ = tokio::time::timeout(self.timeout, old.conn.disconnect()).await;
             }
         }
         let asked = tokio::time::timeout(self.timeout, async {
@@ -199,12 +211,38 @@ impl Rounds {
                     // The one statement, prepared once per connection: each reading then
                     // skips the primary's parser.
                     .stmt_cache_size(1);
-                *conn = Some((epoch, Conn::new(opts).await?));
+                let opened = Conn::new(opts).await?;
+                *conn = Some(ProbeConn {
+                    epoch,
+                    conn: opened,
+                    query: 0,
+                });
             }
-            let (_, open) = conn.as_mut().expect("just opened");
-            // The text protocol: MySQL's is a SHOW statement.
-            let row: Option<mysql_async::Row> = open.query_first(flavour.bound_query()).await?;
-            Ok::<_, mysql_async::Error>(row.map(values).unwrap_or_default())
+            let open = conn.as_mut().expect("just opened");
+            let queries = flavour.bound_queries();
+            loop {
+                let query = queries[open.query.min(queries.len() - 1)];
+                // The text protocol: MySQL's is a SHOW statement.
+                match open.conn.query_first::<mysql_async::Row, _>(query).await {
+                    Ok(row) => {
+                        return Ok::<_, mysql_async::Error>(row.map(values).unwrap_or_default())
+                    }
+                    // A server that does not know this statement (MySQL 8.0 and
+                    // `SHOW BINARY LOG STATUS`) is asked the older one, on this connection
+                    // from now on; the connection itself is still good.
+                    Err(mysql_async::Error::Server(error))
+                        if error.code == ER_PARSE_ERROR && open.query + 1 < queries.len() =>
+                    {
+                        debug!(
+                            query,
+                            next = queries[open.query + 1],
+                            "the primary does not know the bound query"
+                        );
+                        open.query += 1;
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
         })
         .await;
         let row = match asked {
@@ -264,8 +302,8 @@ async fn send_rounds(rounds: Weak<Rounds>, wake: Arc<Notify>) {
             rounds.done.send_replace(Done { round, reading });
         }
     }
-    if let Some((_, conn)) = conn {
-        let _ = conn.disconnect().await;
+    if let Some(open) = conn {
+        let _ = open.conn.disconnect().await;
     }
 }
 

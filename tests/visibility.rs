@@ -726,3 +726,56 @@ async fn with_visibility_quorum_every_read_of_a_transaction_is_bounded_even_unde
     read.result.expect("the read");
     assert_eq!(reads_in_snapshot(&s), 0);
 }
+
+/// A primary that does not know `SHOW BINARY LOG STATUS` (MySQL before 8.2, which has only
+/// `SHOW MASTER STATUS`) is asked the older statement, on the same connection from then on.
+/// MariaDB 10.11 stands in for it: it rejects the new name with a parse error and answers the
+/// old one with the same `File` and `Position` columns, so it is probed here as a MySQL primary.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_primary_without_show_binary_log_status_is_bounded_by_show_master_status() {
+    use strongsync::config::ProbeAccount;
+    use strongsync::flavour::Flavour;
+    use strongsync::probe::Probe;
+    use strongsync_proto::gtid::GtidPosition;
+    use strongsync_proto::position::Position;
+    use support::mariadb::{MariaDbOptions, REPL_PASSWORD, REPL_USER};
+
+    let db = MariaDb::start(MariaDbOptions::default());
+    let refused = db
+        .try_sql("SHOW BINARY LOG STATUS")
+        .expect_err("MariaDB 10.11 does not know SHOW BINARY LOG STATUS");
+    assert!(refused.contains("1064"), "{refused}");
+
+    let (_primary, upstream) = tokio::sync::watch::channel((1, db.addr()));
+    let account = ProbeAccount {
+        user: REPL_USER.into(),
+        password: REPL_PASSWORD.into(),
+    };
+    let probe = Probe::new(upstream, &account, PATIENCE);
+    let probe_ids = || {
+        db.sql(&format!(
+            "SELECT GROUP_CONCAT(id) FROM information_schema.processlist WHERE user = '{REPL_USER}'"
+        ))
+    };
+    let mut connection = None;
+    for round in 0..3 {
+        // A new file and a new offset each round: the reading must follow both.
+        db.sql(&format!(
+            "FLUSH BINARY LOGS; CREATE DATABASE probe_fallback_{round}"
+        ));
+        let status = db.query_rows("SHOW MASTER STATUS");
+        let (file, offset) = (&status[0][0], status[0][1].parse().unwrap());
+        let expected =
+            GtidPosition::binlog_end(Position::in_file(file.as_bytes(), offset).unwrap());
+        let reading = probe
+            .binlog_position(Flavour::MySql)
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the probe failed: {e}"));
+        assert_eq!(*reading, expected, "round {round}: {file}:{offset}");
+        let id = probe_ids();
+        if let Some(first) = &connection {
+            assert_eq!(&id, first, "round {round}: the probe connected again");
+        }
+        connection = Some(id);
+    }
+}

@@ -40,7 +40,7 @@ pub(super) const CANDIDATE_QUERY: &str =
 /// How far the primary's binlog reaches: MariaDB writes a transaction to its binlog before the
 /// statement's response leaves, so this position, read after a response arrived, bounds
 /// everything the response may have committed or revealed.
-pub(super) const BOUND_QUERY: &str = "SELECT @@global.gtid_binlog_pos";
+pub(super) const BOUND_QUERIES: &[&str] = &["SELECT @@global.gtid_binlog_pos"];
 
 /// What the primary will start a dump from and whether it would add a semisync header of its
 /// own, read on the replica's connection just before its dump: the replica may have set them

@@ -3,7 +3,7 @@
 //! - how a session's commits are reported, and how the session is checked when a response may
 //!   hide one ([`Tracker`], one per session);
 //! - what the primary's binlog position reads as, the bound of what a response may have
-//!   committed or revealed ([`Flavour::bound_query`]);
+//!   committed or revealed ([`Flavour::bound_queries`]);
 //! - what a replica says it holds when it asks for the binlog ([`Flavour::dump_setup`]).
 //!
 //! GTIDs and positions themselves are in [`strongsync_proto::gtid`]. The relay and the replica
@@ -171,16 +171,18 @@ impl Flavour {
         }
     }
 
-    /// The query whose answer is the primary's binlog position, read after a response arrived:
-    /// it bounds everything the response may have committed or revealed.
-    pub fn bound_query(self) -> &'static str {
+    /// The queries whose answer is the primary's binlog position, read after a response
+    /// arrived: it bounds everything the response may have committed or revealed. The first
+    /// is asked; a later one only of a primary that does not know the one before (MySQL 8.0
+    /// has no `SHOW BINARY LOG STATUS`).
+    pub fn bound_queries(self) -> &'static [&'static str] {
         match self {
-            Flavour::MariaDb => mariadb::BOUND_QUERY,
-            Flavour::MySql => mysql::BOUND_QUERY,
+            Flavour::MariaDb => mariadb::BOUND_QUERIES,
+            Flavour::MySql => mysql::BOUND_QUERIES,
         }
     }
 
-    /// The position [`bound_query`](Self::bound_query) answered, from its row (`None` for
+    /// The position [`bound_queries`](Self::bound_queries) answered, from its row (`None` for
     /// NULL). MariaDB's is a GTID position; MySQL's a binlog position (see
     /// [`strongsync_proto::gtid::Domain::Binlog`]).
     ///

@@ -9,7 +9,7 @@
 //! the response and the tracker reads back how its tracking stands and puts it back if the
 //! client took it away. MySQL cannot say what a session committed last (it has no
 //! `@@last_gtid`), so whatever such a response may have committed unreported is bounded by the
-//! primary's binlog position, read after it (see [`BOUND_QUERY`]).
+//! primary's binlog position, read after it (see [`BOUND_QUERIES`]).
 
 use smallvec::SmallVec;
 use strongsync_proto::capabilities::StatusFlags;
@@ -62,10 +62,11 @@ pub(super) const CANDIDATE_QUERY: &str =
 /// it. MySQL writes a transaction to its binlog before the engine commits it (and before its
 /// GTID is in `gtid_executed`, which other sessions can read behind what they see), so this
 /// position, read after a response arrived, bounds everything the response may have
-/// committed or revealed.
-pub(super) const BOUND_QUERY: &str = "SHOW BINARY LOG STATUS";
+/// committed or revealed. `SHOW BINARY LOG STATUS` is MySQL 8.2's name for what 8.0 calls
+/// `SHOW MASTER STATUS` (8.4 has only the new name); both answer the same columns.
+pub(super) const BOUND_QUERIES: &[&str] = &["SHOW BINARY LOG STATUS", "SHOW MASTER STATUS"];
 
-/// The bound [`BOUND_QUERY`]'s row (`File`, `Position`, …) says.
+/// The bound [`BOUND_QUERIES`]' row (`File`, `Position`, …) says.
 pub(super) fn parse_bound(row: &[Option<Vec<u8>>]) -> Result<GtidPosition, ProtoError> {
     let bad = ProtoError::Malformed {
         what: "binary log status",
