@@ -208,8 +208,8 @@ impl Rounds {
         let asked = tokio::time::timeout(self.timeout, async {
             if conn.is_none() {
                 let opts = opts_for(&primary, &self.account)
-                    // The one statement, prepared once per connection: each reading then
-                    // skips the primary's parser.
+                    // The one statement, prepared once per connection where the flavour
+                    // prepares it (`Flavour::bound_is_prepared`).
                     .stmt_cache_size(1);
                 let opened = Conn::new(opts).await?;
                 *conn = Some(ProbeConn {
@@ -222,8 +222,14 @@ impl Rounds {
             let queries = flavour.bound_queries();
             loop {
                 let query = queries[open.query.min(queries.len() - 1)];
-                // The text protocol: MySQL's is a SHOW statement.
-                match open.conn.query_first::<mysql_async::Row, _>(query).await {
+                let answer = if flavour.bound_is_prepared() {
+                    open.conn
+                        .exec_first::<mysql_async::Row, _, _>(query, ())
+                        .await
+                } else {
+                    open.conn.query_first::<mysql_async::Row, _>(query).await
+                };
+                match answer {
                     Ok(row) => {
                         return Ok::<_, mysql_async::Error>(row.map(values).unwrap_or_default())
                     }

@@ -727,18 +727,66 @@ async fn with_visibility_quorum_every_read_of_a_transaction_is_bounded_even_unde
     assert_eq!(reads_in_snapshot(&s), 0);
 }
 
+/// A probe of `db` alone, as the replication account (which may read the binlog's status).
+fn probe_of(
+    db: &MariaDb,
+) -> (
+    strongsync::probe::Probe,
+    tokio::sync::watch::Sender<(u64, String)>,
+) {
+    use support::mariadb::{REPL_PASSWORD, REPL_USER};
+    let (primary, upstream) = tokio::sync::watch::channel((1, db.addr()));
+    let account = strongsync::config::ProbeAccount {
+        user: REPL_USER.into(),
+        password: REPL_PASSWORD.into(),
+    };
+    (
+        strongsync::probe::Probe::new(upstream, &account, PATIENCE),
+        primary,
+    )
+}
+
+/// The reading MariaDB answers most often (every read under the barrier waits for one) is
+/// prepared once per probe connection, so that the primary parses it once, not per reading.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_mariadb_bound_is_prepared_once_and_executed_for_each_reading() {
+    use strongsync::flavour::Flavour;
+    use support::mariadb::MariaDbOptions;
+
+    let db = MariaDb::start(MariaDbOptions::default());
+    let (probe, _primary) = probe_of(&db);
+    let counters = || {
+        let count = |name: &str| -> u64 { db.status_var(name).parse().unwrap() };
+        (count("Com_stmt_prepare"), count("Com_stmt_execute"))
+    };
+    let before = counters();
+    for round in 0..3 {
+        db.sql(&format!("CREATE DATABASE prepared_{round}"));
+        let reading = probe.binlog_position(Flavour::MariaDb).await.unwrap();
+        assert_eq!(
+            *reading,
+            strongsync_proto::gtid::GtidPosition::parse(db.gtid_binlog_pos().as_bytes()).unwrap(),
+            "round {round}"
+        );
+    }
+    let after = counters();
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (1, 3),
+        "prepared once, executed three times"
+    );
+}
+
 /// A primary that does not know `SHOW BINARY LOG STATUS` (MySQL before 8.2, which has only
 /// `SHOW MASTER STATUS`) is asked the older statement, on the same connection from then on.
 /// MariaDB 10.11 stands in for it: it rejects the new name with a parse error and answers the
 /// old one with the same `File` and `Position` columns, so it is probed here as a MySQL primary.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_primary_without_show_binary_log_status_is_bounded_by_show_master_status() {
-    use strongsync::config::ProbeAccount;
     use strongsync::flavour::Flavour;
-    use strongsync::probe::Probe;
     use strongsync_proto::gtid::GtidPosition;
     use strongsync_proto::position::Position;
-    use support::mariadb::{MariaDbOptions, REPL_PASSWORD, REPL_USER};
+    use support::mariadb::{MariaDbOptions, REPL_USER};
 
     let db = MariaDb::start(MariaDbOptions::default());
     let refused = db
@@ -746,12 +794,7 @@ async fn a_primary_without_show_binary_log_status_is_bounded_by_show_master_stat
         .expect_err("MariaDB 10.11 does not know SHOW BINARY LOG STATUS");
     assert!(refused.contains("1064"), "{refused}");
 
-    let (_primary, upstream) = tokio::sync::watch::channel((1, db.addr()));
-    let account = ProbeAccount {
-        user: REPL_USER.into(),
-        password: REPL_PASSWORD.into(),
-    };
-    let probe = Probe::new(upstream, &account, PATIENCE);
+    let (probe, _primary) = probe_of(&db);
     let probe_ids = || {
         db.sql(&format!(
             "SELECT GROUP_CONCAT(id) FROM information_schema.processlist WHERE user = '{REPL_USER}'"

@@ -182,6 +182,13 @@ impl Flavour {
         }
     }
 
+    /// Whether the bound query goes as a prepared statement (prepared once per connection, so
+    /// that each reading skips the primary's parser: under `visibility = "quorum"` every read
+    /// waits for one). MariaDB's is a `SELECT`; MySQL's is a `SHOW` statement, sent as text.
+    pub fn bound_is_prepared(self) -> bool {
+        matches!(self, Flavour::MariaDb)
+    }
+
     /// The position [`bound_queries`](Self::bound_queries) answered, from its row (`None` for
     /// NULL). MariaDB's is a GTID position; MySQL's a binlog position (see
     /// [`strongsync_proto::gtid::Domain::Binlog`]).
