@@ -1,8 +1,6 @@
 //! Loopback ports for the servers and proxies a test starts.
 
-use std::collections::hash_map::RandomState;
 use std::collections::BTreeSet;
-use std::hash::{BuildHasher, Hasher};
 use std::net::TcpListener;
 use std::sync::Mutex;
 
@@ -23,9 +21,8 @@ pub fn free_port() -> u16 {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let ephemeral = ephemeral_low();
     if ephemeral > LOWEST + 1000 {
-        let span = u64::from(ephemeral - LOWEST);
         for _ in 0..1000 {
-            let port = LOWEST + (random() % span) as u16;
+            let port = rand::random_range(LOWEST..ephemeral);
             if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
                 handed_out.insert(port);
                 return port;
@@ -50,12 +47,6 @@ fn ephemeral_low() -> u16 {
         .ok()
         .and_then(|range| range.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
-}
-
-fn random() -> u64 {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u64(std::process::id().into());
-    hasher.finish()
 }
 
 #[cfg(test)]
