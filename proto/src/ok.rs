@@ -46,9 +46,6 @@ pub const SESSION_TRACK_SYSTEM_VARIABLES_VAR: &[u8] = b"session_track_system_var
 /// Name of the session variable that switches the transaction items on.
 pub const SESSION_TRACK_TRANSACTION_INFO_VAR: &[u8] = b"session_track_transaction_info";
 
-/// ERR code MariaDB uses for progress reports (only sent to clients that ask for them).
-const PROGRESS_REPORT_CODE: u16 = 0xFFFF;
-
 /// An OK packet, parsed without copying.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OkPacket<'a> {
@@ -138,14 +135,6 @@ pub struct ErrPacket<'a> {
 /// True if `payload` is an EOF packet (as opposed to a row or an OK that starts with `0xFE`).
 pub fn is_eof(payload: &[u8]) -> bool {
     payload.first() == Some(&EOF_HEADER) && payload.len() < 9
-}
-
-/// True if `payload` is a MariaDB progress report: an ERR-shaped packet that does not end
-/// anything.
-pub fn is_progress_report(payload: &[u8]) -> bool {
-    payload.len() >= 3
-        && payload[0] == ERR_HEADER
-        && u16::from_le_bytes([payload[1], payload[2]]) == PROGRESS_REPORT_CODE
 }
 
 /// Appends an ERR packet payload. `sql_state` must be 5 bytes; pass `None` before the client

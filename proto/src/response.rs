@@ -48,8 +48,6 @@ pub enum PacketKind {
     MetadataEof,
     /// An ERR packet.
     Err,
-    /// A MariaDB progress report (only sent if a client asked for them).
-    Progress,
     /// The server asks the client for a file (`LOAD DATA LOCAL INFILE`).
     LocalInfileRequest,
     /// The column count that starts a result set.
@@ -270,9 +268,6 @@ impl ResponseReader {
                 let status = ok_status(payload)?;
                 Ok(self.step(PacketKind::Ok, after_result(status)))
             }
-            Some(ERR_HEADER) if ok::is_progress_report(payload) => {
-                Ok(self.step(PacketKind::Progress, self.state))
-            }
             Some(ERR_HEADER) => Ok(self.step(PacketKind::Err, State::Done)),
             Some(LOCAL_INFILE_HEADER) if self.state == State::Result => {
                 Ok(self.step(PacketKind::LocalInfileRequest, State::LocalInfile))
@@ -306,9 +301,6 @@ impl ResponseReader {
 
     fn on_row(&mut self, payload: &[u8]) -> Result<Step, ProtoError> {
         match payload.first().copied() {
-            Some(ERR_HEADER) if ok::is_progress_report(payload) => {
-                Ok(self.step(PacketKind::Progress, State::Rows))
-            }
             Some(ERR_HEADER) => Ok(self.step(PacketKind::Err, State::Done)),
             Some(EOF_HEADER) if self.is_terminator(payload) => {
                 let kind = self.terminator_kind(payload);

@@ -32,6 +32,10 @@ fn run(command: &str, deprecate_eof: bool, packets: &[(&str, PacketKind)]) {
 fn ok_err_and_single_packet_commands() {
     run("03 44 4f 20 31", false, &[("00 00 00 02 00 00 00", Ok)]);
     run("03 78", false, &[("ff 28 04 23 34 32 30 30 30 78", Err)]);
+    // Code 0xFFFF (MySQL's `SIGNAL ... SET MYSQL_ERRNO = 65535`) is an error like any other:
+    // MariaDB's progress reports share it only on a connection that asked for them, and no
+    // leg of the proxy's does.
+    run("03 78", false, &[("ff ff ff 23 48 59 30 30 30 78", Err)]);
     run("0e", true, &[("00 00 00 02 00 00 00", Ok)]);
     run("09", false, &[("55 70 74 69 6d 65 3a 20 31", Other)]);
     run("1b 00 00", false, &[("fe 00 00 02 00", Eof)]);

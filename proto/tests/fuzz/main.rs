@@ -28,7 +28,7 @@
 //!   `set_capabilities`.
 //! - `ok` ([`ok`]): `OkPacket::parse` with and without `CLIENT_SESSION_TRACK`, `state_items`,
 //!   `StateItem::variables`, `needs_filtering`, `write_filtered`; `EofPacket::parse`,
-//!   `is_eof`; `ErrPacket::parse`, `is_progress_report`.
+//!   `is_eof`; `ErrPacket::parse`.
 //! - `gtid` ([`ok`], [`binlog`]): `tracked_gtids` (MariaDB `last_gtid`, MySQL
 //!   `SESSION_TRACK_GTIDS`), `Gtid::parse` and `FromStr`.
 //! - `response` and `command` ([`response`]): `ResponseReader::for_command` (command parsing),

@@ -165,9 +165,6 @@ fn check_eof_err(payload: &[u8]) -> Result<(), TestCaseError> {
             None => prop_assert_eq!(err.message, &payload[3..]),
         }
     }
-    if ok::is_progress_report(payload) {
-        prop_assert_eq!(err.map(|e| e.code), Ok(0xFFFF));
-    }
     Ok(())
 }
 
