@@ -320,6 +320,12 @@ async fn the_probe_connection_lost_is_opened_again_and_while_it_cannot_be_reads_
             "SELECT GROUP_CONCAT(id) FROM information_schema.processlist WHERE user = '{PROBE_USER}'"
         ))
     };
+    // The probe's account also holds the watch of the primary: kill every connection it has.
+    let kill_all = |ids: &str| {
+        for id in ids.split(',') {
+            primary.sql(&format!("KILL {id}"));
+        }
+    };
     let first = probe_ids();
     assert!(
         !first.is_empty() && first != "NULL",
@@ -327,7 +333,7 @@ async fn the_probe_connection_lost_is_opened_again_and_while_it_cannot_be_reads_
     );
 
     // Lost: the next reading fails, and the probe reconnects.
-    primary.sql(&format!("KILL {first}"));
+    kill_all(&first);
     let rows: Vec<i64> = conn.query("SELECT COUNT(*) FROM sbtest.t").await.unwrap();
     assert_eq!(rows, vec![0]);
     let second = probe_ids();
@@ -342,7 +348,7 @@ async fn the_probe_connection_lost_is_opened_again_and_while_it_cannot_be_reads_
             .get(r#"strongsync_probe_bounds_total{result="failed"}"#)
     };
     primary.sql(&format!("ALTER USER '{PROBE_USER}'@'%' ACCOUNT LOCK"));
-    primary.sql(&format!("KILL {second}"));
+    kill_all(&second);
     let before = failed(&s);
     let reader = spawn_read(conn, "SELECT COUNT(*) FROM sbtest.t", s.witness(0));
     wait_for("the probe to fail twice", PATIENCE, || {

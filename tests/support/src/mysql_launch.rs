@@ -94,7 +94,7 @@ pub(crate) fn launch_on_free_port(dir: &Path, opts: &MySqlOptions) -> (Child, u1
         match launch(dir, &args) {
             Ok(child) => return (child, port, args),
             Err(LaunchFailure::PortTaken) => continue,
-            Err(LaunchFailure::Failed(msg)) => panic!(
+            Err(LaunchFailure::Failed(msg) | LaunchFailure::RecoveryCrashed(msg)) => panic!(
                 "mysqld (server_id={}) failed to start: {msg}\n{}",
                 opts.server_id,
                 diagnostics(dir)
