@@ -103,6 +103,7 @@ impl ProxyBuilder {
         let ProxyBuilder { config, hook } = self;
         config.validate()?;
         let tls = config.tls.files()?.map(tls::acceptor).transpose()?;
+        let admin_tls = tls.clone().filter(|_| config.admin_tls);
         // The SQL port first: once the admin port answers, clients can connect.
         let (listener, local_addr) = bind(config.listen).await?;
         let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
@@ -115,6 +116,7 @@ impl ProxyBuilder {
         );
         durability.set_topology(config.topology()?);
         let control = Control::start(&config, Arc::clone(&durability), Arc::clone(&metrics))?;
+        control.check_primary().await?;
         info!(primary = %control.primary(), epoch = control.epoch(), "following");
         let primary_health = Arc::new(PrimaryHealth::new(
             control.watch(),
@@ -134,7 +136,6 @@ impl ProxyBuilder {
             primary_health: Arc::clone(&primary_health),
             hard_stop: hard.clone(),
             in_flight: Arc::clone(&in_flight),
-            control: Arc::clone(&control),
             probe: config.probe.account()?.map(|account| {
                 Arc::new(Probe::new(
                     control.watch(),
@@ -155,9 +156,17 @@ impl ProxyBuilder {
             primary: primary_health,
             control: Arc::clone(&control),
         };
-        tracker.spawn(admin::serve(admin_listener, admin, hard.clone()));
+        let listening = admin::Listening {
+            max_connections: config.limits.max_admin_connections,
+            request_timeout: config.timeouts.admin_request,
+            tls: admin_tls,
+        };
+        tracker.spawn(admin::serve(admin_listener, admin, listening, hard.clone()));
         tracker
             .spawn(Arc::clone(&control).write_behind(config.failover.state_interval, hard.clone()));
+        tracker.spawn(
+            Arc::clone(&control).watch_primary(config.failover.check_interval, hard.clone()),
+        );
         tracker.spawn(summarize(Arc::clone(&durability), hard.clone()));
         Ok(Proxy {
             local_addr,

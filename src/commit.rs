@@ -26,6 +26,9 @@ pub struct Commit {
     /// The quorum the session asked for (`@strongsync_quorum`), if it did; bounded by the
     /// settings when the commit waits. Reads always wait for the configured quorum.
     pub quorum: Option<usize>,
+    /// The epoch of the session's connection to the primary: a commit of an epoch that is over
+    /// happened on a retired primary and is never acknowledged.
+    pub epoch: u64,
 }
 
 /// What a wait holds back.

@@ -371,6 +371,46 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         Ok(())
     }
 
+    /// Writes everything queued as [`flush_within`](Self::flush_within) does, as long as
+    /// `keep_going` says so before each write and `stop` has not resolved: otherwise what is
+    /// left stays queued and it returns false. A write that waits for the peer ends as soon as
+    /// `stop` resolves. So a connection that must stop (a fenced replica pipe) stops within
+    /// one write, however much is queued and however slowly the peer reads.
+    ///
+    /// # Errors
+    /// Socket errors, and [`ConnError::WriteStalled`].
+    pub async fn flush_within_while<F: std::future::Future<Output = ()>>(
+        &mut self,
+        limit: Duration,
+        keep_going: impl Fn() -> bool,
+        mut stop: Pin<&mut F>,
+    ) -> Result<bool, ConnError> {
+        let stalled = |_| ConnError::WriteStalled(limit);
+        let (stream, out, written) = self.outgoing();
+        while !out.is_empty() {
+            if !keep_going() {
+                return Ok(false);
+            }
+            let n = tokio::select! {
+                biased;
+                () = stop.as_mut() => return Ok(false),
+                n = tokio::time::timeout(limit, stream.write_buf(out)) => n.map_err(stalled)??,
+            };
+            if n == 0 {
+                return Err(ConnError::Io(io::ErrorKind::WriteZero.into()));
+            }
+            *written += n as u64;
+        }
+        tokio::select! {
+            biased;
+            () = stop.as_mut() => Ok(false),
+            flushed = tokio::time::timeout(limit, stream.flush()) => {
+                flushed.map_err(stalled)??;
+                Ok(true)
+            }
+        }
+    }
+
     /// Writes what the socket takes without waiting; true if everything went (and the stream
     /// flushed).
     fn flush_now(&mut self) -> io::Result<bool> {
@@ -402,11 +442,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// Closes the write side (FIN) without sending what is queued: it must no longer reach
     /// the peer.
     pub async fn abandon(&mut self) {
+        self.discard_pending();
+        let _ = self.stream.shutdown().await;
+    }
+
+    /// Drops what is queued and not written.
+    pub fn discard_pending(&mut self) {
         self.wbuf.clear();
         if let Some(c) = &mut self.compressed {
             c.out.clear();
         }
-        let _ = self.stream.shutdown().await;
     }
 
     /// Flushes, then closes the write side (FIN): the peer sees a clean end of stream.

@@ -97,6 +97,24 @@ pub enum Error {
         /// The fenced primary's epoch.
         epoch: u64,
     },
+    /// The connection's epoch is over: strongsync follows another primary now, and a
+    /// connection opened to the old one never reaches it again.
+    #[error("this connection belongs to epoch {epoch}, whose primary strongsync no longer follows (it follows the primary of epoch {now}); reconnect")]
+    Retired {
+        /// The connection's epoch.
+        epoch: u64,
+        /// The epoch in force.
+        now: u64,
+    },
+}
+
+impl From<crate::durability::Refused> for Error {
+    fn from(refused: crate::durability::Refused) -> Self {
+        match refused {
+            crate::durability::Refused::Fenced { epoch } => Error::Fenced { epoch },
+            crate::durability::Refused::Retired { epoch, now } => Error::Retired { epoch, now },
+        }
+    }
 }
 
 /// What a replica did wrong on its dump connection.
@@ -204,7 +222,8 @@ impl Error {
             Error::TooManyConnections { .. }
             | Error::NotAcknowledged(_)
             | Error::Shutdown
-            | Error::Fenced { .. } => Side::Proxy,
+            | Error::Fenced { .. }
+            | Error::Retired { .. } => Side::Proxy,
         }
     }
 
@@ -227,7 +246,7 @@ impl Error {
     pub fn is_routine(&self) -> bool {
         matches!(
             self,
-            Error::ClientClosed | Error::Shutdown | Error::Fenced { .. }
+            Error::ClientClosed | Error::Shutdown | Error::Fenced { .. } | Error::Retired { .. }
         )
     }
 
@@ -256,6 +275,9 @@ impl Error {
             Error::NotAcknowledged(_) => (1105, b"HY000"), // ER_UNKNOWN_ERROR
             // ER_OPTION_PREVENTS_STATEMENT, as a read-only server refuses a write.
             Error::Fenced { .. } => (1290, b"HY000"),
+            // ER_CONNECTION_KILLED: the connection is closed after it, as after a KILL, and
+            // connection pools open a new one (which reaches the new primary).
+            Error::Retired { .. } => (1927, b"70100"),
             Error::Shutdown => (1053, b"08S01"), // ER_SERVER_SHUTDOWN
             // The peer is gone, its socket is broken or it reads nothing: nobody to tell. A
             // replica in the middle of a dump is only disconnected: it reconnects by itself,
@@ -348,6 +370,11 @@ mod tests {
                 Error::ClientReadTimeout(Duration::from_secs(30)),
                 Some(1159),
                 "within 30s (timeouts.client_read)",
+            ),
+            (
+                Error::Retired { epoch: 1, now: 2 },
+                Some(1927),
+                "belongs to epoch 1",
             ),
             (Error::ClientWriteTimeout(Duration::from_secs(60)), None, ""),
             (Error::ClientClosed, None, ""),

@@ -12,7 +12,7 @@ use clap::{
 };
 use strongsync::config::load::{self, Flags};
 use strongsync::config::ConfigError;
-use strongsync::operator::AdminPort;
+use strongsync::operator::{AdminPort, CallLimits};
 use strongsync::{Config, Proxy};
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info, warn};
@@ -91,6 +91,10 @@ enum Subcommands {
         /// The retired primary, as it was followed.
         primary: String,
     },
+    /// Create the state file of a new deployment (`failover.state_file` of --config): epoch 1,
+    /// following the config file's primary. Once a state file is configured strongsync starts
+    /// only from it, so that a lost or wrong file is never taken for a fresh start.
+    InitState,
     /// Say what became of a commit: acknowledged, released without quorum, the
     /// unacknowledged tail of a fenced primary, or unknown.
     Outcome {
@@ -110,6 +114,10 @@ struct AdminArgs {
     /// The admin token's file (default: `failover.admin_token_file` of --config).
     #[arg(long, env = "STRONGSYNC_ADMIN_TOKEN_FILE", value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// Call the admin port over HTTPS, trusting the certificate(s) in FILE (default, when
+    /// --config has `admin_tls`: its `tls.cert`).
+    #[arg(long, env = "STRONGSYNC_ADMIN_CA", value_name = "FILE")]
+    admin_ca: Option<PathBuf>,
 }
 
 type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
@@ -123,6 +131,7 @@ fn main() -> ExitCode {
     let flags = flags_of(&matches);
     let file = match (&cli.command, &cli.config) {
         (Some(Subcommands::CheckConfig { file }), _) => Some(file.clone()),
+        (Some(Subcommands::InitState), file) => return init_state(file.as_deref(), &flags),
         (Some(operator), file) => return operate(operator, file.as_deref(), &flags),
         (None, file) => file.clone(),
     };
@@ -217,7 +226,14 @@ fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags)
             .as_ref()
             .and_then(|c| c.failover.admin_token_file.clone())
     });
-    let port = match AdminPort::new(addr, token_file.as_deref()) {
+    let ca = admin.admin_ca.clone().or_else(|| {
+        config
+            .as_ref()
+            .filter(|c| c.admin_tls)
+            .and_then(|c| c.tls.cert.clone())
+    });
+    let limits = CallLimits::of(config.as_ref().unwrap_or(&Config::default()));
+    let port = match AdminPort::new(addr, token_file.as_deref(), ca.as_deref(), limits) {
         Ok(port) => port,
         Err(err) => {
             eprintln!("strongsync: {err}");
@@ -236,11 +252,36 @@ fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags)
         Subcommands::Promote { .. } => port.promote(),
         Subcommands::Reinstate { primary, .. } => port.reinstate(primary),
         Subcommands::Outcome { gtid, .. } => port.outcome(gtid),
-        Subcommands::CheckConfig { .. } => return ExitCode::FAILURE,
+        Subcommands::CheckConfig { .. } | Subcommands::InitState => return ExitCode::FAILURE,
     };
     match answer {
         Ok(text) => {
             print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("strongsync: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `strongsync init-state`: creates the state file `--config` names.
+fn init_state(file: Option<&std::path::Path>, flags: &Flags) -> ExitCode {
+    let config = match load(file, flags) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("strongsync: {err}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    match strongsync::failover::init_state(&config) {
+        Ok(path) => {
+            println!(
+                "created {}: epoch 1, following {}",
+                path.display(),
+                config.primary
+            );
             ExitCode::SUCCESS
         }
         Err(err) => {

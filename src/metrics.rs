@@ -21,12 +21,13 @@ const WAIT_BUCKETS: &[f64] = &[
 ];
 
 /// Why a session is checked after a response (labels of `strongsync_tracking_checks_total`).
-pub const TRACKING_CHECK_REASONS: [&str; 5] = [
+pub const TRACKING_CHECK_REASONS: [&str; 6] = [
     "state_change",
     "legacy_eof",
     "untracked",
     "domain_switch",
     "session_quorum",
+    "gtid_mode_off",
 ];
 
 /// Why a session's own quorum was not taken as it asked (labels of
@@ -34,11 +35,12 @@ pub const TRACKING_CHECK_REASONS: [&str; 5] = [
 pub const SESSION_QUORUM_REFUSALS: [&str; 3] = ["not_a_count", "below_floor", "above_max"];
 
 /// Why an admin call was refused (labels of `strongsync_admin_refused_total`).
-pub const ADMIN_REFUSALS: [&str; 4] = [
+pub const ADMIN_REFUSALS: [&str; 5] = [
     "no_token_configured",
     "missing_token",
     "wrong_token",
     "malformed",
+    "too_many_connections",
 ];
 
 /// The highest quorum there is (settings bound quorums to it).
@@ -208,7 +210,7 @@ metrics! {
         pub replica_dumps_refused: IntCounter = "strongsync_replica_dumps_refused_total" [],
         /// Sessions checked after a response that may have changed their GTID tracking or
         /// hidden a commit, by why (state_change, legacy_eof, untracked, domain_switch,
-        /// session_quorum).
+        /// session_quorum, gtid_mode_off).
         pub tracking_checks: IntCounterVec = "strongsync_tracking_checks_total" ["reason"],
         /// Checks that found a client had switched off the GTID tracking strongsync needs (it
         /// was switched back on).
@@ -241,11 +243,20 @@ metrics! {
         /// over every fence.
         pub tail_gtids: IntGauge = "strongsync_unacknowledged_tail_gtids" [],
         /// Admin calls refused, by why (no_token_configured, missing_token, wrong_token,
-        /// malformed): they changed nothing.
+        /// malformed, too_many_connections): they changed nothing.
         pub admin_refused: IntCounterVec = "strongsync_admin_refused_total" ["why"],
         /// Follows of a new primary that lacked acknowledged transactions, made because the
         /// call said force.
         pub forced_follows: IntCounter = "strongsync_forced_follows_total" [],
+        /// Client sessions ended because a follow retired the primary they were connected to
+        /// (their next command got error 1927).
+        pub sessions_retired: IntCounter = "strongsync_sessions_retired_total" [],
+        /// ACKs and relayed-transaction reports of replica pipes whose epoch was over when they
+        /// came, ignored (their positions are an old primary's).
+        pub stale_replica_reports: IntCounter = "strongsync_stale_replica_reports_total" [],
+        /// 1 while the primary records transactions without a GTID (MySQL with gtid_mode not
+        /// ON): every response is bounded by the primary's binlog position.
+        pub commits_untracked: IntGauge = "strongsync_commits_untracked" [],
         /// State file writes, by result (ok, failed).
         pub state_writes: IntCounterVec = "strongsync_state_file_writes_total" ["result"],
         /// Time one state file write took (written whole, synced, renamed, the directory
@@ -328,6 +339,11 @@ impl Metrics {
             self.degraded_seconds.inc_by(new.as_secs_f64());
             *counted = (*counted).max(status.degraded_total);
         }
+        self.commits_untracked
+            .set(i64::from(status.commits_untracked.is_some()));
+        let stale = status.stale_reports;
+        self.stale_replica_reports
+            .inc_by(stale.saturating_sub(self.stale_replica_reports.get()));
         let semisync = status.replicas.iter().filter(|r| r.semisync).count();
         self.replicas_connected
             .with_label_values(&["semisync"])

@@ -1,25 +1,68 @@
 //! The operator's commands (`strongsync status`, `fence`, `follow`, `promote`, `reinstate`,
-//! `outcome`): calls to a running
-//! proxy's admin port, answered in words. The calls that change anything carry the admin token
-//! from its file; the token is never printed.
+//! `outcome`): calls to a running proxy's admin port (over HTTPS when it has `admin_tls`),
+//! answered in words. The calls that change anything carry the admin token from its file; the
+//! token is never printed. Each call waits as long as the proxy's own timeouts may make it
+//! take: a promote fences, drains, looks at every replica and waits for one to apply.
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 use thiserror::Error;
 
-/// How long a call may take (a fence waits for the replica pipes to close).
-const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+use crate::config::Config;
 
-/// Where the admin port is, and the token for calls that change anything.
+/// Time for the call itself, beyond what the proxy's timeouts allow it.
+const MARGIN: Duration = Duration::from_secs(30);
+
+/// Where the admin port is, the token for calls that change anything, and how long each call
+/// may take.
 #[derive(Debug, Clone)]
 pub struct AdminPort {
     /// `HOST:PORT` of the admin port.
     pub addr: String,
     /// The token, if a token file was given.
     token: Option<String>,
+    /// The certificates an HTTPS admin port is trusted by (`None`: plain HTTP).
+    tls: Option<Vec<ureq::tls::Certificate<'static>>>,
+    limits: CallLimits,
+}
+
+/// How long each call may take, from the proxy's timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimits {
+    /// `status`, `outcome`, `reinstate`.
+    pub read: Duration,
+    /// A fence: its drain (twice: pipes, then writes under way).
+    pub fence: Duration,
+    /// A follow: the checks, the fence and the epoch's drain.
+    pub follow: Duration,
+    /// A promote: the fence, a look at every replica, the apply, the follow.
+    pub promote: Duration,
+}
+
+impl CallLimits {
+    /// The limits of a proxy that runs with `config` (its defaults, if none is given).
+    pub fn of(config: &Config) -> Self {
+        let f = &config.failover;
+        let connect = config.timeouts.primary_connect;
+        let fence = f.fence_drain * 2 + MARGIN;
+        // Two looks at the server (connect and ask, each within the connect timeout) and the
+        // fence, then the drain of the epoch.
+        let follow = connect * 4 + f.fence_drain * 3 + MARGIN;
+        let replicas = u32::try_from(config.replica.len())
+            .unwrap_or(u32::MAX)
+            .max(1);
+        let promote = follow + connect * 2 * (replicas + 1) + f.promote_apply_timeout;
+        CallLimits {
+            read: MARGIN,
+            fence,
+            follow,
+            promote,
+        }
+    }
 }
 
 /// Why a command failed.
@@ -49,6 +92,14 @@ pub enum OperatorError {
         /// Why.
         problem: String,
     },
+    /// The certificate file to trust the admin port by cannot be read.
+    #[error("certificate file {path}: {problem}")]
+    Certificate {
+        /// The file.
+        path: String,
+        /// Why.
+        problem: String,
+    },
     /// The proxy's answer is not what this command reads.
     #[error("unexpected answer: {0}")]
     Unexpected(String),
@@ -57,11 +108,39 @@ pub enum OperatorError {
 // === impl AdminPort ===
 
 impl AdminPort {
-    /// The admin port at `addr`, with the token in `token_file` if given.
+    /// The admin port at `addr`, with the token in `token_file` if given, over HTTPS trusting
+    /// the certificates in `ca` if given, each call within `limits`.
     ///
     /// # Errors
-    /// [`OperatorError::Token`] for a token file that cannot be read.
-    pub fn new(addr: String, token_file: Option<&Path>) -> Result<Self, OperatorError> {
+    /// [`OperatorError::Token`] for a token file that cannot be read;
+    /// [`OperatorError::Certificate`] for a certificate file that cannot.
+    pub fn new(
+        addr: String,
+        token_file: Option<&Path>,
+        ca: Option<&Path>,
+        limits: CallLimits,
+    ) -> Result<Self, OperatorError> {
+        let tls = ca
+            .map(|path| {
+                let unreadable = |problem: String| OperatorError::Certificate {
+                    path: path.display().to_string(),
+                    problem,
+                };
+                let pem = std::fs::read(path).map_err(|e| unreadable(e.to_string()))?;
+                let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(&pem)
+                    .filter_map(|item| match item {
+                        Ok(ureq::tls::PemItem::Certificate(cert)) => Some(Ok(cert)),
+                        Ok(_) => None,
+                        Err(e) => Some(Err(e)),
+                    })
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| unreadable(e.to_string()))?;
+                if certs.is_empty() {
+                    return Err(unreadable("no PEM certificate in it".into()));
+                }
+                Ok(certs)
+            })
+            .transpose()?;
         let token = token_file
             .map(|path| {
                 std::fs::read_to_string(path)
@@ -72,7 +151,12 @@ impl AdminPort {
                     })
             })
             .transpose()?;
-        Ok(AdminPort { addr, token })
+        Ok(AdminPort {
+            addr,
+            token,
+            tls,
+            limits,
+        })
     }
 
     /// `strongsync status`: the state, the epoch, the fence's tail, the candidates and a table
@@ -81,7 +165,7 @@ impl AdminPort {
     /// # Errors
     /// [`OperatorError`].
     pub fn status(&self) -> Result<String, OperatorError> {
-        let status = self.call("GET", "/status", None)?;
+        let status = self.call("GET", "/status", None, self.limits.read)?;
         Ok(render_status(&status))
     }
 
@@ -91,7 +175,7 @@ impl AdminPort {
     /// [`OperatorError`], [`OperatorError::Refused`] for a missing or wrong token.
     pub fn fence(&self, reason: Option<&str>) -> Result<String, OperatorError> {
         let body = serde_json::json!({ "reason": reason.unwrap_or("strongsync fence") });
-        let answer = self.call("POST", "/fence", Some(body.to_string()))?;
+        let answer = self.call("POST", "/fence", Some(body.to_string()), self.limits.fence)?;
         let epoch = &answer["epoch"];
         let tail = answer["unacknowledged_tail"].as_str().unwrap_or("");
         let mut out = if answer["newly"].as_bool() == Some(true) {
@@ -101,6 +185,7 @@ impl AdminPort {
         };
         let tail = if tail.is_empty() { "none known" } else { tail };
         let _ = writeln!(out, "unacknowledged tail: {tail}");
+        warn_unpersisted(&mut out, &answer);
         Ok(out)
     }
 
@@ -117,7 +202,12 @@ impl AdminPort {
         let body = serde_json::json!({
             "primary": primary, "force": force, "allow_retired": allow_retired,
         });
-        let answer = self.call("POST", "/follow", Some(body.to_string()))?;
+        let answer = self.call(
+            "POST",
+            "/follow",
+            Some(body.to_string()),
+            self.limits.follow,
+        )?;
         let mut out = format!(
             "following {} (epoch {})\n",
             answer["primary"].as_str().unwrap_or(primary),
@@ -129,6 +219,7 @@ impl AdminPort {
         if let Some(lacking) = answer["lacking"].as_str().filter(|l| !l.is_empty()) {
             let _ = writeln!(out, "FORCED: the new primary lacks acknowledged {lacking}");
         }
+        warn_unpersisted(&mut out, &answer);
         Ok(out)
     }
 
@@ -138,7 +229,12 @@ impl AdminPort {
     /// # Errors
     /// [`OperatorError`]; [`OperatorError::Refused`] says which step stopped it.
     pub fn promote(&self) -> Result<String, OperatorError> {
-        let answer = self.call("POST", "/promote", Some("{}".to_owned()))?;
+        let answer = self.call(
+            "POST",
+            "/promote",
+            Some("{}".to_owned()),
+            self.limits.promote,
+        )?;
         let mut out = format!(
             "promoted server {} at {} (epoch {})\n",
             answer["server_id"],
@@ -157,6 +253,7 @@ impl AdminPort {
             );
             let _ = writeln!(out, "  server {}: {what}", looked["server_id"]);
         }
+        warn_unpersisted(&mut out, &answer);
         Ok(out)
     }
 
@@ -166,10 +263,15 @@ impl AdminPort {
     /// [`OperatorError`].
     pub fn reinstate(&self, primary: &str) -> Result<String, OperatorError> {
         let body = serde_json::json!({ "primary": primary });
-        self.call("POST", "/reinstate", Some(body.to_string()))?;
-        Ok(format!(
-            "reinstated {primary}: it may be followed and promoted again\n"
-        ))
+        let answer = self.call(
+            "POST",
+            "/reinstate",
+            Some(body.to_string()),
+            self.limits.read,
+        )?;
+        let mut out = format!("reinstated {primary}: it may be followed and promoted again\n");
+        warn_unpersisted(&mut out, &answer);
+        Ok(out)
     }
 
     /// `strongsync outcome GTID`.
@@ -178,7 +280,7 @@ impl AdminPort {
     /// [`OperatorError`].
     pub fn outcome(&self, gtid: &str) -> Result<String, OperatorError> {
         let query = format!("/outcome?gtid={}", gtid.replace(':', "%3A"));
-        let answer = self.call("GET", &query, None)?;
+        let answer = self.call("GET", &query, None, self.limits.read)?;
         let outcome = answer["outcome"]
             .as_str()
             .ok_or_else(|| OperatorError::Unexpected(answer.to_string()))?;
@@ -200,13 +302,32 @@ impl AdminPort {
         Ok(format!("{gtid}: {outcome}: {words}\n"))
     }
 
-    fn call(&self, method: &str, path: &str, body: Option<String>) -> Result<Value, OperatorError> {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<String>,
+        limit: Duration,
+    ) -> Result<Value, OperatorError> {
+        let mut config = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(CALL_TIMEOUT))
-            .build()
-            .into();
-        let url = format!("http://{}{path}", self.addr);
+            .timeout_global(Some(limit));
+        let scheme = match &self.tls {
+            None => "http",
+            Some(certs) => {
+                let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+                config = config.tls_config(
+                    ureq::tls::TlsConfig::builder()
+                        .provider(ureq::tls::TlsProvider::Rustls)
+                        .unversioned_rustls_crypto_provider(provider)
+                        .root_certs(ureq::tls::RootCerts::new_with_certs(certs))
+                        .build(),
+                );
+                "https"
+            }
+        };
+        let agent: ureq::Agent = config.build().into();
+        let url = format!("{scheme}://{}{path}", self.addr);
         let unreachable = |e: ureq::Error| OperatorError::Unreachable {
             addr: self.addr.clone(),
             problem: e.to_string(),
@@ -243,6 +364,13 @@ impl AdminPort {
     }
 }
 
+/// Adds the answer's warning that nothing was persisted, if it has one.
+fn warn_unpersisted(out: &mut String, answer: &Value) {
+    if let Some(warning) = answer["warning"].as_str() {
+        let _ = writeln!(out, "WARNING: {warning}");
+    }
+}
+
 /// `/status` as an operator reads it.
 fn render_status(s: &Value) -> String {
     let text = |v: &Value| match v {
@@ -268,6 +396,29 @@ fn render_status(s: &Value) -> String {
             "unreachable"
         }
     );
+    if s["persisted"].as_bool() == Some(false) {
+        let _ = writeln!(
+            out,
+            "state file: none (the fence, the epoch and the retired primaries live in memory only)"
+        );
+    }
+    if let Some(why) = s["commits_untracked"].as_str() {
+        let _ = writeln!(out, "COMMITS UNTRACKED: {why}: every response is bounded");
+    }
+    let retired: Vec<String> = s["retired_primaries"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|r| match r["identity"].as_str() {
+                    Some(identity) => format!("{} ({identity})", text(&r["address"])),
+                    None => text(&r["address"]),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if !retired.is_empty() {
+        let _ = writeln!(out, "retired primaries: {}", retired.join(", "));
+    }
     let _ = writeln!(out, "quorum rule: {}", text(&s["quorum_rule"]));
     let _ = writeln!(
         out,

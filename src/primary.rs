@@ -29,3 +29,15 @@ pub async fn connect(addr: &str) -> io::Result<PrimaryStream> {
     tcp.set_nodelay(true)?;
     Ok(Either::Left(tcp))
 }
+
+/// Makes closing `conn` drop what is queued and reset the connection (TCP: `SO_LINGER` 0),
+/// so that nothing written to it but not yet sent reaches the primary: for a primary that is
+/// fenced or retired. A Unix socket's peer is on this host, where nothing is in flight.
+pub fn reset_on_close(conn: &mut crate::conn::Conn<PrimaryStream>) {
+    conn.discard_pending();
+    if let Either::Left(tcp) = conn.get_ref() {
+        if let Err(error) = tcp.set_zero_linger() {
+            tracing::debug!(%error, "cannot set SO_LINGER on the primary connection");
+        }
+    }
+}

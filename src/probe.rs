@@ -57,11 +57,11 @@ struct Rounds {
 }
 
 /// The round the next reading will be, whether anyone waits for it, and the flavour of the
-/// primary its callers speak to (one primary: always the same).
+/// primary its callers speak to (one primary: always the same; not known until one asks).
 struct NextRound {
     number: u64,
     wanted: bool,
-    flavour: Flavour,
+    flavour: Option<Flavour>,
 }
 
 #[derive(Clone)]
@@ -110,7 +110,7 @@ impl Probe {
             next: Mutex::new(NextRound {
                 number: 1,
                 wanted: false,
-                flavour: Flavour::MariaDb,
+                flavour: None,
             }),
             done,
         });
@@ -133,7 +133,7 @@ impl Probe {
         let round = {
             let mut next = self.rounds.lock();
             next.wanted = true;
-            next.flavour = flavour;
+            next.flavour = Some(flavour);
             next.number
         };
         self.wake.notify_one();
@@ -183,12 +183,10 @@ impl Rounds {
     /// Claims the next round if anyone waits for it.
     fn claim(&self) -> Option<(u64, Flavour)> {
         let mut next = self.lock();
-        if !next.wanted {
-            return None;
-        }
+        let flavour = next.flavour.filter(|_| next.wanted)?;
         next.wanted = false;
         next.number += 1;
-        Some((next.number - 1, next.flavour))
+        Some((next.number - 1, flavour))
     }
 
     /// One reading on `conn` (opened if there is none, or if it is to a primary of an earlier

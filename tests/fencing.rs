@@ -14,13 +14,11 @@ const TOKEN: &str = "fence-test-token-0123456789";
 
 /// A proxy with quorum 2 that blocks, an admin token and a state file.
 fn fenceable(dir: &tempfile::TempDir) -> Strong {
-    let token = dir.path().join("token");
-    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
-    let state = dir.path().join("state.json");
+    let token = support::admin::token_file(dir.path(), TOKEN);
     Strong::start_with(2, |config, _| {
         config.durability = durability(2, OnTimeout::Block, Duration::from_secs(3600));
         config.failover.admin_token_file = Some(token);
-        config.failover.state_file = Some(state);
+        config.failover.state_file = Some(support::admin::state_file(dir.path(), &config.primary));
     })
 }
 
@@ -192,8 +190,8 @@ impl Binary {
             .sql("CREATE TABLE sbtest.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)");
         let listen = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
         let admin = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let (state, token) = (dir.path().join("state.json"), dir.path().join("token"));
-        std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+        let token = support::admin::token_file(dir.path(), TOKEN);
+        let state = support::admin::state_file(dir.path(), &topology.primary.addr());
         let args = vec![
             "--listen".to_owned(),
             listen.to_string(),
@@ -415,8 +413,7 @@ async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
 #[tokio::test(flavor = "multi_thread")]
 async fn with_fenced_reads_sessions_read_on_and_what_they_commit_joins_the_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
+    let token = support::admin::token_file(dir.path(), TOKEN);
     let s = Strong::start_with(2, |config, _| {
         config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
         config.failover.admin_token_file = Some(token);

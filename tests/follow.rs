@@ -27,13 +27,11 @@ fn follow(s: &Strong, primary: &str, extra: &str) -> admin::Response {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_promoted_replica_is_followed_and_nothing_else_is() {
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let state = dir.path().join("state.json");
+    let token = support::admin::token_file(dir.path(), TOKEN);
     let mut s = Strong::start_with(2, |config, _| {
         config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
         config.failover.admin_token_file = Some(token);
-        config.failover.state_file = Some(state);
+        config.failover.state_file = Some(support::admin::state_file(dir.path(), &config.primary));
         // The replication account can read a candidate's channels (SLAVE MONITOR).
         config.probe = ProbeConfig::account_of(REPL_USER, REPL_PASSWORD);
     });
@@ -48,7 +46,22 @@ async fn a_promoted_replica_is_followed_and_nothing_else_is() {
     let acknowledged = newest_gtid(&s.topology.primary, 0);
     let old_primary = s.topology.primary.addr();
 
-    // A server that lacks the acknowledged commits is refused, and they are named.
+    // A replica that still replicates is refused before anything changes.
+    let new_primary = &s.topology.replicas[0];
+    let refused = follow(&s, &new_primary.addr(), "");
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(
+        refused.body.contains("still replicates") && refused.body.contains("nothing is fenced"),
+        "{}",
+        refused.body
+    );
+    let status = admin::status(s.proxy.admin_addr());
+    assert_eq!(
+        (status["epoch"].as_u64(), status["fenced"].as_bool()),
+        (Some(1), Some(false))
+    );
+    // A server that lacks the acknowledged commits is refused, and they are named. The
+    // watermark is read once the old primary is fenced, so the fence stays.
     let empty = MariaDb::start(MariaDbOptions {
         server_id: 9,
         ..MariaDbOptions::default()
@@ -57,23 +70,15 @@ async fn a_promoted_replica_is_followed_and_nothing_else_is() {
     assert_eq!(refused.status, 409, "{}", refused.body);
     assert!(
         refused.body.contains("lacks acknowledged transactions")
-            && refused.body.contains(&acknowledged),
-        "{}",
-        refused.body
-    );
-    // A replica that still replicates is refused.
-    let new_primary = &s.topology.replicas[0];
-    let refused = follow(&s, &new_primary.addr(), "");
-    assert_eq!(refused.status, 409, "{}", refused.body);
-    assert!(
-        refused.body.contains("still replicates"),
+            && refused.body.contains(&acknowledged)
+            && refused.body.contains("epoch 1 is fenced"),
         "{}",
         refused.body
     );
     let status = admin::status(s.proxy.admin_addr());
     assert_eq!(
         (status["epoch"].as_u64(), status["fenced"].as_bool()),
-        (Some(1), Some(false))
+        (Some(1), Some(true))
     );
 
     // Promote replica 0 by hand, as a manager would, and follow it.

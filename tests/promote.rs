@@ -42,8 +42,7 @@ async fn the_control_promoting_the_least_received_replica_loses_acknowledged_row
 async fn promote_stopped_midway_keeps_the_fence_and_a_rerun_finishes_it() {
     use mysql_async::prelude::*;
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
+    let token = support::admin::token_file(dir.path(), TOKEN);
     let mut s = Strong::start_with(2, |config, topology| {
         config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
         config.failover.admin_token_file = Some(token);

@@ -18,13 +18,19 @@ const MIN_SOURCE_LEN: u64 = 16 + 8;
 /// Bytes of an interval.
 const INTERVAL_LEN: u64 = 16;
 
+/// Most intervals of one request credited to the replica: any logged-in account can send one,
+/// and past this the rest are left out (the replica is then credited with less than it said,
+/// and with the rest once it acknowledges them). A real replica's set has a few per source.
+pub const MAX_PEER_INTERVALS: usize = 65_536;
+
 /// What a `COM_BINLOG_DUMP_GTID` asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DumpGtid {
     /// The replica's server id.
     pub server_id: u32,
     /// The GTIDs the replica has, as far as the table of sources takes them (a source it
-    /// cannot name is left out: the replica then holds less than it said, never more).
+    /// cannot name is left out, and intervals past [`MAX_PEER_INTERVALS`]: the replica then
+    /// holds less than it said, never more).
     pub has: GtidPosition,
 }
 
@@ -61,6 +67,7 @@ fn gtid_set(data: &[u8]) -> Result<GtidPosition, ProtoError> {
         return Ok(has);
     }
     let mut r = Reader::new(data);
+    let mut credited = 0usize;
     let header = r.u64("GTID set source count")?;
     let tagged = match header >> 56 {
         0 => false,
@@ -101,8 +108,9 @@ fn gtid_set(data: &[u8]) -> Result<GtidPosition, ProtoError> {
                     what: "GTID interval",
                 });
             }
-            if let Some(source) = source {
+            if let Some(source) = source.filter(|_| credited < MAX_PEER_INTERVALS) {
                 has.add_interval(source, start, end - 1);
+                credited += 1;
             }
         }
     }

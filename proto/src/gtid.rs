@@ -17,7 +17,7 @@ use crate::wire::Reader;
 use crate::ProtoError;
 
 pub use position::GtidPosition;
-pub use seqs::{SeqSet, MAX_INTERVALS};
+pub use seqs::SeqSet;
 pub use set::GtidSet;
 pub use source::{Source, SourceId, MAX_PEER_SOURCES, MAX_SOURCES, MAX_TAG_LEN};
 

@@ -43,6 +43,12 @@ settings! {
         /// remembered as a bound per replication domain).
         #[setting(Meta::FILE.at_least(1))]
         pub gtid_index_capacity: usize = 100_000,
+        /// Intervals the acknowledged watermark keeps exactly per MySQL source (or MariaDB
+        /// domain and server), read at start: gaps in it come from GTIDs the quorum never
+        /// passed (numbers given by hand). Past it the watermark holds more than was
+        /// acknowledged and follow and promote refuse, saying so. An interval costs about 32 bytes.
+        #[setting(Meta::FILE.at_least(1))]
+        pub max_gtid_intervals: usize = 1_000_000,
         /// Relay only: commits never wait for replicas (measuring the proxy's own cost, or a
         /// migration step).
         #[setting(Meta::flag("passthrough").live())]

@@ -39,6 +39,11 @@ settings! {
         /// network the applications use.
         #[setting(Meta::flag("admin-listen"))]
         pub admin_listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9104)),
+        /// The admin port speaks HTTPS, with the `[tls]` certificate and key: for an admin port
+        /// reached over a network, where the admin token must not travel in clear. Read at
+        /// start.
+        #[setting(Meta::flag("admin-tls"))]
+        pub admin_tls: bool = false,
         /// Log filter: `error`, `warn`, `info`, `debug`, or per module, e.g.
         /// `info,strongsync::durability=debug`. Logs go to stderr.
         #[setting(Meta::flag("log-level").live().value_name("FILTER").default_text("info (or RUST_LOG)"))]
@@ -163,6 +168,12 @@ settings! {
         /// received before it gives up (and changes nothing more).
         #[setting(Meta::FILE.nonzero())]
         pub promote_apply_timeout: Duration = Duration::from_secs(60),
+        /// How often strongsync looks at its primary with the probe account: it learns who the
+        /// primary is (so that a retired primary is known under any name), fences if its
+        /// address comes to reach another server, and on MySQL bounds every response while
+        /// `gtid_mode` is not `ON`. Read at start.
+        #[setting(Meta::FILE.nonzero())]
+        pub check_interval: Duration = Duration::from_secs(1),
     }
 }
 
@@ -191,6 +202,10 @@ settings! {
         /// replica's dump, so it falls behind (it is never sent ahead).
         #[setting(Meta::FILE.at_least(64 * 1024).default_text("67108864 (64 MiB)"))]
         pub max_async_held_bytes: usize = 64 << 20,
+        /// Connections to the admin port served at once; one more is closed at once (counted
+        /// in `strongsync_admin_refused_total{why="too_many_connections"}`).
+        #[setting(Meta::FILE.at_least(1))]
+        pub max_admin_connections: usize = 128,
     }
 }
 
@@ -215,6 +230,10 @@ settings! {
         /// holds at most what is queued meanwhile).
         #[setting(Meta::flag("client-write-timeout").nonzero())]
         pub client_write: Duration = Duration::from_secs(60),
+        /// A caller of the admin port must send a request's headers within this (a slow client
+        /// is cut off), and an idle connection is closed after it.
+        #[setting(Meta::FILE.nonzero())]
+        pub admin_request: Duration = Duration::from_secs(10),
     }
 }
 
@@ -378,6 +397,12 @@ impl Config {
         // Port 0 asks the OS for a free port, so two zero ports never collide.
         if self.admin_listen == self.listen && self.listen.port() != 0 {
             return invalid("admin_listen", "must differ from listen");
+        }
+        if self.admin_tls && self.tls.files()?.is_none() {
+            return invalid(
+                "admin_tls",
+                "the admin port's HTTPS uses the [tls] certificate and key: set tls.cert and tls.key",
+            );
         }
         Ok(())
     }

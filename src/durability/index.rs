@@ -1,7 +1,8 @@
 //! GTID → binlog position, learnt from the events relayed to replicas: where each transaction
-//! ends. Bounded: entries the quorum has passed are dropped, and past the capacity the oldest
-//! go; what is dropped is remembered per domain as a floor (every GTID whose number the floor
-//! holds ends at or before its position), which is all a waiter needs.
+//! ends. Bounded: entries the quorum has passed are dropped (and handed to the watermark: the
+//! quorum holds them), and past the capacity the oldest go; what is dropped is remembered per
+//! domain and server as a floor (every GTID whose number the floor holds ends at or before its
+//! position), which is all a waiter needs.
 //!
 //! A floor holds the numbers of the entries it took, as intervals, not everything below the
 //! highest: a primary hands numbers out in binlog order within a domain, but a MySQL client
@@ -20,9 +21,9 @@ pub struct GtidIndex {
     exact: HashMap<Gtid, Position>,
     /// Entries in the order they were learnt (binlog order), for pruning.
     order: VecDeque<(Gtid, Position)>,
-    /// Per domain: every GTID with a number in `seqs` and not in `exact` ends at or before
-    /// `position`.
-    floors: HashMap<Domain, Floor>,
+    /// Per domain and (MariaDB) server: every GTID with a number in `seqs` and not in `exact`
+    /// ends at or before `position`.
+    floors: HashMap<(Domain, u32), Floor>,
     capacity: usize,
 }
 
@@ -30,6 +31,22 @@ pub struct GtidIndex {
 struct Floor {
     seqs: SeqSet,
     position: Position,
+    /// The quorum was seen holding every GTID of it (since it last grew).
+    held: bool,
+}
+
+/// What the quorum holds, handed over as the index drops it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// One transaction.
+    One(Gtid),
+    /// Every number from `start` to `end` of `domain` and (MariaDB) `server_id`.
+    Range {
+        domain: Domain,
+        server_id: u32,
+        start: u64,
+        end: u64,
+    },
 }
 
 /// What the index knows about a GTID's position.
@@ -75,7 +92,7 @@ impl GtidIndex {
         self.exact.insert(gtid, position);
         self.order.push_back((gtid, position));
         while self.exact.len() > self.capacity {
-            self.drop_oldest();
+            self.drop_oldest(false);
         }
     }
 
@@ -84,17 +101,35 @@ impl GtidIndex {
         if let Some(position) = self.exact.get(gtid) {
             return Lookup::Exact(*position);
         }
-        match self.floors.get(&gtid.domain) {
+        match self.floors.get(&(gtid.domain, gtid.server_id)) {
             Some(floor) if floor.seqs.contains(gtid.seq_no) => Lookup::AtMost(floor.position),
             _ => Lookup::Unknown,
         }
     }
 
-    /// Drops the entries at or before `quorum` (they are acknowledged; nobody needs their exact
-    /// position again).
-    pub fn prune_through(&mut self, quorum: Position) {
-        while self.order.front().is_some_and(|(_, p)| *p <= quorum) {
-            self.drop_oldest();
+    /// Drops the entries at or before `quorum` (the quorum holds them; nobody needs their exact
+    /// position again), handing each to `held`, with the floors the quorum now holds whole.
+    pub fn prune_through(&mut self, quorum: Position, mut held: impl FnMut(Held)) {
+        while let Some(&(gtid, position)) = self.order.front() {
+            if position > quorum {
+                break;
+            }
+            held(Held::One(gtid));
+            self.drop_oldest(true);
+        }
+        for (&(domain, server_id), floor) in &mut self.floors {
+            if floor.held || floor.position > quorum {
+                continue;
+            }
+            floor.held = true;
+            for &(start, end) in floor.seqs.intervals() {
+                held(Held::Range {
+                    domain,
+                    server_id,
+                    start,
+                    end,
+                });
+            }
         }
     }
 
@@ -104,24 +139,29 @@ impl GtidIndex {
         self.order.iter().map(|(gtid, _)| gtid)
     }
 
-    fn drop_oldest(&mut self) {
+    /// Moves the oldest entry into its floor; `held`: the quorum holds it (and it was handed
+    /// over already).
+    fn drop_oldest(&mut self, held: bool) {
         let Some((gtid, position)) = self.order.pop_front() else {
             return;
         };
         self.exact.remove(&gtid);
-        let floor = self.floors.entry(gtid.domain).or_insert(Floor {
-            seqs: SeqSet::default(),
-            position,
-        });
-        // A MariaDB GTID of another server may share its number: the floor bounds them both,
-        // as the exact entries bounded either.
+        let floor = self
+            .floors
+            .entry((gtid.domain, gtid.server_id))
+            .or_insert(Floor {
+                seqs: SeqSet::default(),
+                position,
+                held,
+            });
         floor.seqs.insert(gtid.seq_no);
         floor.position = floor.position.max(position);
+        floor.held &= held;
     }
 
     fn floor_covers(&self, gtid: &Gtid) -> bool {
         self.floors
-            .get(&gtid.domain)
+            .get(&(gtid.domain, gtid.server_id))
             .is_some_and(|floor| floor.seqs.contains(gtid.seq_no))
     }
 }
@@ -153,7 +193,9 @@ mod tests {
         index.insert(g(0, 2), p(999)); // a second replica relaying the same transaction
         assert_eq!(index.lookup(&g(0, 2)), Lookup::Exact(p(200)));
 
-        index.prune_through(p(200));
+        let mut held = Vec::new();
+        index.prune_through(p(200), |h| held.push(h));
+        assert_eq!(held, [Held::One(g(0, 1)), Held::One(g(0, 2))]);
         assert_eq!(index.len(), 1);
         assert_eq!(index.lookup(&g(0, 1)), Lookup::AtMost(p(200)));
         assert_eq!(index.lookup(&g(0, 2)), Lookup::AtMost(p(200)));
@@ -174,6 +216,23 @@ mod tests {
         assert_eq!(index.len(), 2);
         assert_eq!(index.lookup(&g(0, 2)), Lookup::AtMost(p(300)));
         assert_eq!(index.lookup(&g(0, 4)), Lookup::Exact(p(400)));
+        // Another server's GTID of the same number is another transaction.
+        assert_eq!(index.lookup(&Gtid::maria(0, 2, 2)), Lookup::Unknown);
+        // The floor is handed over once the quorum holds it whole, and once only.
+        let mut held = Vec::new();
+        index.prune_through(p(250), |h| held.push(h));
+        assert!(held.is_empty(), "{held:?}");
+        index.prune_through(p(400), |h| held.push(h));
+        let range = Held::Range {
+            domain: Domain::Maria(0),
+            server_id: 1,
+            start: 1,
+            end: 4,
+        };
+        assert_eq!(held, [Held::One(g(0, 4)), range]);
+        held.clear();
+        index.prune_through(p(400), |h| held.push(h));
+        assert!(held.is_empty(), "{held:?}");
     }
 
     /// A number given by hand beyond the next free one: the numbers it skipped are relayed
@@ -183,12 +242,12 @@ mod tests {
         let mut index = GtidIndex::new(100);
         index.insert(g(0, 1), p(100));
         index.insert(g(0, 5000), p(200));
-        index.prune_through(p(200));
+        index.prune_through(p(200), drop);
         assert_eq!(index.lookup(&g(0, 5000)), Lookup::AtMost(p(200)));
         assert_eq!(index.lookup(&g(0, 2)), Lookup::Unknown);
         index.insert(g(0, 2), p(300));
         assert_eq!(index.lookup(&g(0, 2)), Lookup::Exact(p(300)));
-        index.prune_through(p(300));
+        index.prune_through(p(300), drop);
         assert_eq!(index.lookup(&g(0, 2)), Lookup::AtMost(p(300)));
         assert_eq!(index.lookup(&g(0, 3)), Lookup::Unknown);
     }
@@ -206,7 +265,7 @@ mod tests {
             for (i, seq) in (1..=count).enumerate() {
                 index.insert(g(0, seq), truth(seq));
                 if let Some(&at) = prunes.get(i % 10) {
-                    index.prune_through(p(at * 10));
+                    index.prune_through(p(at * 10), drop);
                 }
             }
             prop_assert!(index.len() <= capacity);

@@ -10,6 +10,7 @@
 
 mod coverage;
 mod degraded;
+mod epoch;
 mod fence;
 mod index;
 mod lag;
@@ -22,6 +23,7 @@ mod replica;
 mod status;
 mod wait;
 mod waiters;
+mod watermark;
 
 #[cfg(test)]
 mod testing;
@@ -44,6 +46,7 @@ use crate::commit::{Commit, CommitHook, Release, WaitKind};
 use crate::config::{DurabilityConfig, Topology};
 pub use coverage::StreamCoverage;
 pub use degraded::{DomainRange, ReleasedWithoutQuorum};
+pub use epoch::{Epoch, Pass, Refused};
 pub use fence::Fence;
 use index::{GtidIndex, Lookup};
 pub use outcome::GtidOutcome;
@@ -54,6 +57,7 @@ use registry::{Holders, Registry};
 pub use replica::{AckError, ReplicaHandle};
 pub use status::{DurabilityStatus, NotCandidate, ReplicaStatus, UnresolvedRelease};
 use waiters::{waking, Until, Verdict, Waiters};
+use watermark::Watermark;
 
 /// Releases without quorum of unknown GTIDs remembered for `/status`, the most recent ones.
 const UNRESOLVED_KEPT: usize = 32;
@@ -101,8 +105,15 @@ pub struct Durability {
     releasing: AtomicBool,
     /// Mirrors [`Inner::fence`] for the hot paths (every command, every relayed batch).
     fenced: AtomicBool,
-    /// Tells replica pipes the fence went up.
-    fence_watch: tokio::sync::watch::Sender<bool>,
+    /// Mirrors the number of [`Inner::epoch`] for the hot paths (every write to the primary).
+    epoch_now: AtomicU64,
+    /// Writes to the primary under way (see [`Durability::pass`]).
+    writing: AtomicUsize,
+    /// ACKs and reports of replica pipes of an epoch that is over, ignored.
+    stale_reports: AtomicU64,
+    /// The primary records transactions without a GTID (MySQL with `gtid_mode` not `ON`):
+    /// what a session commits cannot be named, so every response is bounded.
+    untracked: AtomicBool,
     /// Replica pipes registered now (the fence waits for them to close).
     pipes: tokio::sync::watch::Sender<usize>,
     observer: Option<Arc<dyn WaitObserver>>,
@@ -142,12 +153,16 @@ struct Inner {
     /// DEGRADED time of the spells that ended.
     degraded_before: Duration,
     /// See [`DurabilityStatus::acknowledged`].
-    acknowledged: Arc<GtidPosition>,
+    watermark: Watermark,
     /// Recent releases of commits whose GTIDs could not be learnt.
     unresolved: VecDeque<Arc<UnresolvedRelease>>,
     /// Every commit acknowledged to its client without its quorum (DEGRADED, the timeout
     /// policy, a session that asked for none), kept for the commit outcome.
     released_without_quorum: GtidSet,
+    /// The epoch in force: its number and primary, and what fires when it is fenced or over.
+    epoch: Arc<Epoch>,
+    /// Why commits cannot be named by GTID now, if they cannot.
+    untracked_why: Option<String>,
     /// The fence, while it is up.
     fence: Option<Fence>,
     /// See [`Durability::tail`].
@@ -187,6 +202,7 @@ impl Durability {
 
     fn build(config: DurabilityConfig, observer: Option<Arc<dyn WaitObserver>>) -> Arc<Self> {
         let capacity = config.gtid_index_capacity;
+        let max_intervals = config.max_gtid_intervals;
         let fast = FastSettings::of(&config);
         Arc::new(Durability {
             fast,
@@ -200,9 +216,11 @@ impl Durability {
                 head: None,
                 state: DurableState::Strong,
                 degraded_before: Duration::ZERO,
-                acknowledged: Arc::default(),
+                watermark: Watermark::new(max_intervals),
                 unresolved: VecDeque::new(),
                 released_without_quorum: GtidSet::default(),
+                epoch: Epoch::new(1, String::new()),
+                untracked_why: None,
                 fence: None,
                 tail: GtidSet::default(),
                 version: 0,
@@ -219,7 +237,10 @@ impl Durability {
             shutting_down: AtomicBool::new(false),
             releasing: AtomicBool::new(false),
             fenced: AtomicBool::new(false),
-            fence_watch: tokio::sync::watch::Sender::new(false),
+            epoch_now: AtomicU64::new(1),
+            writing: AtomicUsize::new(0),
+            stale_reports: AtomicU64::new(0),
+            untracked: AtomicBool::new(false),
             pipes: tokio::sync::watch::Sender::new(0),
             observer,
         })
@@ -237,6 +258,7 @@ impl Durability {
             let mut inner = self.lock();
             let config = DurabilityConfig {
                 gtid_index_capacity: inner.config.gtid_index_capacity,
+                max_gtid_intervals: inner.config.max_gtid_intervals,
                 ..config
             };
             self.fast.derive(&config);
@@ -264,6 +286,32 @@ impl Durability {
             inner.positions_changed(woken);
             inner.waiters.all(woken);
         });
+    }
+
+    /// Says whether (and why) the primary records transactions without a GTID: while it
+    /// does, every response is bounded by the primary's binlog position (see
+    /// [`commits_untracked`](Self::commits_untracked)).
+    pub fn untracked_commits(&self, why: Option<String>) {
+        let on = why.is_some();
+        let mut inner = self.lock();
+        if inner.untracked_why != why {
+            match &why {
+                Some(why) => {
+                    warn!(%why, "commits can no longer be named by GTID: every response is bounded by the primary's binlog position")
+                }
+                None if inner.untracked_why.is_some() => {
+                    tracing::info!("the primary records a GTID for every transaction again")
+                }
+                None => {}
+            }
+            inner.untracked_why = why;
+        }
+        self.untracked.store(on, Ordering::SeqCst);
+    }
+
+    /// Whether the primary records transactions without a GTID (read for every response).
+    pub fn commits_untracked(&self) -> bool {
+        self.untracked.load(Ordering::Relaxed)
     }
 
     /// Whether replicas without semisync get a transaction only once the quorum holds it.
@@ -493,20 +541,30 @@ impl Inner {
             };
             let Some(q) = reached else { continue };
             let Inner {
-                waiters,
-                acknowledged,
-                ..
+                waiters, watermark, ..
             } = self;
             waiters.reached(&rule, q, woken, |gtids| {
                 for gtid in gtids {
-                    Arc::make_mut(acknowledged).advance(*gtid);
+                    watermark.take(*gtid);
                 }
             });
         }
-        // Entries the configured quorum holds go; a session's own rule finds them as bounded
-        // by their domain's floor, which can only make it wait longer, never less.
+        // Entries the configured quorum holds go, into the watermark: every transaction it
+        // holds, whoever committed it. A session's own rule finds them as bounded by their
+        // domain's floor, which can only make it wait longer, never less.
         if let Some(q) = quorum {
-            self.index.prune_through(q);
+            let Inner {
+                index, watermark, ..
+            } = self;
+            index.prune_through(q, |held| match held {
+                index::Held::One(gtid) => watermark.take(gtid),
+                index::Held::Range {
+                    domain,
+                    server_id,
+                    start,
+                    end,
+                } => watermark.take_range(domain, server_id, start, end),
+            });
         }
         self.maybe_strong();
     }
@@ -526,12 +584,10 @@ impl Inner {
         match self.plan(self.waiters.gtids(slot), &rule) {
             Plan::Held => {
                 let Inner {
-                    waiters,
-                    acknowledged,
-                    ..
+                    waiters, watermark, ..
                 } = self;
                 for gtid in waiters.gtids(slot) {
-                    Arc::make_mut(acknowledged).advance(*gtid);
+                    watermark.take(*gtid);
                 }
                 waiters.wake(slot, Verdict::Acknowledged, woken);
             }

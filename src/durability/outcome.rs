@@ -42,20 +42,20 @@ impl GtidOutcome {
 // === impl Durability (outcome) ===
 
 impl Durability {
-    /// What became of `gtid`. The tail is looked at before the watermark: on MariaDB a
-    /// watermark holds every number up to its newest, and a new primary goes on numbering the
-    /// domain where the tail of the fenced one left off.
+    /// What became of `gtid`, by its identity: the watermark's exact set says whether the
+    /// quorum held that very GTID (a new primary numbering a MariaDB domain past a fenced
+    /// one's tail does not make the tail acknowledged). Once the watermark is no longer exact,
+    /// only a GTID the connected replicas hold now reads acknowledged.
     pub fn outcome(&self, gtid: &Gtid) -> GtidOutcome {
         let inner = self.lock();
+        let exactly = !inner.watermark.inexact() && inner.watermark.exact().contains(gtid);
         if inner.waiters.all_gtids().any(|g| g == gtid) {
             GtidOutcome::Waiting
         } else if inner.tail.contains(gtid) {
             GtidOutcome::Tail
         } else if inner.released_without_quorum.contains(gtid) {
-            GtidOutcome::ReleasedWithoutQuorum {
-                held: inner.acknowledged.holds(gtid),
-            }
-        } else if inner.acknowledged.holds(gtid)
+            GtidOutcome::ReleasedWithoutQuorum { held: exactly }
+        } else if exactly
             || matches!(
                 inner.plan(std::slice::from_ref(gtid), &inner.config.rule()),
                 super::Plan::Held

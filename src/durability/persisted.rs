@@ -5,7 +5,6 @@
 //! reconnected.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use strongsync_proto::gtid::{GtidPosition, GtidSet};
 use tokio::time::Instant;
@@ -16,8 +15,12 @@ use super::{Durability, Fence};
 /// Strong sync's state worth keeping.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Persisted {
-    /// Commits acknowledged to clients with their quorum.
+    /// Every transaction the quorum held, as a position.
     pub acknowledged: GtidPosition,
+    /// The same, as an exact set (what the commit outcome reads).
+    pub acknowledged_set: GtidSet,
+    /// The watermark passed its bound and holds more than was acknowledged.
+    pub acknowledged_inexact: bool,
     /// Commits acknowledged to clients without it.
     pub released_without_quorum: GtidSet,
     /// Every replica known, connected or not.
@@ -67,7 +70,9 @@ impl Durability {
             .collect();
         replicas.sort_by_key(|r| r.server_id);
         let persisted = Persisted {
-            acknowledged: GtidPosition::clone(&inner.acknowledged),
+            acknowledged: GtidPosition::clone(inner.watermark.position()),
+            acknowledged_set: inner.watermark.exact().clone(),
+            acknowledged_inexact: inner.watermark.inexact(),
             released_without_quorum: inner.released_without_quorum.clone(),
             replicas,
             fence: inner.fence,
@@ -80,7 +85,11 @@ impl Durability {
     /// departed ones, its watermark, its releases, and its fence.
     pub fn restore(&self, kept: Persisted) {
         let mut inner = self.lock();
-        Arc::make_mut(&mut inner.acknowledged).extend(&kept.acknowledged);
+        inner.watermark.restore(
+            &kept.acknowledged,
+            &kept.acknowledged_set,
+            kept.acknowledged_inexact,
+        );
         inner
             .released_without_quorum
             .extend(&kept.released_without_quorum);
@@ -103,7 +112,7 @@ impl Durability {
         if let Some(fence) = kept.fence {
             inner.fence = Some(fence);
             self.fenced.store(true, Ordering::SeqCst);
-            self.fence_watch.send_replace(true);
+            inner.epoch.mark_fenced();
         }
         inner.changed();
     }

@@ -11,7 +11,7 @@ use thiserror::Error;
 use tokio::time::Instant;
 
 use super::waiters::waking;
-use super::Durability;
+use super::{Durability, Refused};
 use crate::config::WithoutQuorum;
 use strongsync_proto::gtid::GtidPosition;
 
@@ -20,6 +20,9 @@ pub struct ReplicaHandle {
     durability: Arc<Durability>,
     server_id: u32,
     pipe: u64,
+    /// The epoch its dump belongs to: once that epoch is over, what it reports is ignored
+    /// (its positions are the old primary's binlog).
+    epoch: u64,
 }
 
 /// An acknowledgement strong sync refuses.
@@ -38,19 +41,32 @@ pub enum AckError {
 // === impl Durability (replicas) ===
 
 impl Durability {
-    /// Admits a replica whose dump the primary has accepted (its first event came back), as
-    /// holding `connect_state` (the GTIDs the primary was told it has). A replica already
-    /// connected with the same `server_id` is replaced, as the primary replaces its dump.
-    /// Parked commits look again: the newcomer may hold what they wait for.
-    pub fn admit_replica(
+    /// Admits a replica whose dump the primary of `epoch` has accepted (its first event came
+    /// back), as holding `connect_state` (the GTIDs the primary was told it has). A replica
+    /// already connected with the same `server_id` is replaced, as the primary replaces its
+    /// dump. Parked commits look again: the newcomer may hold what they wait for.
+    ///
+    /// # Errors
+    /// [`Refused`] if `epoch` is fenced or over: its dump must not be relayed.
+    pub fn admit(
         self: &Arc<Self>,
+        epoch: u64,
         server_id: u32,
         address: SocketAddr,
         semisync: bool,
         connect_state: GtidPosition,
-    ) -> ReplicaHandle {
+    ) -> Result<ReplicaHandle, Refused> {
         let pipe = waking(|woken| {
             let mut inner = self.lock();
+            if inner.epoch.number() != epoch {
+                return Err(Refused::Retired {
+                    epoch,
+                    now: inner.epoch.number(),
+                });
+            }
+            if inner.fence.is_some() {
+                return Err(Refused::Fenced { epoch });
+            }
             let zone = inner.topology.zone_of(server_id);
             let pipe = inner.registry.admit(
                 server_id,
@@ -61,15 +77,23 @@ impl Durability {
             );
             inner.positions_changed(woken);
             inner.waiters.all(woken);
-            pipe
-        });
+            Ok(pipe)
+        })?;
         self.pipes.send_modify(|open| *open += 1);
-        tracing::info!(server_id, %address, semisync, %connect_state, "replica connected");
-        ReplicaHandle {
+        tracing::info!(server_id, %address, semisync, %connect_state, epoch, "replica connected");
+        Ok(ReplicaHandle {
             durability: Arc::clone(self),
             server_id,
             pipe,
-        }
+            epoch,
+        })
+    }
+
+    /// Reports of replica pipes of an epoch that is over, ignored so far (ACKs and relayed
+    /// transactions: their positions are in an old primary's binlog).
+    pub fn stale_reports(&self) -> u64 {
+        self.stale_reports
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -94,6 +118,9 @@ impl ReplicaHandle {
         let d = &self.durability;
         waking(|woken| {
             let mut inner = d.lock();
+            if !self.current(&inner) {
+                return;
+            }
             let capacity = inner.index.capacity();
             for &(gtid, end) in ends {
                 inner.head = Some(inner.head.map_or(end, |h| h.max(end)));
@@ -128,7 +155,10 @@ impl ReplicaHandle {
 
     /// A binlog file ended at `end` (its ROTATE was relayed).
     pub fn file_ended(&self, end: Position) {
-        self.durability.lock().lag.file_ended(end);
+        let mut inner = self.durability.lock();
+        if self.current(&inner) {
+            inner.lag.file_ended(end);
+        }
     }
 
     /// The replica acknowledged everything up to `position`; `relayed` is the furthest
@@ -165,10 +195,25 @@ impl ReplicaHandle {
         self.update(|replica| replica.covered(position));
     }
 
+    /// Whether its epoch is still the one in force; if not, what it reports is counted and
+    /// ignored.
+    fn current(&self, inner: &super::Inner) -> bool {
+        let current = inner.epoch.number() == self.epoch;
+        if !current {
+            self.durability
+                .stale_reports
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        current
+    }
+
     fn update(&self, f: impl FnOnce(&mut super::registry::Replica)) {
         let d = &self.durability;
         waking(|woken| {
             let mut inner = d.lock();
+            if !self.current(&inner) {
+                return;
+            }
             let Some(replica) = inner.registry.get_mut(self.server_id, self.pipe) else {
                 return;
             };

@@ -63,9 +63,13 @@ pub struct DurabilityStatus {
     pub reads_in_snapshot: u64,
     /// Replicas that disconnected, as last known (the most recent ones), by `server_id`.
     pub departed: Vec<ReplicaStatus>,
-    /// The newest GTID per domain whose commit was acknowledged to its client with its
-    /// quorum (since the proxy started).
+    /// Every transaction the quorum has held (commits acknowledged to their clients with
+    /// their quorum, and the transactions relayed before them), as a position: what a new
+    /// primary must cover.
     pub acknowledged: Arc<GtidPosition>,
+    /// The watermark passed `durability.max_gtid_intervals` and holds more than was
+    /// acknowledged: follow and promote refuse.
+    pub acknowledged_inexact: bool,
     /// Replicas, connected or departed, that hold every one of those and, once promoted, leave
     /// replicas that can still meet the rule's zone parts: safe to promote.
     pub failover_candidates: Vec<u32>,
@@ -76,6 +80,10 @@ pub struct DurabilityStatus {
     pub released_without_quorum: ReleasedWithoutQuorum,
     /// The most recent commits released without their GTIDs being known.
     pub unresolved: Vec<Arc<UnresolvedRelease>>,
+    /// Reports of replica pipes of an epoch that was over, ignored so far.
+    pub stale_reports: u64,
+    /// Why commits cannot be named by GTID now (every response is then bounded), if so.
+    pub commits_untracked: Option<String>,
 }
 
 /// One connected replica (or one that was).
@@ -178,8 +186,10 @@ impl Durability {
         let head = inner.head;
         let gtid_index_entries = inner.index.len();
         let degraded_total = inner.degraded_before + degraded_now;
-        let acknowledged = Arc::clone(&inner.acknowledged);
+        let acknowledged = Arc::clone(inner.watermark.position());
+        let acknowledged_inexact = inner.watermark.inexact();
         let unresolved = inner.unresolved.iter().cloned().collect();
+        let commits_untracked = inner.untracked_why.clone();
         drop(inner);
 
         replicas.sort_by_key(|r| r.server_id);
@@ -223,10 +233,13 @@ impl Durability {
                 .collect(),
             departed,
             acknowledged,
+            acknowledged_inexact,
             failover_candidates,
             not_candidates,
             released_without_quorum,
             unresolved,
+            stale_reports: self.stale_reports(),
+            commits_untracked,
         }
     }
 }

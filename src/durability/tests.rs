@@ -18,6 +18,7 @@ fn gtid(seq_no: u64) -> Gtid {
 fn commit(seqs: &[u64]) -> Commit {
     Commit {
         connection_id: 1,
+        epoch: 1,
         gtids: seqs.iter().map(|&s| gtid(s)).collect(),
         unresolved: None,
         kind: crate::commit::WaitKind::Commit,
@@ -247,6 +248,7 @@ async fn passthrough_never_waits_and_unknown_gtids_are_not_waited_for() {
     let d = service(1, OnTimeout::Block);
     let unresolved = Commit {
         connection_id: 1,
+        epoch: 1,
         gtids: vec![],
         unresolved: Some(crate::commit::Unresolved::HiddenBeforeInfile),
         kind: crate::commit::WaitKind::Commit,
@@ -516,11 +518,14 @@ async fn failover_candidates_are_the_replicas_holding_every_commit_acknowledged_
     let status = d.status();
     assert_eq!(status.acknowledged.to_string(), "0-1-1");
     assert_eq!(status.failover_candidates, vec![2], "only a has it");
-    // b goes ahead of a, then leaves: still a candidate, as last known.
+    // b goes ahead of a: the quorum (of one) holds 0-1-2 now, whoever committed it, and a,
+    // which lacks it, is no candidate. b leaves: still the candidate, as last known.
     b.acknowledged(at(200), Some(at(200)), None).unwrap();
+    assert_eq!(d.status().acknowledged.to_string(), "0-1-2");
+    assert_eq!(d.status().failover_candidates, vec![3]);
     drop(b);
     let second = park(&d, commit(&[2])).await;
-    assert_eq!(d.status().failover_candidates, vec![2, 3]);
+    assert_eq!(d.status().failover_candidates, vec![3]);
     a.acknowledged(at(200), Some(at(200)), None).unwrap();
     assert_eq!(second.await.unwrap(), Release::Proceed);
     let status = d.status();
@@ -535,6 +540,7 @@ fn in_domain(domain: u32, seq_no: u64) -> Gtid {
 fn commit_of(gtids: &[Gtid]) -> Commit {
     Commit {
         connection_id: 1,
+        epoch: 1,
         gtids: gtids.to_vec(),
         unresolved: None,
         kind: crate::commit::WaitKind::Commit,
@@ -682,6 +688,7 @@ async fn an_unresolved_commit_waits_for_what_was_learnt_and_is_counted_and_liste
     r.transaction_relayed(Some(gtid(3)), at(300));
     let partly_known = Commit {
         connection_id: 42,
+        epoch: 1,
         gtids: vec![gtid(3)],
         unresolved: Some(crate::commit::Unresolved::HeldPastLimit { limit: 10 }),
         kind: crate::commit::WaitKind::Commit,
@@ -1080,16 +1087,115 @@ async fn a_new_primary_starts_the_positions_again() {
     a.acknowledged(at(900), Some(at(900)), None).unwrap();
     // The pipe outlives the drain (a replica that takes nothing): its registration stays.
     d.fence(1, Duration::from_millis(10)).await;
-    d.unfence();
+    assert!(
+        d.open_epoch(2, "db2:3306".into(), Duration::from_millis(10))
+            .await
+    );
+    assert_eq!((d.epoch_number(), d.epoch().primary()), (2, "db2:3306"));
     assert_eq!(d.status().quorum_position, None);
-    // The new primary's binlog starts low: 500 there is not 500 of the old one, which the
-    // replica had passed. Its commit waits for an ACK in the new binlog.
-    let waiting = park(&d, commit(&[7])).await;
-    a.transaction_relayed(Some(gtid(7)), at(500));
+    // The replica's dump of the new epoch: the new primary's binlog starts low, and 500
+    // there is not 500 of the old one, which the replica had passed. A commit waits for an
+    // ACK in the new binlog.
+    let b = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let new = |seqs: &[u64]| Commit {
+        epoch: 2,
+        gtids: seqs.iter().map(|&s| Gtid::maria(0, 2, s)).collect(),
+        ..commit(seqs)
+    };
+    let waiting = park(&d, new(&[7])).await;
+    b.transaction_relayed(Some(Gtid::maria(0, 2, 7)), at(500));
     settle().await;
     assert!(!waiting.is_finished(), "released by the old binlog's ACK");
+    // What the old epoch's pipe says now is ignored, and counted.
+    a.transaction_relayed(Some(Gtid::maria(0, 2, 7)), at(600));
+    a.acknowledged(at(600), Some(at(600)), None).unwrap();
+    settle().await;
+    assert!(!waiting.is_finished(), "released by an old epoch's ACK");
+    assert_eq!(d.stale_reports(), 2);
+    b.acknowledged(at(500), Some(at(500)), None).unwrap();
+    assert_eq!(waiting.await.unwrap(), Release::Proceed);
+}
+
+/// A statement of the old epoch, on its way when the follow came: its commit happened on the
+/// retired primary and is never acknowledged, whatever the replicas hold; it joins the tail.
+#[tokio::test(start_paused = true)]
+async fn a_commit_of_a_retired_epoch_is_never_acknowledged() {
+    let d = service(1, OnTimeout::Degrade);
+    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    d.fence(1, Duration::from_millis(10)).await;
+    d.open_epoch(2, "db2:3306".into(), Duration::from_millis(10))
+        .await;
+    drop(a);
+    let b = d.admit_replica(2, addr(), true, state("0-1-11"));
+    // The new replica holds 0-1-11 by its connect state; still, it was committed in epoch 1.
+    match Arc::clone(&d).wait(commit(&[11])).await {
+        Release::Fail(error) => {
+            assert_eq!(error.cause, crate::commit::Cutoff::Fenced { epoch: 1 });
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(d.outcome(&gtid(11)), GtidOutcome::Tail);
+    drop(b);
+}
+
+/// Writes to the primary pass a gate: refused once the epoch is fenced (unless reads go on)
+/// or over, and the fence waits for those under way.
+#[tokio::test(start_paused = true)]
+async fn the_fence_waits_for_writes_under_way_and_refuses_new_ones() {
+    let d = service(1, OnTimeout::Block);
+    let pass = d.pass(1, false).expect("epoch 1, not fenced");
+    d.raise_fence(1);
+    assert_eq!(d.pass(1, false).err(), Some(Refused::Fenced { epoch: 1 }));
+    assert!(d.pass(1, true).is_ok(), "fenced_reads: statements go on");
+    // The write under way holds the drain until it is done (or the drain runs out).
+    assert!(!d.drain_fence(Duration::from_millis(20), true).await);
+    let drained = tokio::spawn({
+        let d = Arc::clone(&d);
+        async move { d.drain_fence(Duration::from_secs(5), true).await }
+    });
+    settle().await;
+    assert!(!drained.is_finished());
+    drop(pass);
+    assert!(drained.await.unwrap());
+    d.open_epoch(2, "db2:3306".into(), Duration::from_millis(10))
+        .await;
+    assert_eq!(
+        d.pass(1, true).err(),
+        Some(Refused::Retired { epoch: 1, now: 2 })
+    );
+    assert!(d.pass(2, false).is_ok());
+    // A dump of the old epoch is not admitted.
+    assert!(d
+        .admit(1, 2, addr(), true, GtidPosition::default())
+        .is_err());
+}
+
+/// The watermark holds every transaction the quorum passed, whoever committed it: no gap
+/// where strongsync's clients did not commit.
+#[tokio::test(start_paused = true)]
+async fn the_watermark_takes_every_transaction_the_quorum_holds() {
+    let d = service(1, OnTimeout::Block);
+    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let mysql = |n: u64| -> Gtid {
+        format!("3e11fa47-71ca-11e1-9e33-c80aa9429562:{n}")
+            .parse()
+            .unwrap()
+    };
+    // A client's commits (2, 4) and direct writes (1, 3, 5) interleave.
+    for n in 1..=5 {
+        a.transaction_relayed(Some(mysql(n)), at(n * 100));
+    }
+    let waiting = park(&d, commit_of(&[mysql(4)])).await;
     a.acknowledged(at(500), Some(at(500)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
+    let status = d.status();
+    assert_eq!(
+        status.acknowledged.to_string(),
+        "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
+    );
+    for n in 1..=5 {
+        assert_eq!(d.outcome(&mysql(n)), GtidOutcome::Acknowledged, "{n}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

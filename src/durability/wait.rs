@@ -47,6 +47,8 @@ struct Park<'a> {
     kind: WaitKind,
     /// The quorum its session asked for, if it did.
     asked: Option<usize>,
+    /// The epoch of its session's connection.
+    epoch: u64,
     slot: Option<usize>,
     /// The settings of the last look (none before the first).
     config: Option<Arc<DurabilityConfig>>,
@@ -73,7 +75,10 @@ impl Durability {
     pub(super) async fn wait(self: Arc<Self>, commit: Commit) -> Release {
         // Relaying only, nothing waits; but nothing of a fenced primary is acknowledged, even
         // then (the look says so).
-        if self.fast.passthrough.load(Ordering::Relaxed) && !self.fenced() {
+        if self.fast.passthrough.load(Ordering::Relaxed)
+            && !self.fenced()
+            && commit.epoch == self.epoch_number()
+        {
             return Release::Proceed;
         }
         let gtids = followed(&commit.gtids);
@@ -81,7 +86,8 @@ impl Durability {
         let mut parked = Parked::new(&self, commit.kind);
         // A session's own quorum is for its commits; what a read may reveal is others'.
         let asked = commit.quorum.filter(|_| commit.kind == WaitKind::Commit);
-        let (outcome, release, quorum) = self.decide(&gtids, asked, &mut parked).await;
+        let (outcome, release, quorum) =
+            self.decide(&gtids, asked, commit.epoch, &mut parked).await;
         // A commit's error names what it committed, not the others' transactions its
         // response was also bounded by.
         let release = match release {
@@ -146,6 +152,7 @@ impl Durability {
         &self,
         gtids: &[Gtid],
         asked: Option<usize>,
+        epoch: u64,
         parked: &mut Parked<'_>,
     ) -> (Outcome, Release, usize) {
         let mut park = Park {
@@ -153,6 +160,7 @@ impl Durability {
             gtids,
             kind: parked.kind,
             asked,
+            epoch,
             slot: None,
             config: None,
             quorum: 0,
@@ -182,15 +190,37 @@ impl Durability {
     fn look(
         &self,
         inner: &mut Inner,
-        gtids: &[Gtid],
-        kind: WaitKind,
-        asked: Option<usize>,
+        park: &Park<'_>,
         waker: &std::task::Waker,
     ) -> (Look, Arc<DurabilityConfig>, usize) {
         let config = Arc::clone(&inner.config);
-        let k = config.session_quorum(asked).get();
-        let look = self.look_under(inner, &config, gtids, kind, k, waker);
+        let k = config.session_quorum(park.asked).get();
+        let look = if inner.epoch.number() != park.epoch {
+            // Committed on a primary strongsync no longer follows (the session's statement was
+            // on its way when the follow came): never acknowledged, part of the old epoch's
+            // tail. Its epoch was fenced before it ended.
+            Self::retired(inner, park.gtids, park.kind, k, park.epoch)
+        } else {
+            self.look_under(inner, &config, park.gtids, park.kind, k, waker)
+        };
         (look, config, k)
+    }
+
+    fn retired(inner: &mut Inner, gtids: &[Gtid], kind: WaitKind, k: usize, epoch: u64) -> Look {
+        if kind == WaitKind::Commit {
+            for gtid in gtids {
+                inner.tail.insert(*gtid);
+            }
+            inner.changed();
+        }
+        let error = NotAcknowledged {
+            gtids: list(gtids),
+            quorum: k,
+            waited: Duration::ZERO,
+            cause: Cutoff::Fenced { epoch },
+            read: kind == WaitKind::Read,
+        };
+        Look::Released(Outcome::Fenced, Release::Fail(error))
     }
 
     fn look_under(
@@ -207,7 +237,7 @@ impl Durability {
             let rule = config.rule().with_count(k.max(1));
             if matches!(inner.plan(gtids, &rule), Plan::Held) {
                 for gtid in gtids {
-                    Arc::make_mut(&mut inner.acknowledged).advance(*gtid);
+                    inner.watermark.take(*gtid);
                 }
                 return Look::Released(Outcome::Quorum, Release::Proceed);
             }
@@ -261,7 +291,7 @@ impl Durability {
         match inner.plan(gtids, &rule) {
             Plan::Held => {
                 for gtid in gtids {
-                    Arc::make_mut(&mut inner.acknowledged).advance(*gtid);
+                    inner.watermark.take(*gtid);
                 }
                 Look::Released(Outcome::Quorum, Release::Proceed)
             }
@@ -381,9 +411,7 @@ impl Park<'_> {
                 },
             };
             if look {
-                let (look, config, quorum) =
-                    self.durability
-                        .look(&mut inner, self.gtids, self.kind, self.asked, cx.waker());
+                let (look, config, quorum) = self.durability.look(&mut inner, self, cx.waker());
                 self.config = Some(config);
                 self.quorum = quorum;
                 match look {

@@ -1,7 +1,7 @@
-//! A server that is to become the primary, looked at before it does (by follow, with the probe
-//! account; by promote, with the failover account): which flavour it is, what it holds and has
-//! received, whether it is writable and whether it replicates. On MariaDB reading the channels
-//! needs `SLAVE MONITOR`; on MySQL `REPLICATION CLIENT` covers them.
+//! A server that is to become the primary (or is the one followed), looked at: follow and the
+//! identity check log in with the probe account, promote with the failover account, and ask
+//! the flavour's questions (see [`crate::flavour::Inspected`]): who it is, what it holds and
+//! has received, whether it is writable, whether it still replicates.
 
 use std::time::Duration;
 
@@ -9,15 +9,20 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 use strongsync_proto::gtid::GtidPosition;
 
+use super::error::CandidateError;
 use crate::config::ProbeAccount;
-use crate::flavour::Flavour;
+use crate::flavour::{Flavour, GtidModeProblem, Inspected, ServerIdentity};
 use crate::probe::opts_for;
 
 /// What the server said.
 #[derive(Debug, Clone)]
 pub struct Candidate {
     pub flavour: Flavour,
-    /// Every GTID it holds: its binlog's and (MariaDB) the ones it applied as a replica.
+    /// Who it is, however its address is spelt.
+    pub identity: ServerIdentity,
+    /// `host:port` as it names itself.
+    pub name: String,
+    /// Every GTID it holds.
     pub holds: GtidPosition,
     /// What it will hold once it has applied everything it received: `holds` and what its
     /// channels received.
@@ -28,30 +33,23 @@ pub struct Candidate {
     pub replicating: Vec<String>,
     /// It has a replication channel at all, running or not.
     pub configured: bool,
-}
-
-/// The column of the channels' rows with what the channel received (MariaDB `Gtid_IO_Pos`,
-/// MySQL `Retrieved_Gtid_Set`, which is `RECEIVED_TRANSACTION_SET`).
-fn received_column(flavour: Flavour) -> &'static str {
-    match flavour {
-        Flavour::MariaDb => "Gtid_IO_Pos",
-        Flavour::MySql => "Retrieved_Gtid_Set",
-    }
+    /// MySQL without a GTID for every transaction.
+    pub gtid_mode: Option<GtidModeProblem>,
 }
 
 /// Asks the server at `addr`, within `timeout`.
 ///
 /// # Errors
-/// Why it could not be asked, in words.
+/// [`CandidateError`]: why it could not be asked.
 pub async fn inspect(
     addr: &str,
     account: &ProbeAccount,
     timeout: Duration,
-) -> Result<Candidate, String> {
+) -> Result<Candidate, CandidateError> {
     let mut conn = connect(addr, account, timeout).await?;
     let asked = tokio::time::timeout(timeout, ask(&mut conn))
         .await
-        .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")));
+        .unwrap_or(Err(CandidateError::TimedOut(timeout)));
     let _ = conn.disconnect().await;
     asked
 }
@@ -59,83 +57,108 @@ pub async fn inspect(
 /// Logs in to the server at `addr` as `account`, within `timeout`.
 ///
 /// # Errors
-/// Why not, in words.
-pub(super) async fn connect(
+/// [`CandidateError::ConnectTimeout`], [`CandidateError::Login`].
+pub async fn connect(
     addr: &str,
     account: &ProbeAccount,
     timeout: Duration,
-) -> Result<Conn, String> {
+) -> Result<Conn, CandidateError> {
     tokio::time::timeout(timeout, Conn::new(opts_for(addr, account)))
         .await
-        .map_err(|_| format!("cannot connect to {addr} within {timeout:?}"))?
-        .map_err(|e| format!("cannot log in to {addr} as {}: {e}", account.user))
+        .map_err(|_| CandidateError::ConnectTimeout {
+            addr: addr.to_owned(),
+            timeout,
+        })?
+        .map_err(|source| CandidateError::Login {
+            addr: addr.to_owned(),
+            user: account.user.clone(),
+            source,
+        })
 }
 
-/// Which flavour the server on `conn` is.
-async fn flavour_of(conn: &mut Conn) -> Result<Flavour, String> {
-    let version: Option<String> = conn
-        .query_first("SELECT VERSION()")
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(if version.unwrap_or_default().contains("MariaDB") {
-        Flavour::MariaDb
-    } else {
-        Flavour::MySql
-    })
+const VERSION: &str = "SELECT VERSION()";
+
+fn query(query: &'static str) -> impl FnOnce(mysql_async::Error) -> CandidateError {
+    move |source| CandidateError::Query { query, source }
 }
 
-async fn ask(conn: &mut Conn) -> Result<Candidate, String> {
-    let flavour = flavour_of(conn).await?;
-    let row: Option<(String, String, u8, u8)> = conn
-        .query_first(flavour.candidate_query())
+/// Who the server on `conn` is and what it holds (no look at its channels), within `timeout`:
+/// what the watch of the primary asks, on a connection it keeps.
+///
+/// # Errors
+/// [`CandidateError`].
+pub async fn identify(
+    conn: &mut Conn,
+    timeout: Duration,
+) -> Result<(Flavour, Inspected), CandidateError> {
+    tokio::time::timeout(timeout, inspected_on(conn))
         .await
-        .map_err(|e| e.to_string())?;
-    let (binlog, applied, read_only, super_read_only) =
-        row.ok_or("it returned no row for its GTID position")?;
-    let mut holds = flavour
-        .parse_position(&binlog)
-        .map_err(|e| format!("its GTID position {binlog:?}: {e}"))?;
-    let applied = flavour
-        .parse_position(&applied)
-        .map_err(|e| format!("its applied GTID position {applied:?}: {e}"))?;
-    holds.extend(&applied);
+        .unwrap_or(Err(CandidateError::TimedOut(timeout)))
+}
+
+async fn inspected_on(conn: &mut Conn) -> Result<(Flavour, Inspected), CandidateError> {
+    let version: Option<String> = conn.query_first(VERSION).await.map_err(query(VERSION))?;
+    let flavour = Flavour::of_version(&version.ok_or(CandidateError::NoRow(VERSION))?);
+    let inspect = flavour.inspect_query();
+    let row: Row = conn
+        .query_first(inspect)
+        .await
+        .map_err(query(inspect))?
+        .ok_or(CandidateError::NoRow(inspect))?;
+    let values: Vec<Option<String>> = (0..row.len())
+        .map(|i| {
+            row.get_opt::<Option<String>, _>(i)
+                .and_then(Result::ok)
+                .flatten()
+        })
+        .collect();
+    let seen = flavour
+        .inspected(&values)
+        .map_err(|source| CandidateError::Unreadable {
+            what: "state",
+            source,
+        })?;
+    Ok((flavour, seen))
+}
+
+async fn ask(conn: &mut Conn) -> Result<Candidate, CandidateError> {
+    let (flavour, seen) = inspected_on(conn).await?;
     let (channels, running) = flavour.channels_query();
-    let rows: Vec<Row> = conn.query(channels).await.map_err(|e| {
-        format!("{channels} failed ({e}): the account needs the privilege to read it")
-    })?;
+    let rows: Vec<Row> = conn.query(channels).await.map_err(query(channels))?;
+    let (received_column, name_column) = flavour.channel_columns();
+    let text = |row: &Row, column: &str| {
+        row.get_opt::<String, _>(column)
+            .and_then(Result::ok)
+            .unwrap_or_default()
+    };
     let replicating = rows
         .iter()
         .filter(|row| {
-            running.iter().any(|column| {
-                row.get_opt::<String, _>(*column)
-                    .and_then(Result::ok)
-                    .is_some_and(|v| v.eq_ignore_ascii_case("yes"))
-            })
+            running
+                .iter()
+                .any(|column| text(row, column).eq_ignore_ascii_case("yes"))
         })
-        .map(|row| {
-            row.get_opt::<String, _>("Connection_name")
-                .or_else(|| row.get_opt::<String, _>("Channel_Name"))
-                .and_then(Result::ok)
-                .unwrap_or_default()
-        })
+        .map(|row| text(row, name_column))
         .collect();
-    let mut received = holds.clone();
-    let sets = rows.iter().filter_map(|row| {
-        row.get_opt::<String, _>(received_column(flavour))
-            .and_then(Result::ok)
-    });
-    for text in sets {
+    let mut received = seen.holds.clone();
+    for row in &rows {
         let set = flavour
-            .parse_position(&text)
-            .map_err(|e| format!("its received GTID position {text:?}: {e}"))?;
+            .parse_position(&text(row, received_column))
+            .map_err(|source| CandidateError::Unreadable {
+                what: "received GTID position",
+                source,
+            })?;
         received.extend(&set);
     }
     Ok(Candidate {
         flavour,
-        holds,
+        identity: seen.identity,
+        name: seen.name,
+        holds: seen.holds,
         received,
-        read_only: read_only != 0 || super_read_only != 0,
+        read_only: seen.read_only,
         replicating,
         configured: !rows.is_empty(),
+        gtid_mode: seen.gtid_mode,
     })
 }

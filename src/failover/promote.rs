@@ -1,79 +1,77 @@
 //! `strongsync promote`, for users without a failover manager: fence; look at every replica the
-//! config file gives an address for; pick the one that holds everything acknowledged and has
-//! received the most; stop its I/O thread and wait for it to apply what it received; stop and
-//! reset its replication and make it writable; follow it. Each step is logged, and a rerun after
-//! a failure midway picks up where it stopped: a replica already promoted (not replicating,
-//! writable, holding everything acknowledged) is taken as it is.
+//! config file gives an address for, passing over the primaries strongsync followed (by address
+//! or identity: the fenced primary listed as a replica under another name is not a candidate);
+//! pick the one that holds everything acknowledged and has received the most; stop its I/O
+//! thread and wait for it to apply what it received; stop and reset its replication and make
+//! it writable; follow it. Each step is logged, and a rerun after a failure midway picks up
+//! where it stopped: a replica already promoted (not replicating, writable, holding everything
+//! acknowledged) is taken as it is.
 
+use std::fmt;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use strongsync_proto::gtid::GtidPosition;
 use tracing::{info, warn};
 
-use super::candidate;
+use super::candidate::{self, Candidate};
+use super::error::{CandidateError, PromoteError};
 use crate::config::ProbeAccount;
-use crate::flavour::Flavour;
+use crate::flavour::ServerIdentity;
 
-/// What promote says to a replica of one flavour.
-struct Sql {
-    stop_io: &'static str,
-    /// Starts the SQL thread if it is stopped, so that the relay log is applied.
-    start_sql: &'static str,
-    /// `SELECT …(?, ?)`: 0 once it has applied a GTID position, within seconds.
-    wait_applied: &'static str,
-    make_primary: &'static str,
-}
-
-fn sql(flavour: Flavour) -> Sql {
-    match flavour {
-        Flavour::MariaDb => Sql {
-            stop_io: "STOP SLAVE IO_THREAD",
-            start_sql: "START SLAVE SQL_THREAD",
-            wait_applied: "SELECT MASTER_GTID_WAIT(?, ?)",
-            make_primary: "STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = 0",
-        },
-        Flavour::MySql => Sql {
-            stop_io: "STOP REPLICA IO_THREAD",
-            start_sql: "START REPLICA SQL_THREAD",
-            wait_applied: "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)",
-            make_primary: "STOP REPLICA; RESET REPLICA ALL; SET GLOBAL super_read_only = 0; SET GLOBAL read_only = 0",
-        },
-    }
-}
-
-/// One replica, as promote found it.
+/// One replica promote could take, as it found it.
 #[derive(Debug, Clone)]
 pub struct Looked {
     pub server_id: u32,
     pub address: String,
-    pub flavour: Flavour,
-    /// What it will hold once it applied everything it received.
-    pub received: GtidPosition,
-    /// It has replication configured (running or not): it is not a primary yet.
-    pub replicating: bool,
-    pub read_only: bool,
+    pub candidate: Candidate,
 }
+
+/// What promote saw of one replica.
+#[derive(Debug)]
+pub enum Seen {
+    /// It could be promoted: what it had received.
+    Received(GtidPosition),
+    /// It is a primary strongsync followed: by this address, or this identity.
+    Followed(String),
+    /// It could not be looked at.
+    Unreachable(CandidateError),
+}
+
+/// What promote saw of every replica, in the order of the config file.
+#[derive(Debug, Default)]
+pub struct LookedAt(pub Vec<(u32, Seen)>);
 
 /// Looks at the replica at `address` (see [`candidate::inspect`]).
 ///
 /// # Errors
-/// Why it could not be looked at, in words.
+/// [`CandidateError`].
 pub async fn look(
     server_id: u32,
     address: &str,
     account: &ProbeAccount,
     timeout: Duration,
-) -> Result<Looked, String> {
-    let seen = candidate::inspect(address, account, timeout).await?;
+) -> Result<Looked, CandidateError> {
+    let candidate = candidate::inspect(address, account, timeout).await?;
     Ok(Looked {
         server_id,
         address: address.to_owned(),
-        flavour: seen.flavour,
-        received: seen.received,
-        replicating: seen.configured,
-        read_only: seen.read_only,
+        candidate,
     })
+}
+
+/// Whether `looked` is one of `followed` (the fenced primary and the retired ones, by address
+/// and, where known, identity): such a server is never promoted.
+pub fn followed_as<'a>(
+    looked: &Looked,
+    followed: &'a [(String, Option<ServerIdentity>)],
+) -> Option<&'a str> {
+    followed
+        .iter()
+        .find(|(address, identity)| {
+            *address == looked.address || identity.as_ref() == Some(&looked.candidate.identity)
+        })
+        .map(|(address, _)| address.as_str())
 }
 
 /// Makes `chosen` a primary: stops its I/O thread, waits up to `apply` for it to apply what
@@ -81,23 +79,24 @@ pub async fn look(
 /// done.
 ///
 /// # Errors
-/// The step that failed, in words.
+/// [`PromoteError`]: the step that failed.
 pub async fn make_primary(
     chosen: &Looked,
     account: &ProbeAccount,
     timeout: Duration,
     apply: Duration,
-) -> Result<(), String> {
-    if !chosen.replicating && !chosen.read_only {
+) -> Result<(), PromoteError> {
+    let seen = &chosen.candidate;
+    if !seen.configured && !seen.read_only {
         info!(
             server_id = chosen.server_id,
             "promote: already a primary (a rerun): nothing to do"
         );
         return Ok(());
     }
-    let sql = sql(chosen.flavour);
+    let sql = seen.flavour.promote_sql();
     let mut conn = candidate::connect(&chosen.address, account, timeout).await?;
-    let step = |what: &'static str| move |e: mysql_async::Error| format!("{what}: {e}");
+    let step = |step: &'static str| move |source| PromoteError::Step { step, source };
     info!(
         server_id = chosen.server_id,
         "promote: stopping its I/O thread"
@@ -108,7 +107,7 @@ pub async fn make_primary(
     conn.query_drop(sql.start_sql)
         .await
         .map_err(step("starting its SQL thread"))?;
-    let received = chosen.received.to_string();
+    let received = seen.received.to_string();
     info!(server_id = chosen.server_id, %received, ?apply, "promote: waiting for it to apply what it received");
     let waited: Option<i64> = conn
         .exec_first(sql.wait_applied, (received.clone(), apply.as_secs().max(1)))
@@ -116,9 +115,7 @@ pub async fn make_primary(
         .map_err(step("waiting for it to apply its relay log"))?;
     if waited != Some(0) {
         warn!(server_id = chosen.server_id, %received, "promote: it did not apply what it received in time; nothing more is changed");
-        return Err(format!(
-            "it did not apply {received} within {apply:?} (failover.promote_apply_timeout); its replication is stopped (I/O thread) and nothing else changed: rerun promote"
-        ));
+        return Err(PromoteError::NotApplied { received, apply });
     }
     info!(
         server_id = chosen.server_id,
@@ -131,28 +128,62 @@ pub async fn make_primary(
     Ok(())
 }
 
-/// The replica to promote among `looked`: one that holds everything `acknowledged` holds, of
-/// those the one that received the most (the lowest `server_id` of equals). `None` if none
-/// holds it all.
+/// The replica to promote among `looked`: one that holds everything `acknowledged` holds
+/// (by identity), of those the one that received the most (the lowest `server_id` of equals).
+/// `None` if none holds it all.
 pub fn choose<'a>(looked: &'a [Looked], acknowledged: &GtidPosition) -> Option<&'a Looked> {
     looked
         .iter()
-        .filter(|l| l.received.covers(acknowledged))
-        .max_by_key(|l| (l.received.count(), std::cmp::Reverse(l.server_id)))
+        .filter(|l| l.candidate.received.covers(acknowledged))
+        .max_by_key(|l| (l.candidate.received.count(), std::cmp::Reverse(l.server_id)))
+}
+
+impl fmt::Display for LookedAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (server_id, seen)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{server_id}: {seen}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Seen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Seen::Received(received) => write!(f, "received {received:#}"),
+            Seen::Followed(address) => write!(
+                f,
+                "the primary strongsync followed as {address} (fenced or retired; strongsync reinstate makes it a candidate again)"
+            ),
+            Seen::Unreachable(problem) => write!(f, "{problem}"),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flavour::Flavour;
 
     fn looked(server_id: u32, received: &str) -> Looked {
+        let received = GtidPosition::parse(received.as_bytes()).unwrap();
         Looked {
             server_id,
             address: format!("10.0.0.{server_id}:3306"),
-            flavour: Flavour::MariaDb,
-            received: GtidPosition::parse(received.as_bytes()).unwrap(),
-            replicating: true,
-            read_only: true,
+            candidate: Candidate {
+                flavour: Flavour::MariaDb,
+                identity: ServerIdentity::MariaDb { server_id },
+                name: format!("db{server_id}:3306"),
+                holds: received.clone(),
+                received,
+                read_only: true,
+                replicating: vec![String::new()],
+                configured: true,
+                gtid_mode: None,
+            },
         }
     }
 
@@ -168,6 +199,10 @@ mod tests {
             (&[(2, "0-1-9"), (3, "0-1-8")], None),
             // Two domains: what was received in both counts.
             (&[(2, "0-1-10,1-1-5"), (3, "0-1-12")], Some(2)),
+            // A replica that received more of another server's history does not hold server
+            // 1's acknowledged GTID (a fenced primary's tail, a history numbered far ahead).
+            (&[(2, "0-1-10"), (3, "0-4-1000000")], Some(2)),
+            (&[(2, "0-1-9"), (3, "0-4-1000000")], None),
             (&[], None),
         ];
         for (replicas, want) in cases {
@@ -178,5 +213,33 @@ mod tests {
                 "{replicas:?}"
             );
         }
+    }
+
+    /// The case: a replica holding epoch 1's fenced tail 0-1-101..105 against epoch
+    /// 2's acknowledged 0-2-103 is not taken; the rejoined old primary holding 0-2-103 is.
+    #[test]
+    fn a_replica_holding_a_fenced_tail_does_not_cover_the_next_epochs_commits() {
+        let acked = GtidPosition::parse(b"0-2-103").unwrap();
+        let tail = looked(3, "0-1-105");
+        let rejoined = looked(1, "0-2-103");
+        let both = [tail, rejoined];
+        assert_eq!(choose(&both, &acked).map(|l| l.server_id), Some(1));
+    }
+
+    #[test]
+    fn the_fenced_primary_under_another_name_is_followed_already() {
+        let l = looked(1, "0-1-10");
+        let fenced = vec![(
+            "db1.example:3306".to_owned(),
+            Some(ServerIdentity::MariaDb { server_id: 1 }),
+        )];
+        assert_eq!(followed_as(&l, &fenced), Some("db1.example:3306"));
+        let other = vec![(
+            "db9:3306".to_owned(),
+            Some(ServerIdentity::MariaDb { server_id: 9 }),
+        )];
+        assert_eq!(followed_as(&l, &other), None);
+        let by_address = vec![("10.0.0.1:3306".to_owned(), None)];
+        assert_eq!(followed_as(&l, &by_address), Some("10.0.0.1:3306"));
     }
 }

@@ -1,8 +1,10 @@
-//! The state file: strongsync's epoch, the primary it follows and those it retired, the fence,
-//! and strong sync's positions ([`Persisted`]), as JSON. Written whole to a temporary file,
-//! synced and renamed over the old one, so a crash leaves the old file or the new one, never a
-//! mix. A file that cannot be read stops strongsync from starting: forgetting a fence would
-//! open the old primary again.
+//! The state file: strongsync's epoch, the primary it follows and those it retired (each by
+//! address and, once known, identity), the fence, and strong sync's positions ([`Persisted`]),
+//! as JSON. Written whole to a temporary file, synced and renamed over the old one, so a crash
+//! leaves the old file or the new one, never a mix. A configured file that is missing or cannot
+//! be read stops strongsync from starting: forgetting a fence would open the old primary again,
+//! and a fresh epoch 1 would follow a primary that may be retired. A new deployment creates it
+//! ([`State::create`], `strongsync init-state`).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -12,9 +14,10 @@ use strongsync_proto::gtid::{GtidPosition, GtidSet};
 use thiserror::Error;
 
 use crate::durability::{Fence, Persisted, PersistedReplica};
+use crate::flavour::ServerIdentity;
 
-/// The file's format version.
-const VERSION: u32 = 1;
+/// The format version written; the one before (no identities) is still read.
+const VERSION: u32 = 2;
 
 /// Largest state file read back (its sets are bounded; anything larger is not ours).
 const MAX_LEN: u64 = 64 << 20;
@@ -25,16 +28,38 @@ pub struct State {
     /// Raised by every follow.
     pub epoch: u64,
     /// The primary followed in `epoch`.
-    pub primary: String,
+    pub primary: KnownPrimary,
     /// Primaries followed before: never followed again without the operator saying so.
-    pub retired: Vec<String>,
+    pub retired: Vec<KnownPrimary>,
     /// Strong sync's part.
     pub durability: Persisted,
+}
+
+/// A primary strongsync follows or followed: the address it was followed by, and who it is
+/// (learnt from the server itself, so that another spelling of it is known too).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KnownPrimary {
+    /// `HOST:PORT` or a Unix socket's path, as it was followed.
+    pub address: String,
+    /// Its identity, once it was asked.
+    pub identity: Option<ServerIdentity>,
 }
 
 /// A state file that cannot be used.
 #[derive(Debug, Error)]
 pub enum StateError {
+    /// It is configured and missing.
+    #[error("state file {} does not exist: strongsync starts only from the state it kept (a fresh start could forget a fence, an epoch or a retired primary); for a new deployment create it with `strongsync init-state --config FILE`", path.display())]
+    Missing {
+        /// The file.
+        path: PathBuf,
+    },
+    /// `strongsync init-state` found one already.
+    #[error("state file {} exists already: init-state creates only a new one", path.display())]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
     /// Reading or writing failed.
     #[error("state file {path}: {source}")]
     Io {
@@ -59,8 +84,11 @@ struct OnDisk {
     version: u32,
     epoch: u64,
     primary: String,
+    /// `mariadb:<server_id>` or `mysql:<server_uuid>`.
     #[serde(default)]
-    retired: Vec<String>,
+    primary_identity: Option<String>,
+    #[serde(default)]
+    retired: Vec<RetiredOnDisk>,
     /// The epoch fenced, if the fence is up.
     fenced_epoch: Option<u64>,
     #[serde(default)]
@@ -68,9 +96,24 @@ struct OnDisk {
     #[serde(default)]
     acknowledged: String,
     #[serde(default)]
+    acknowledged_set: String,
+    #[serde(default)]
+    acknowledged_inexact: bool,
+    #[serde(default)]
     released_without_quorum: String,
     #[serde(default)]
     replicas: Vec<ReplicaOnDisk>,
+}
+
+/// A retired primary: an address (version 1), or an address and identity.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+enum RetiredOnDisk {
+    Address(String),
+    Known {
+        address: String,
+        identity: Option<String>,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -85,18 +128,51 @@ struct ReplicaOnDisk {
 // === impl State ===
 
 impl State {
-    /// Reads the file at `path`; `None` if there is none yet.
+    /// A new deployment's state: epoch 1, following `primary`, nothing fenced or retired.
+    pub fn fresh(primary: &str) -> State {
+        State {
+            epoch: 1,
+            primary: KnownPrimary {
+                address: primary.to_owned(),
+                identity: None,
+            },
+            ..State::default()
+        }
+    }
+
+    /// Writes a new deployment's state file at `path` (see [`fresh`](Self::fresh)).
     ///
     /// # Errors
-    /// [`StateError`] if it exists and cannot be read or understood.
-    pub fn load(path: &Path) -> Result<Option<State>, StateError> {
+    /// [`StateError::Exists`] if there is one already; [`StateError::Io`].
+    pub fn create(path: &Path, primary: &str) -> Result<(), StateError> {
+        if path.try_exists().map_err(|source| StateError::Io {
+            path: path.to_owned(),
+            source,
+        })? {
+            return Err(StateError::Exists {
+                path: path.to_owned(),
+            });
+        }
+        State::fresh(primary).save(path)
+    }
+
+    /// Reads the file at `path`.
+    ///
+    /// # Errors
+    /// [`StateError::Missing`] if there is none; [`StateError`] if it cannot be read or
+    /// understood.
+    pub fn load(path: &Path) -> Result<State, StateError> {
         let io_error = |source| StateError::Io {
             path: path.to_owned(),
             source,
         };
         let file = match std::fs::File::open(path) {
             Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(StateError::Missing {
+                    path: path.to_owned(),
+                })
+            }
             Err(e) => return Err(io_error(e)),
         };
         let mut text = String::new();
@@ -110,7 +186,7 @@ impl State {
             return Err(corrupt(format!("larger than {MAX_LEN} bytes")));
         }
         let disk: OnDisk = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
-        State::from_disk(disk).map(Some).map_err(corrupt)
+        State::from_disk(disk).map_err(corrupt)
     }
 
     /// Writes the file at `path` (the temporary file beside it, synced, renamed over it, the
@@ -143,11 +219,22 @@ impl State {
         OnDisk {
             version: VERSION,
             epoch: self.epoch,
-            primary: self.primary.clone(),
-            retired: self.retired.clone(),
+            primary: self.primary.address.clone(),
+            primary_identity: self.primary.identity.map(|i| i.key()),
+            retired: self
+                .retired
+                .iter()
+                .map(|r| RetiredOnDisk::Known {
+                    address: r.address.clone(),
+                    identity: r.identity.map(|i| i.key()),
+                })
+                .collect(),
             fenced_epoch: d.fence.map(|fence| fence.epoch),
             tail: d.tail.to_string(),
-            acknowledged: d.acknowledged.to_string(),
+            // Every MariaDB server's newest, not only each domain's: identities are kept.
+            acknowledged: format!("{:#}", d.acknowledged),
+            acknowledged_set: d.acknowledged_set.to_string(),
+            acknowledged_inexact: d.acknowledged_inexact,
             released_without_quorum: d.released_without_quorum.to_string(),
             replicas: d
                 .replicas
@@ -156,19 +243,25 @@ impl State {
                     server_id: r.server_id,
                     address: r.address.clone(),
                     semisync: r.semisync,
-                    held: r.held.to_string(),
+                    held: format!("{:#}", r.held),
                 })
                 .collect(),
         }
     }
 
     fn from_disk(disk: OnDisk) -> Result<State, String> {
-        if disk.version != VERSION {
+        if !(1..=VERSION).contains(&disk.version) {
             return Err(format!(
-                "format version {} (this strongsync reads {VERSION})",
+                "format version {} (this strongsync reads 1 to {VERSION})",
                 disk.version
             ));
         }
+        let identity = |key: Option<String>| {
+            key.map(|key| {
+                ServerIdentity::from_key(&key).ok_or_else(|| format!("server identity {key:?}"))
+            })
+            .transpose()
+        };
         let set = |what: &str, text: &str| GtidSet::parse(text).map_err(|e| format!("{what}: {e}"));
         let replicas = disk
             .replicas
@@ -182,13 +275,35 @@ impl State {
                 })
             })
             .collect::<Result<_, String>>()?;
+        let retired = disk
+            .retired
+            .into_iter()
+            .map(|r| match r {
+                RetiredOnDisk::Address(address) => Ok(KnownPrimary {
+                    address,
+                    identity: None,
+                }),
+                RetiredOnDisk::Known {
+                    address,
+                    identity: key,
+                } => Ok(KnownPrimary {
+                    address,
+                    identity: identity(key)?,
+                }),
+            })
+            .collect::<Result<_, String>>()?;
         Ok(State {
             epoch: disk.epoch,
-            primary: disk.primary,
-            retired: disk.retired,
+            primary: KnownPrimary {
+                address: disk.primary,
+                identity: identity(disk.primary_identity)?,
+            },
+            retired,
             durability: Persisted {
                 acknowledged: position(&disk.acknowledged)
                     .map_err(|e| format!("acknowledged: {e}"))?,
+                acknowledged_set: set("acknowledged_set", &disk.acknowledged_set)?,
+                acknowledged_inexact: disk.acknowledged_inexact,
                 released_without_quorum: set(
                     "released_without_quorum",
                     &disk.released_without_quorum,
@@ -222,10 +337,18 @@ mod tests {
         released.insert("0-1-7".parse().unwrap());
         State {
             epoch: 3,
-            primary: "10.0.0.2:3306".into(),
-            retired: vec!["10.0.0.1:3306".into()],
+            primary: KnownPrimary {
+                address: "10.0.0.2:3306".into(),
+                identity: Some(ServerIdentity::MariaDb { server_id: 2 }),
+            },
+            retired: vec![KnownPrimary {
+                address: "10.0.0.1:3306".into(),
+                identity: Some(ServerIdentity::MariaDb { server_id: 1 }),
+            }],
             durability: Persisted {
-                acknowledged: GtidPosition::parse(b"0-1-11,1-1-4").unwrap(),
+                acknowledged: GtidPosition::parse(b"0-1-11,0-2-14,1-1-4").unwrap(),
+                acknowledged_set: GtidSet::parse("0-1-1..11,0-2-12..14,1-1-4").unwrap(),
+                acknowledged_inexact: false,
                 released_without_quorum: released,
                 replicas: vec![PersistedReplica {
                     server_id: 2,
@@ -243,16 +366,51 @@ mod tests {
     fn reads_back_what_it_wrote() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.json");
-        assert_eq!(State::load(&path).unwrap(), None);
+        assert!(matches!(
+            State::load(&path),
+            Err(StateError::Missing { .. })
+        ));
         let state = sample();
         state.save(&path).unwrap();
-        assert_eq!(State::load(&path).unwrap(), Some(state.clone()));
+        assert_eq!(State::load(&path).unwrap(), state.clone());
         // Saved again over itself: the rename replaces it whole.
         let mut next = state;
         next.durability.fence = None;
         next.save(&path).unwrap();
-        assert_eq!(State::load(&path).unwrap(), Some(next));
+        assert_eq!(State::load(&path).unwrap(), next);
         assert!(!dir.path().join("state.json.tmp").exists());
+    }
+
+    #[test]
+    fn a_new_deployment_creates_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        State::create(&path, "db1:3306").unwrap();
+        assert_eq!(State::load(&path).unwrap(), State::fresh("db1:3306"));
+        assert!(matches!(
+            State::create(&path, "db2:3306"),
+            Err(StateError::Exists { .. })
+        ));
+        assert_eq!(State::load(&path).unwrap().primary.address, "db1:3306");
+    }
+
+    /// A file of the first format (retired primaries by address only) is still read.
+    #[test]
+    fn reads_the_first_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        std::fs::write(
+            &path,
+            r#"{"version":1,"epoch":2,"primary":"db2:3306","retired":["db1:3306"],"fenced_epoch":null,"acknowledged":"0-1-40"}"#,
+        )
+        .unwrap();
+        let state = State::load(&path).unwrap();
+        assert_eq!(state.retired[0].address, "db1:3306");
+        assert_eq!(
+            (state.retired[0].identity, state.primary.identity),
+            (None, None)
+        );
+        assert_eq!(state.durability.acknowledged.to_string(), "0-1-40");
     }
 
     #[test]
@@ -262,11 +420,15 @@ mod tests {
         let cases = [
             "",
             "{",
-            r#"{"version":2,"epoch":1,"primary":"p","fenced_epoch":null}"#,
+            "garbage\n",
+            r#"{"version":3,"epoch":1,"primary":"p","fenced_epoch":null}"#,
+            r#"{"version":2,"epoch":1,"primary":"p","fenced_epoch":null,"primary_identity":"x"}"#,
             r#"{"version":1,"epoch":1,"primary":"p","fenced_epoch":null,"acknowledged":"x-y"}"#,
             r#"{"version":1,"epoch":1,"primary":"p","fenced_epoch":null,"surprise":1}"#,
         ];
-        for text in cases {
+        let whole = serde_json::to_string(&sample().to_disk()).unwrap();
+        let truncated = &whole[..whole.len() / 2];
+        for text in cases.into_iter().chain([truncated]) {
             std::fs::write(&path, text).unwrap();
             assert!(
                 matches!(State::load(&path), Err(StateError::Corrupt { .. })),

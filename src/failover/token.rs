@@ -1,9 +1,11 @@
 //! The admin token: read from a file at start, compared in constant time, never logged. The
 //! admin calls that change anything (fence, follow, promote) need it; without a token file
 //! they are refused, since a call that redirects the proxy must never be open to whoever can
-//! reach the admin port.
+//! reach the admin port. A token file its group or others may read is refused, as ssh refuses
+//! such a private key: anyone on the host could take the token.
 
 use std::fmt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use subtle::ConstantTimeEq;
@@ -34,13 +36,24 @@ impl AdminToken {
     /// Reads the token from `path` (a trailing newline is ignored).
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] for a file that cannot be read or a token shorter than 16
-    /// bytes.
+    /// [`ConfigError::Invalid`] for a file that cannot be read, that its group or others may
+    /// read or write, or a token shorter than 16 bytes.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
         let invalid = |problem: String| ConfigError::Invalid {
             key: "failover.admin_token_file",
             problem,
         };
+        let mode = std::fs::metadata(path)
+            .map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(invalid(format!(
+                "{} is open to its group or others (mode {:04o}): anyone on the host could take the token; make it readable by strongsync's user only (chmod 600)",
+                path.display(),
+                mode & 0o7777
+            )));
+        }
         let text = std::fs::read(path)
             .map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))?;
         let token = text
@@ -108,11 +121,17 @@ impl fmt::Display for Refusal {
 mod tests {
     use super::*;
 
+    /// Writes `text` to a file only its owner may read.
+    fn private(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
     #[test]
     fn only_the_configured_token_passes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
-        std::fs::write(&path, "s3cret-token-0123456789\n").unwrap();
+        private(&path, "s3cret-token-0123456789\n");
         let token = AdminToken::read(&path).unwrap();
         assert_eq!(format!("{token:?}"), "AdminToken(..)");
         type Case<'a> = (
@@ -159,9 +178,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
         for text in ["short\n", "", "two tokens-0123456789\n"] {
-            std::fs::write(&path, text).unwrap();
+            private(&path, text);
             assert!(AdminToken::read(&path).is_err(), "{text:?}");
         }
         assert!(AdminToken::read(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn a_token_file_others_may_read_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        private(&path, "s3cret-token-0123456789\n");
+        assert!(AdminToken::read(&path).is_ok());
+        for mode in [0o644, 0o640, 0o604, 0o620] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let error = AdminToken::read(&path).unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("mode {mode:04o}")) && error.contains("chmod 600"),
+                "{error}"
+            );
+        }
     }
 }

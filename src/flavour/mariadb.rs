@@ -33,10 +33,6 @@ use check::{
 /// MariaDB's error for a system variable it does not know.
 const ER_UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
 
-/// See [`Flavour::candidate_query`](super::Flavour::candidate_query).
-pub(super) const CANDIDATE_QUERY: &str =
-    "SELECT @@global.gtid_binlog_pos, @@global.gtid_slave_pos, @@global.read_only, 0";
-
 /// How far the primary's binlog reaches: MariaDB writes a transaction to its binlog before the
 /// statement's response leaves, so this position, read after a response arrived, bounds
 /// everything the response may have committed or revealed.

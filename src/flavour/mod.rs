@@ -4,7 +4,9 @@
 //!   hide one ([`Tracker`], one per session);
 //! - what the primary's binlog position reads as, the bound of what a response may have
 //!   committed or revealed ([`Flavour::bound_queries`]);
-//! - what a replica says it holds when it asks for the binlog ([`Flavour::dump_setup`]).
+//! - what a replica says it holds when it asks for the binlog ([`Flavour::dump_setup`]);
+//! - what failover asks a server that is to become the primary, and who it is
+//!   ([`ServerIdentity`], [`Flavour::inspect_query`]).
 //!
 //! GTIDs and positions themselves are in [`strongsync_proto::gtid`]. The relay and the replica
 //! pipes speak to the primary's flavour only through this module.
@@ -12,6 +14,7 @@
 mod asked;
 mod mariadb;
 mod mysql;
+mod server;
 #[cfg(test)]
 mod testing;
 
@@ -30,6 +33,7 @@ use crate::commit::Unresolved;
 use crate::durability::Durability;
 use crate::error::{Error, ReplicaSetupError};
 use crate::metrics::Metrics;
+pub use server::{GtidModeProblem, Inspected, PromoteSql, ServerIdentity};
 
 /// The kind of server the primary is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +118,9 @@ pub enum CheckReason {
     DomainSwitch,
     /// The statement names `@strongsync_quorum`.
     SessionQuorum,
+    /// The primary records transactions without a GTID (MySQL `gtid_mode` not `ON`): what a
+    /// response committed cannot be named, and is bounded without asking.
+    GtidModeOff,
 }
 
 /// What one OK packet told the tracker.
@@ -208,33 +215,6 @@ impl Flavour {
         }
     }
 
-    /// The query a replica's connection is asked just before its dump request goes to the
-    /// primary (see [`dump_setup`](Self::dump_setup)).
-    /// What a server that is to become the primary holds, and whether it is writable: one row
-    /// of the GTIDs in its binlog, the GTIDs it applied as a replica (empty on MySQL, whose
-    /// `gtid_executed` has both), `read_only`, and `super_read_only` (0 on MariaDB).
-    pub fn candidate_query(self) -> &'static str {
-        match self {
-            Flavour::MariaDb => mariadb::CANDIDATE_QUERY,
-            Flavour::MySql => mysql::CANDIDATE_QUERY,
-        }
-    }
-
-    /// Lists the replication channels of a server that is to become the primary, and the
-    /// columns saying whether each one's I/O and SQL threads run.
-    pub fn channels_query(self) -> (&'static str, [&'static str; 2]) {
-        match self {
-            Flavour::MariaDb => (
-                "SHOW ALL SLAVES STATUS",
-                ["Slave_IO_Running", "Slave_SQL_Running"],
-            ),
-            Flavour::MySql => (
-                "SHOW REPLICA STATUS",
-                ["Replica_IO_Running", "Replica_SQL_Running"],
-            ),
-        }
-    }
-
     /// Reads a GTID position as this flavour writes one.
     ///
     /// # Errors
@@ -246,6 +226,8 @@ impl Flavour {
         }
     }
 
+    /// The query a replica's connection is asked just before its dump request goes to the
+    /// primary (see [`dump_setup`](Self::dump_setup)).
     pub fn dump_query(self) -> &'static str {
         match self {
             Flavour::MariaDb => mariadb::DUMP_QUERY,
@@ -435,6 +417,7 @@ impl CheckReason {
             CheckReason::Untracked => "untracked",
             CheckReason::DomainSwitch => "domain_switch",
             CheckReason::SessionQuorum => "session_quorum",
+            CheckReason::GtidModeOff => "gtid_mode_off",
         }
     }
 }

@@ -54,10 +54,6 @@ const ENABLE: &str = "SET SESSION session_track_system_variables = \
 /// thousands of times in one statement) is bounded by the primary's position instead.
 const MAX_REPORTED: u64 = 256;
 
-/// See [`Flavour::candidate_query`](super::Flavour::candidate_query).
-pub(super) const CANDIDATE_QUERY: &str =
-    "SELECT @@global.gtid_executed, '', @@global.read_only, @@global.super_read_only";
-
 /// How far the primary's binlog reaches: its file and the end of the last group written to
 /// it. MySQL writes a transaction to its binlog before the engine commits it (and before its
 /// GTID is in `gtid_executed`, which other sessions can read behind what they see), so this
@@ -151,7 +147,11 @@ impl Tracker {
     }
 
     pub(super) fn checks_every_response(&self) -> Option<CheckReason> {
-        (!self.common.active).then_some(CheckReason::Untracked)
+        if self.common.context.durability.commits_untracked() {
+            Some(CheckReason::GtidModeOff)
+        } else {
+            (!self.common.active).then_some(CheckReason::Untracked)
+        }
     }
 
     /// Takes in an OK: the GTIDs it reports, and anything else it says changed — the client
@@ -206,6 +206,13 @@ impl Tracker {
         let connection_id = self.common.context.connection_id;
         self.common.context.metrics.tracking_checked(reason.label());
         let mut checked = Checked::default();
+        if reason == CheckReason::GtidModeOff {
+            // Nothing to ask: a transaction without a GTID is named by no report and no query.
+            checked.unlearnt = Some(Unlearnt::Bound(Unresolved::Unreported {
+                why: "the primary records transactions without a GTID (gtid_mode is not ON)",
+            }));
+            return Ok(checked);
+        }
         let why = match reason {
             CheckReason::LegacyEof => Some("a legacy EOF flagged a change without saying what"),
             CheckReason::Untracked => Some("GTID tracking is not on for the session"),

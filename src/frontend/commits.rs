@@ -225,11 +225,12 @@ impl ResponseCommits {
     }
 
     /// Takes what has been reported so far, with the packet the held part starts at; `quorum`
-    /// is what the session asked for, if it did.
+    /// is what the session asked for, if it did, and `epoch` that of its primary connection.
     pub(super) fn take(
         &mut self,
         connection_id: u32,
         quorum: Option<usize>,
+        epoch: u64,
     ) -> (Commit, Option<Mark>) {
         let kind = if std::mem::take(&mut self.own) {
             WaitKind::Commit
@@ -243,6 +244,7 @@ impl ResponseCommits {
             kind,
             own: std::mem::take(&mut self.own_gtids),
             quorum,
+            epoch,
         };
         (commit, self.hold.take())
     }

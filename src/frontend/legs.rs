@@ -5,16 +5,20 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
 
 use strongsync_proto::ok;
 use strongsync_proto::packet::{Packet, Sequence};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 use tracing::{debug, warn};
 
 use crate::config::Timeouts;
 use crate::conn::{Conn, ReadDeadline};
+use crate::durability::{Durability, Epoch};
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::primary::PrimaryStream;
+use crate::primary::{self, PrimaryStream};
 use crate::stream::ClientStream;
 
 /// Unread client bytes the proxy buffers while a response is in flight (pipelined commands);
@@ -27,10 +31,20 @@ pub(super) enum Either {
     Client(Packet),
 }
 
-/// The client's connection and the session's connection to the primary.
+/// The client's connection and the session's connection to the primary, with the epoch that
+/// connection belongs to.
 pub(super) struct Legs {
     client: Conn<ClientStream>,
     primary: Conn<PrimaryStream>,
+    /// The epoch the primary connection was opened in; every write to it passes the gate of
+    /// [`Durability::pass`].
+    epoch: Arc<Epoch>,
+    durability: Arc<Durability>,
+    /// `failover.fenced_reads`: statements may still go to a fenced primary.
+    fenced_reads: bool,
+    /// Resolves once the epoch is over (made once, polled wherever the session waits on the
+    /// primary).
+    retired: Pin<Box<WaitForCancellationFutureOwned>>,
     client_seq: Sequence,
     primary_seq: Sequence,
     timeouts: Timeouts,
@@ -47,11 +61,18 @@ impl Legs {
     pub(super) fn new(
         client: Conn<ClientStream>,
         primary: Conn<PrimaryStream>,
+        epoch: Arc<Epoch>,
+        durability: Arc<Durability>,
+        fenced_reads: bool,
         timeouts: Timeouts,
     ) -> Self {
         Legs {
             client,
             primary,
+            retired: Box::pin(epoch.retired()),
+            epoch,
+            durability,
+            fenced_reads,
             client_seq: Sequence::expecting(0),
             primary_seq: Sequence::expecting(0),
             timeouts,
@@ -71,6 +92,29 @@ impl Legs {
     /// The client's connection, for reading what it says of itself.
     pub(super) fn client_ref(&self) -> &Conn<ClientStream> {
         &self.client
+    }
+
+    /// The epoch of the connection to the primary.
+    pub(super) fn epoch(&self) -> &Arc<Epoch> {
+        &self.epoch
+    }
+
+    /// Whether a statement may go to the primary now (the gate's check, without a write).
+    ///
+    /// # Errors
+    /// The fence's or the retired epoch's error.
+    pub(super) fn admitted(&self) -> Result<(), Error> {
+        self.durability
+            .admits(self.epoch.number(), self.fenced_reads)
+            .map_err(Error::from)
+    }
+
+    /// The error for this session's epoch being over.
+    fn retired_error(&self) -> Error {
+        Error::Retired {
+            epoch: self.epoch.number(),
+            now: self.durability.epoch_number(),
+        }
     }
 
     /// The client has sent its login, asking for `CLIENT_DEPRECATE_EOF` or not (see
@@ -172,6 +216,7 @@ impl Legs {
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Err(Error::Shutdown),
+                () = self.retired.as_mut() => return Err(self.retired_error()),
                 packet = self.client.read_packet_within(limit, ReadDeadline::FromFirstByte) => {
                     return packet.map_err(Error::from_client);
                 }
@@ -188,6 +233,7 @@ impl Legs {
     /// either may).
     pub(super) async fn next_from_either(&mut self) -> Result<Either, Error> {
         tokio::select! {
+            () = self.retired.as_mut() => Err(self.retired_error()),
             packet = self.primary.read_packet() => Ok(Either::Primary(packet.map_err(Error::from_primary)?)),
             packet = self.client.read_packet() => Ok(Either::Client(packet.map_err(Error::from_client)?)),
         }
@@ -201,6 +247,7 @@ impl Legs {
             tokio::select! {
                 biased;
                 packet = self.primary.read_packet() => return packet.map_err(Error::from_primary),
+                () = self.retired.as_mut() => return Err(self.retired_error()),
                 filled = self.client.fill(), if self.client.buffered_len() < CLIENT_READ_AHEAD => {
                     if filled.map_err(Error::from_client)? == 0 {
                         return Err(Error::ClientClosed);
@@ -230,7 +277,12 @@ impl Legs {
         }
     }
 
+    /// Writes what is queued for the primary, if its epoch is in force and (unless
+    /// `failover.fenced_reads`) not fenced: the fence waits for the write.
     pub(super) async fn flush_primary(&mut self) -> Result<(), Error> {
+        let _pass = self
+            .durability
+            .pass(self.epoch.number(), self.fenced_reads)?;
         self.primary.flush().await.map_err(Error::PrimaryIo)
     }
 
@@ -282,15 +334,34 @@ impl Legs {
             let limit = self.timeouts.client_write;
             let _ = tokio::time::timeout(limit, self.client.shutdown()).await;
         }
-        self.primary.shutdown().await;
+        self.close_primary().await;
         self.count_relayed_bytes(metrics);
     }
 
+    /// Closes the connection to the primary: cleanly if it may still be written to, else
+    /// (fenced, or its epoch over) at once, with nothing queued sent and a reset, so that no
+    /// byte of it reaches the old primary after the fence or the follow.
+    async fn close_primary(&mut self) {
+        match self.durability.pass(self.epoch.number(), self.fenced_reads) {
+            Ok(_pass) => self.primary.shutdown().await,
+            Err(_) => primary::reset_on_close(&mut self.primary),
+        }
+    }
+
+    /// The session's epoch is over: the connection to the retired primary is closed now
+    /// (reset, nothing queued sent); the client's is kept, for the error its next command
+    /// gets, with the sequence id the exchange would go on with.
+    pub(super) fn retire(mut self) -> (Conn<ClientStream>, Error) {
+        let error = self.retired_error();
+        primary::reset_on_close(&mut self.primary);
+        (self.client, error)
+    }
+
     /// The two connections, for a replica's pipe: the client's with the sequence id of the
-    /// next packet to it, and the primary's.
-    pub(super) fn into_dump(mut self) -> (Conn<ClientStream>, u8, Conn<PrimaryStream>) {
+    /// next packet to it, the primary's, and the epoch they belong to.
+    pub(super) fn into_dump(mut self) -> (Conn<ClientStream>, u8, Conn<PrimaryStream>, Arc<Epoch>) {
         let seq = self.client_seq.advance();
-        (self.client, seq, self.primary)
+        (self.client, seq, self.primary, self.epoch)
     }
 }
 

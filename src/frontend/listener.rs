@@ -94,10 +94,10 @@ async fn handle(tcp: TcpStream, peer: SocketAddr, shared: Arc<Shared>, cancel: C
         return;
     }
     match connect_primary(&shared).await {
-        Ok((primary, greeting)) => {
+        Ok((primary, greeting, epoch)) => {
             shared.primary_health.record(Ok(()));
             let _primary = Gauged::new(&shared.metrics.primary_connections);
-            let login = Login::new(Arc::clone(&shared), client, primary);
+            let login = Login::new(Arc::clone(&shared), client, primary, epoch);
             if let Some(logged_in) = login.run(greeting, peer).await {
                 Session::new(shared, logged_in, cancel, in_flight)
                     .run(peer)

@@ -19,6 +19,7 @@ use tracing::debug;
 use super::legs::{Either, Legs};
 use super::Shared;
 use crate::conn::Conn;
+use crate::durability::Epoch;
 use crate::error::Error;
 use crate::flavour::Flavour;
 use crate::primary::{self, PrimaryStream};
@@ -30,7 +31,8 @@ pub(super) struct Login {
     legs: Legs,
     /// The primary's id for this connection.
     connection_id: u32,
-    flavour: Flavour,
+    /// Known from the primary's greeting.
+    flavour: Option<Flavour>,
     /// Capabilities the client may use: offered in the greeting, then also asked for.
     client_caps: CapabilityFlags,
     /// MariaDB extended capabilities the client negotiated, if it is a MariaDB client.
@@ -66,13 +68,15 @@ pub(super) enum AuthOutcome {
     Refused,
 }
 
-/// Connects to the primary and reads its greeting (or the ERR it sends instead, e.g. when
-/// it has too many connections; the caller passes that on).
+/// Connects to the primary of the epoch in force and reads its greeting (or the ERR it sends
+/// instead, e.g. when it has too many connections; the caller passes that on). The connection
+/// belongs to that epoch.
 pub(super) async fn connect_primary(
     shared: &Shared,
-) -> Result<(Conn<PrimaryStream>, Packet), Error> {
+) -> Result<(Conn<PrimaryStream>, Packet, Arc<Epoch>), Error> {
     let config = &shared.config;
-    let addr = &shared.control.primary();
+    let epoch = shared.durability.epoch();
+    let addr = &epoch.primary().to_owned();
     let attempt = async {
         let stream = primary::connect(addr)
             .await
@@ -94,7 +98,7 @@ pub(super) async fn connect_primary(
                 },
                 other => other,
             })?;
-        Ok((primary, greeting))
+        Ok((primary, greeting, Arc::clone(&epoch)))
     };
     let limit = config.timeouts.primary_connect;
     tokio::time::timeout(limit, attempt)
@@ -114,13 +118,21 @@ impl Login {
         shared: Arc<Shared>,
         client: Conn<ClientStream>,
         primary: Conn<PrimaryStream>,
+        epoch: Arc<Epoch>,
     ) -> Self {
-        let legs = Legs::new(client, primary, shared.config.timeouts.clone());
+        let legs = Legs::new(
+            client,
+            primary,
+            epoch,
+            Arc::clone(&shared.durability),
+            shared.config.failover.fenced_reads,
+            shared.config.timeouts.clone(),
+        );
         Login {
             shared,
             legs,
             connection_id: 0,
-            flavour: Flavour::MariaDb,
+            flavour: None,
             client_caps: CapabilityFlags::empty(),
             client_ext_caps: None,
             primary_tracks: false,
@@ -135,13 +147,23 @@ impl Login {
         let outcome = tokio::time::timeout(limit, self.exchange(greeting))
             .await
             .unwrap_or(Err(Error::HandshakeTimeout(limit)));
-        let status = match outcome {
-            Ok(AuthOutcome::Accepted(status)) => status,
-            Ok(AuthOutcome::Refused) => {
+        let (status, flavour) = match (outcome, self.flavour) {
+            (Ok(AuthOutcome::Accepted(status)), Some(flavour)) => (status, flavour),
+            // Accepted without a greeting read: the exchange never lets that happen.
+            (Ok(AuthOutcome::Accepted(_)), None) => {
+                let error = Error::PrimaryProtocol(ProtoError::Malformed {
+                    what: "login accepted before the greeting",
+                });
+                self.legs
+                    .close(Some(error), peer, &self.shared.metrics)
+                    .await;
+                return None;
+            }
+            (Ok(AuthOutcome::Refused), _) => {
                 self.legs.close(None, peer, &self.shared.metrics).await;
                 return None;
             }
-            Err(error) => {
+            (Err(error), _) => {
                 self.legs
                     .close(Some(error), peer, &self.shared.metrics)
                     .await;
@@ -161,7 +183,7 @@ impl Login {
         Some(LoggedIn {
             legs: self.legs,
             connection_id: self.connection_id,
-            flavour: self.flavour,
+            flavour,
             client: ClientCaps {
                 caps: self.client_caps,
                 ext: self.client_ext_caps,
@@ -199,7 +221,7 @@ impl Login {
         let mut payload = greeting.payload().to_vec();
         let parsed = ServerGreeting::parse(&payload).map_err(Error::PrimaryProtocol)?;
         self.connection_id = parsed.connection_id;
-        self.flavour = Flavour::of(&parsed);
+        self.flavour = Some(Flavour::of(&parsed));
         self.primary_tracks = parsed
             .capabilities
             .contains(CapabilityFlags::CLIENT_SESSION_TRACK);

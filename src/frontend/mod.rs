@@ -16,6 +16,7 @@ mod own_query;
 mod pipe;
 mod relay;
 mod replica;
+mod retired;
 mod session;
 mod snapshot;
 
@@ -52,8 +53,6 @@ pub(crate) struct Shared {
     pub hard_stop: CancellationToken,
     /// Client sessions in flight, for the shutdown to wait on.
     pub in_flight: Arc<InFlight>,
-    /// The fence, the epoch and the primary sessions connect to.
-    pub control: Arc<crate::failover::Control>,
     /// strongsync's own connection to the primary, if an account is configured.
     pub probe: Option<Arc<Probe>>,
 }

@@ -20,13 +20,14 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::BytesMut;
 use prometheus::{Histogram, IntCounter};
 use strongsync_proto::binlog::{
     put_heartbeat, starts_transaction, EventSeen, StreamTracker, HEARTBEAT_EVENT,
-    HEARTBEAT_V2_EVENT, ROTATE_EVENT,
+    HEARTBEAT_V2_EVENT, MYSQL_ANONYMOUS_GTID_EVENT, ROTATE_EVENT,
 };
 use strongsync_proto::command::COM_QUIT;
 use strongsync_proto::gtid::Gtid;
@@ -34,7 +35,8 @@ use strongsync_proto::packet::Packet;
 use strongsync_proto::position::Position;
 use strongsync_proto::semisync::{self, Ack};
 use tokio::time::Instant;
-use tracing::{debug, warn};
+use tokio_util::sync::WaitForCancellationFutureOwned;
+use tracing::{debug, info, warn};
 
 use super::held_back::HeldBack;
 use super::legs::Legs;
@@ -42,9 +44,9 @@ use super::replica::AcceptedDump;
 use super::Shared;
 use crate::conn::Conn;
 use crate::deadline;
-use crate::durability::{ReplicaHandle, StreamCoverage};
+use crate::durability::{Epoch, ReplicaHandle, StreamCoverage};
 use crate::error::{Error, ReplicaError};
-use crate::primary::PrimaryStream;
+use crate::primary::{self, PrimaryStream};
 use crate::stream::ClientStream;
 
 /// Flagged events remembered for the latency metric (a replica that stops acknowledging does
@@ -56,6 +58,11 @@ pub(super) struct ReplicaPipe {
     shared: Arc<Shared>,
     replica: Conn<ClientStream>,
     primary: Conn<PrimaryStream>,
+    /// The epoch of the dump: once it is fenced (or over) nothing more is written.
+    epoch: Arc<Epoch>,
+    /// Resolves once the epoch is fenced or over (made once, polled at every turn and during
+    /// every write to the replica).
+    fenced: Pin<Box<WaitForCancellationFutureOwned>>,
     handle: ReplicaHandle,
     peer: SocketAddr,
     semisync: bool,
@@ -101,19 +108,33 @@ enum DumpEvent {
 
 impl ReplicaPipe {
     /// Takes over a session's connections for the dump the primary accepted: the replica is
-    /// admitted to strong sync now, holding what the primary was told it has.
+    /// admitted to strong sync now, holding what the primary was told it has — unless the
+    /// dump's epoch was fenced or is over meanwhile: then both connections close (the replica
+    /// asks again, and is let in once strongsync follows a primary).
     pub(super) fn admit(
         shared: Arc<Shared>,
         legs: Legs,
         dump: AcceptedDump,
         peer: SocketAddr,
-    ) -> (Self, Packet) {
-        let (client, seq, primary) = legs.into_dump();
+    ) -> Option<(Self, Packet)> {
+        let (mut client, seq, mut primary, epoch) = legs.into_dump();
         let (server_id, semisync) = (dump.server_id(), dump.semisync());
         let (connect_state, first) = dump.into_start();
-        let handle = shared
-            .durability
-            .admit_replica(server_id, peer, semisync, connect_state);
+        let handle = match shared.durability.admit(
+            epoch.number(),
+            server_id,
+            peer,
+            semisync,
+            connect_state,
+        ) {
+            Ok(handle) => handle,
+            Err(refused) => {
+                info!(server_id, %refused, "replica dump not relayed: its epoch is fenced or over");
+                client.discard_pending();
+                primary::reset_on_close(&mut primary);
+                return None;
+            }
+        };
         if client.is_compressed() {
             handle.compressed();
         }
@@ -124,6 +145,8 @@ impl ReplicaPipe {
             shared,
             replica: client,
             primary,
+            fenced: Box::pin(epoch.fenced()),
+            epoch,
             handle,
             peer,
             semisync,
@@ -142,7 +165,7 @@ impl ReplicaPipe {
             held,
             quorum,
         };
-        (pipe, first)
+        Some((pipe, first))
     }
 
     /// Relays the dump, starting with its first packet, until either side ends it; then
@@ -164,10 +187,11 @@ impl ReplicaPipe {
             // What is queued came from the fenced primary: it goes nowhere. The replica
             // reconnects by itself and is let in once strongsync follows a new primary.
             self.replica.abandon().await;
+            primary::reset_on_close(&mut self.primary);
         } else {
             let _ = tokio::time::timeout(limit, self.replica.shutdown()).await;
+            self.primary.shutdown().await;
         }
-        self.primary.shutdown().await;
         self.count_relayed_bytes();
     }
 
@@ -176,7 +200,6 @@ impl ReplicaPipe {
             return self.flush_replica().await;
         }
         let hard_stop = self.shared.hard_stop.clone();
-        let mut fence = self.shared.durability.watch_fence();
         let limit = self.shared.config.limits.max_async_held_bytes;
         loop {
             // Past the limit the dump is not read: the replica falls behind.
@@ -195,7 +218,7 @@ impl ReplicaPipe {
             let event = tokio::select! {
                 biased;
                 () = hard_stop.cancelled() => return Err(Error::Shutdown),
-                _ = fence.wait_for(|fenced| *fenced) => return Err(self.fenced()),
+                () = self.fenced.as_mut() => return Err(self.fenced_error()),
                 packet = self.primary.read_packet(), if !full => match packet.map_err(Error::from_primary) {
                     Ok(packet) => DumpEvent::Primary(packet),
                     // The primary ends a dump by closing it (STOP SLAVE kills it by id).
@@ -275,6 +298,16 @@ impl ReplicaPipe {
 
     /// Keeps track of what the event tells strong sync.
     fn note(&mut self, seen: &EventSeen) {
+        if seen.header.kind == MYSQL_ANONYMOUS_GTID_EVENT
+            && !self.shared.durability.commits_untracked()
+        {
+            // The primary commits without GTIDs (gtid_mode turned off at run time): until a
+            // check of the primary finds it on again, every response is bounded.
+            self.shared.durability.untracked_commits(Some(
+                "a transaction without a GTID was relayed (gtid_mode is not ON on the primary)"
+                    .into(),
+            ));
+        }
         let covered = match seen.end {
             Some(end) => {
                 self.relayed = self.relayed.max(Some(end));
@@ -507,26 +540,30 @@ impl ReplicaPipe {
     /// Writes what is queued for the replica, within `timeouts.client_write` (a replica that
     /// reads nothing is disconnected, as any client would be).
     async fn flush_replica(&mut self) -> Result<(), Error> {
-        // The one way out to the replica: nothing passes once the fence is up.
-        if self.shared.durability.fenced() {
-            return Err(self.fenced());
-        }
         // Before the replica can see (and acknowledge) an event, strong sync knows of it.
         self.report_relayed();
         let limit = self.shared.config.timeouts.client_write;
-        self.replica
-            .flush_within(limit)
+        // The one way out to the replica: nothing passes once the epoch is fenced or over, not
+        // even the rest of a large write under way (checked before every write).
+        let durability = &self.shared.durability;
+        let number = self.epoch.number();
+        let open = || !durability.fenced() && durability.epoch_number() == number;
+        let flushed = self
+            .replica
+            .flush_within_while(limit, open, self.fenced.as_mut())
             .await
-            .map_err(Error::from_client)
+            .map_err(Error::from_client)?;
+        if flushed {
+            Ok(())
+        } else {
+            Err(self.fenced_error())
+        }
     }
 
-    fn fenced(&self) -> Error {
-        let epoch = self
-            .shared
-            .durability
-            .fence_state()
-            .map_or(0, |fence| fence.epoch);
-        Error::Fenced { epoch }
+    fn fenced_error(&self) -> Error {
+        Error::Fenced {
+            epoch: self.epoch.number(),
+        }
     }
 
     fn count_relayed_bytes(&mut self) {

@@ -264,7 +264,10 @@ impl<'s> ResponseRelay<'s> {
             }
         }
         if self.commits.has_news() {
-            let (commit, hold) = self.commits.take(self.connection_id, self.tracker.quorum());
+            let epoch = self.legs.epoch().number();
+            let (commit, hold) =
+                self.commits
+                    .take(self.connection_id, self.tracker.quorum(), epoch);
             // Once the client has its error, later commits of the batch wait for no one.
             if !self.commits.discarded() {
                 let wait = self.shared.hook.on_commit(commit);

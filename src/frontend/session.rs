@@ -69,8 +69,18 @@ enum Phase {
     ChangingUser,
     /// The primary accepted a binlog dump: the connection becomes a replica pipe.
     Dumping(AcceptedDump),
+    /// The session's epoch ended while it was idle: the connection to the retired primary is
+    /// closed, and the client's next command gets the error.
+    Retired,
     /// Done; close both connections.
     Closed,
+}
+
+/// How a session's loop ended.
+enum End {
+    Closed,
+    Dump(AcceptedDump),
+    Retired,
 }
 
 // === impl Session ===
@@ -126,8 +136,9 @@ impl Session {
                         .await
                         .unwrap_or(Err(Error::HandshakeTimeout(limit)))
                 }
-                Phase::Dumping(dump) => break Ok(Some(dump)),
-                Phase::Closed => break Ok(None),
+                Phase::Dumping(dump) => break Ok(End::Dump(dump)),
+                Phase::Retired => break Ok(End::Retired),
+                Phase::Closed => break Ok(End::Closed),
             };
             if matches!(next, Ok(Phase::Idle)) {
                 self.legs.count_relayed_bytes(&self.shared.metrics);
@@ -138,16 +149,23 @@ impl Session {
             }
         };
         match result {
-            Ok(Some(dump)) => {
+            Ok(End::Dump(dump)) => {
                 self.legs.count_relayed_bytes(&self.shared.metrics);
                 // A dump is not a client session in flight: shutdown does not wait for it, it
                 // ends it (the hard stop) once the parked commits it may be acknowledging are
                 // done.
                 self.in_flight = None;
-                let (pipe, first) = ReplicaPipe::admit(self.shared, self.legs, dump, peer);
-                pipe.run(first).await;
+                if let Some((pipe, first)) = ReplicaPipe::admit(self.shared, self.legs, dump, peer)
+                {
+                    pipe.run(first).await;
+                }
             }
-            Ok(None) => self.legs.close(None, peer, &self.shared.metrics).await,
+            Ok(End::Retired) => {
+                self.shared.metrics.sessions_retired.inc();
+                self.legs.count_relayed_bytes(&self.shared.metrics);
+                super::retired::serve(self.legs, &self.cancel).await;
+            }
+            Ok(End::Closed) => self.legs.close(None, peer, &self.shared.metrics).await,
             Err(error) => {
                 self.legs
                     .close(Some(error), peer, &self.shared.metrics)
@@ -161,10 +179,15 @@ impl Session {
         Ok(Phase::Idle)
     }
 
-    /// Waits for the next command, watching the primary connection and shutdown meanwhile.
+    /// Waits for the next command, watching the primary connection, the epoch and shutdown
+    /// meanwhile.
     async fn await_command(&mut self) -> Result<Phase, Error> {
         self.legs.new_exchange();
-        let packet = self.legs.next_command(&self.cancel).await?;
+        let packet = match self.legs.next_command(&self.cancel).await {
+            Ok(packet) => packet,
+            Err(Error::Retired { .. }) => return Ok(Phase::Retired),
+            Err(error) => return Err(error),
+        };
         self.dispatch(packet).await
     }
 
@@ -181,17 +204,23 @@ impl Session {
             len = packet.payload().len(),
             "command"
         );
-        // The atomic first: every command passes here, the lock only once fenced.
-        if cmd != COM_QUIT
-            && self.shared.durability.fenced()
-            && !self.shared.config.failover.fenced_reads
-        {
-            if let Some(fence) = self.shared.durability.fence_state() {
-                self.legs
-                    .queue_client_error(&Error::Fenced { epoch: fence.epoch });
+        if cmd == COM_QUIT {
+            // Goodbye goes to the primary only if anything still may.
+            if self.legs.admitted().is_ok() {
+                self.forward_command(&packet).await?;
+            }
+            return Ok(Phase::Closed);
+        }
+        // Atomic reads: every command passes here. A fenced primary gets no statement (the
+        // session may wait for the next one); a retired one gets nothing, ever.
+        match self.legs.admitted() {
+            Ok(()) => {}
+            Err(error @ Error::Fenced { .. }) => {
+                self.legs.queue_client_error(&error);
                 self.legs.flush_client().await?;
                 return Ok(Phase::Idle);
             }
+            Err(error) => return Err(error),
         }
         if let Some(negotiation) = self.replica.negotiation(packet.payload()) {
             let layout = self.client.layout();
@@ -238,7 +267,6 @@ impl Session {
             }
         }
         Ok(match cmd {
-            COM_QUIT => Phase::Closed,
             COM_CHANGE_USER => Phase::ChangingUser,
             _ => match ResponseReader::for_command(packet.payload(), self.client.deprecate_eof()) {
                 Some(reader) => Phase::Responding(Command::new(reader, reveals_nothing, check)),

@@ -74,6 +74,21 @@ fn counts_the_bytes_cannot_carry_are_refused_before_anything_is_reserved() {
     assert!(DumpGtid::parse(&payload).is_err());
 }
 
+/// A request of more intervals than a peer is credited with: the first ones count, the rest
+/// are left out (held less, never more).
+#[test]
+fn a_peer_is_credited_with_a_bounded_number_of_intervals() {
+    SourceId::intern(uuid(A), None).unwrap();
+    let many: Vec<(u64, u64)> = (1..=MAX_PEER_INTERVALS as u64 + 10)
+        .map(|n| (n * 2, n * 2))
+        .collect();
+    let dump = DumpGtid::parse(&request(vec![sid(A, None, &many)])).unwrap();
+    let credited: Vec<_> = dump.has.intervals().collect();
+    assert_eq!(credited.len(), MAX_PEER_INTERVALS);
+    let last = 2 * MAX_PEER_INTERVALS as u64;
+    assert_eq!(credited.last().map(|&(_, _, end)| end), Some(last));
+}
+
 #[test]
 fn malformed_requests_are_errors() {
     let good = request(vec![sid(A, None, &[(1, 5)])]);

@@ -1,10 +1,20 @@
-//! A GTID position: per domain, the sequence numbers held. On MariaDB a position is the newest
-//! GTID of each replication domain and stands for every transaction of that domain up to it
-//! (`gtid_slave_pos`, `gtid_binlog_pos`, a replica's connect state); on MySQL it is a GTID set,
-//! intervals per source (`gtid_executed`, the set a replica's `COM_BINLOG_DUMP_GTID` carries).
-//! What a replica holds, what the primary's binlog reaches, and what was acknowledged are all
-//! positions; a failover tool compares them to pick a new primary that has every acknowledged
-//! commit. Pure arithmetic: no I/O.
+//! A GTID position: what a server's history holds, per domain. On MariaDB a position names, per
+//! replication domain, the newest GTID of each server that committed in it (`gtid_binlog_state`;
+//! `gtid_slave_pos`, `gtid_binlog_pos` and a replica's connect state name only the newest of
+//! the domain); on MySQL it is a GTID set, intervals per source (`gtid_executed`, the set a
+//! replica's `COM_BINLOG_DUMP_GTID` carries). What a replica holds, what the primary's binlog
+//! reaches, and what was acknowledged are all positions; a failover tool compares them to pick
+//! a new primary that has every acknowledged commit. Pure arithmetic: no I/O.
+//!
+//! GTIDs are compared by identity. A MariaDB sequence number alone says nothing across
+//! histories that diverged: `0-3-1000000` (a replica made writable and numbered far ahead) does
+//! not hold `0-1-12`, and a fenced primary's tail `0-1-101..105` does not hold the next
+//! primary's `0-2-103`. A history holds `d-s-n` when it holds a GTID of server `s` in domain
+//! `d` numbered `n` or later: a server numbers its own GTIDs in order, and a history that has
+//! one of them has the server's history up to it. Where a history names only the newest GTID of
+//! a domain, its other servers are not known, so less is held: never more. A position covers
+//! another when it holds the newest GTID of each of the other's domains, which stands for the
+//! history up to it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,17 +22,20 @@ use std::fmt;
 use super::{intern, number, Domain, Gtid, SeqSet, Source, SourceId};
 use crate::ProtoError;
 
-/// The sequence numbers held per domain; shown as the primary's flavour writes it.
+/// What a history holds per domain; shown as the primary's flavour writes it (the alternate
+/// form, `{:#}`, names every MariaDB server's newest GTID, as `gtid_binlog_state` does).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GtidPosition(BTreeMap<Domain, Held>);
 
 /// What a position holds of one domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Held {
-    /// MariaDB: `0..=newest`. MySQL: the set's intervals.
+    /// MySQL: the set's intervals. A binlog bound: `0..=offset`. MariaDB: unused.
     seqs: SeqSet,
     /// The GTID with the highest number (MariaDB shows a domain by it).
     newest: Gtid,
+    /// MariaDB: the highest number held of each server id, by server id.
+    servers: Vec<(u32, u64)>,
 }
 
 impl GtidPosition {
@@ -36,7 +49,8 @@ impl GtidPosition {
     }
 
     /// Reads a GTID position as MariaDB writes one (`@@gtid_slave_pos`, `@slave_connect_state`,
-    /// `@@gtid_binlog_pos`): GTIDs separated by commas, blanks around them ignored, empty for
+    /// `@@gtid_binlog_pos`, and `@@gtid_binlog_state`, which names the newest GTID of every
+    /// server of a domain): GTIDs separated by commas, blanks around them ignored, empty for
     /// none.
     ///
     /// # Errors
@@ -108,21 +122,26 @@ impl GtidPosition {
         Ok(position)
     }
 
-    /// Takes `gtid` in. On MariaDB a domain holds every number up to its newest (sequence
-    /// numbers grow in binlog order within a domain, so a larger one is newer); on MySQL a set
-    /// holds exactly the numbers put in it.
+    /// Takes `gtid` in. On MariaDB the history then holds its server's GTIDs of its domain up
+    /// to it, and it is the domain's newest if no number of the domain is larger; on MySQL a
+    /// set holds exactly the numbers put in it.
     pub fn advance(&mut self, gtid: Gtid) {
         match gtid.domain {
             Domain::Maria(_) => {
                 let held = self.0.entry(gtid.domain).or_insert_with(|| Held {
-                    seqs: SeqSet::through(gtid.seq_no),
+                    seqs: SeqSet::default(),
                     newest: gtid,
+                    servers: Vec::new(),
                 });
+                match held
+                    .servers
+                    .binary_search_by_key(&gtid.server_id, |&(s, _)| s)
+                {
+                    Ok(at) => held.servers[at].1 = held.servers[at].1.max(gtid.seq_no),
+                    Err(at) => held.servers.insert(at, (gtid.server_id, gtid.seq_no)),
+                }
                 if gtid.seq_no > held.newest.seq_no {
-                    *held = Held {
-                        seqs: SeqSet::through(gtid.seq_no),
-                        newest: gtid,
-                    };
+                    held.newest = gtid;
                 }
             }
             Domain::MySql(_) => self.add_mysql(gtid.domain, gtid.seq_no, gtid.seq_no),
@@ -140,6 +159,7 @@ impl GtidPosition {
             Held {
                 seqs: SeqSet::through(end.seq_no),
                 newest: end,
+                servers: Vec::new(),
             },
         )]))
     }
@@ -148,7 +168,12 @@ impl GtidPosition {
     pub fn extend(&mut self, other: &GtidPosition) {
         for (domain, theirs) in &other.0 {
             match domain {
-                Domain::Maria(_) | Domain::Binlog(_) => self.advance(theirs.newest),
+                Domain::Maria(d) => {
+                    for &(server_id, seq_no) in &theirs.servers {
+                        self.advance(Gtid::maria(*d, server_id, seq_no));
+                    }
+                }
+                Domain::Binlog(_) => self.advance(theirs.newest),
                 Domain::MySql(_) => {
                     for &(start, end) in theirs.seqs.intervals() {
                         self.add_mysql(*domain, start, end);
@@ -161,6 +186,40 @@ impl GtidPosition {
     /// Takes in every number from `start` to `end` of a MySQL source.
     pub fn add_interval(&mut self, source: SourceId, start: u64, end: u64) {
         self.add_mysql(Domain::MySql(source), start, end);
+    }
+
+    /// Takes in every number from `start` to `end` of `domain` (MariaDB: of `server_id`, up to
+    /// `end`), keeping a MySQL source's set exact while it has at most `max` intervals (see
+    /// [`SeqSet::insert_range_within`]); returns whether it stayed exact.
+    pub fn add_range_within(
+        &mut self,
+        domain: Domain,
+        server_id: u32,
+        start: u64,
+        end: u64,
+        max: usize,
+    ) -> bool {
+        match domain {
+            Domain::Maria(d) => {
+                self.advance(Gtid::maria(d, server_id, end));
+                true
+            }
+            Domain::MySql(_) => {
+                let held = self.0.entry(domain).or_insert_with(|| Held {
+                    seqs: SeqSet::default(),
+                    newest: Gtid {
+                        domain,
+                        server_id: 0,
+                        seq_no: end,
+                    },
+                    servers: Vec::new(),
+                });
+                let exact = held.seqs.insert_range_within(start, end, max);
+                held.newest.seq_no = held.seqs.last().unwrap_or(end);
+                exact
+            }
+            Domain::Binlog(_) => true,
+        }
     }
 
     /// The intervals of the MySQL sources, `(source, first, last)`.
@@ -184,6 +243,7 @@ impl GtidPosition {
                 server_id: 0,
                 seq_no: end,
             },
+            servers: Vec::new(),
         });
         held.seqs.insert_range(start, end);
         held.newest.seq_no = held.seqs.last().unwrap_or(end);
@@ -192,12 +252,15 @@ impl GtidPosition {
     /// How many transactions it holds, all domains together (saturating): of two positions
     /// of one history, the larger has received more.
     pub fn count(&self) -> u64 {
-        self.0
-            .values()
-            .flat_map(|held| held.seqs.intervals())
-            .fold(0u64, |n, &(start, end)| {
-                n.saturating_add(end - start).saturating_add(1)
-            })
+        self.0.iter().fold(0u64, |n, (domain, held)| match domain {
+            // A MariaDB domain numbers its history from 1: the newest says how long it is.
+            Domain::Maria(_) => n.saturating_add(held.newest.seq_no),
+            Domain::MySql(_) | Domain::Binlog(_) => {
+                held.seqs.intervals().iter().fold(n, |n, &(start, end)| {
+                    n.saturating_add(end - start).saturating_add(1)
+                })
+            }
+        })
     }
 
     /// No GTID in any domain.
@@ -205,31 +268,43 @@ impl GtidPosition {
         self.0.is_empty()
     }
 
-    /// Whether this holds `gtid`.
+    /// Whether this holds `gtid`: on MariaDB, a GTID of its server in its domain numbered as
+    /// far (see the module's documentation); on MySQL, that very number of its source.
     pub fn holds(&self, gtid: &Gtid) -> bool {
         self.0
             .get(&gtid.domain)
-            .is_some_and(|held| held.seqs.contains(gtid.seq_no))
+            .is_some_and(|held| match gtid.domain {
+                Domain::Maria(_) => held
+                    .servers
+                    .binary_search_by_key(&gtid.server_id, |&(s, _)| s)
+                    .is_ok_and(|at| held.servers[at].1 >= gtid.seq_no),
+                Domain::MySql(_) | Domain::Binlog(_) => held.seqs.contains(gtid.seq_no),
+            })
     }
 
-    /// Whether this holds every transaction `other` does.
+    /// Whether this holds every transaction `other` does: on MariaDB the newest GTID of each
+    /// of `other`'s domains (it stands for the history before it), on MySQL every interval.
     pub fn covers(&self, other: &GtidPosition) -> bool {
-        other.0.iter().all(|(domain, theirs)| {
-            self.0
-                .get(domain)
-                .is_some_and(|ours| ours.seqs.covers(&theirs.seqs))
-        })
+        self.missing(other).next().is_none()
     }
 
     /// The newest GTID of each of `other`'s domains that this does not cover.
     pub fn missing<'a>(&'a self, other: &'a GtidPosition) -> impl Iterator<Item = &'a Gtid> {
         other.0.iter().filter_map(|(domain, theirs)| {
-            let covered = self
-                .0
-                .get(domain)
-                .is_some_and(|ours| ours.seqs.covers(&theirs.seqs));
+            let covered = match domain {
+                Domain::Maria(_) => self.holds(&theirs.newest),
+                Domain::MySql(_) | Domain::Binlog(_) => self
+                    .0
+                    .get(domain)
+                    .is_some_and(|ours| ours.seqs.covers(&theirs.seqs)),
+            };
             (!covered).then_some(&theirs.newest)
         })
+    }
+
+    /// Heap bytes its MySQL intervals take (what a set of many gaps costs).
+    pub fn heap_bytes(&self) -> usize {
+        self.0.values().map(|held| held.seqs.heap_bytes()).sum()
     }
 
     /// The newest GTID of each domain, by domain.
@@ -258,7 +333,8 @@ impl GtidPosition {
 }
 
 impl fmt::Display for GtidPosition {
-    /// MariaDB domains as `0-1-5`, MySQL sources as `uuid:1-5:7` (sources by UUID, the
+    /// MariaDB domains as `0-1-5` (the newest of each; `{:#}`: the newest of each server, as
+    /// `gtid_binlog_state` lists them), MySQL sources as `uuid:1-5:7` (sources by UUID, the
     /// untagged one first), comma-separated.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
@@ -271,8 +347,15 @@ impl fmt::Display for GtidPosition {
             }
         };
         let mut sources = Vec::new();
+        let every_server = f.alternate();
         for (domain, held) in &self.0 {
             match domain {
+                Domain::Maria(d) if every_server => {
+                    for &(server_id, seq_no) in &held.servers {
+                        sep(f)?;
+                        write!(f, "{}", Gtid::maria(*d, server_id, seq_no))?;
+                    }
+                }
                 Domain::Maria(_) | Domain::Binlog(_) => {
                     sep(f)?;
                     write!(f, "{}", held.newest)?;
@@ -332,19 +415,69 @@ mod tests {
             assert_eq!(got.as_deref(), want, "{}", String::from_utf8_lossy(text));
         }
         let p = GtidPosition::parse(b"0-1-5,1-1-9").unwrap();
-        assert!(p.holds(&g("0-1-5")) && p.holds(&g("0-2-3")) && p.holds(&g("1-1-9")));
+        assert!(p.holds(&g("0-1-5")) && p.holds(&g("0-1-3")) && p.holds(&g("1-1-9")));
         assert!(!p.holds(&g("0-1-6")) && !p.holds(&g("2-1-1")));
+        // A lower number of another server is another transaction: not known to be held.
+        assert!(!p.holds(&g("0-2-3")));
+        // gtid_binlog_state names every server's newest; the domain shows by its newest.
+        let state = GtidPosition::parse(b"0-1-105,0-2-103,1-1-9").unwrap();
+        assert_eq!(state.to_string(), "0-1-105,1-1-9");
+        assert_eq!(format!("{state:#}"), "0-1-105,0-2-103,1-1-9");
+        assert!(state.holds(&g("0-2-103")) && !state.holds(&g("0-2-104")));
+        assert_eq!(
+            GtidPosition::parse(format!("{state:#}").as_bytes()),
+            Ok(state)
+        );
+    }
+
+    /// The histories of the failover issue: a sequence number alone never makes a server
+    /// hold another server's GTID.
+    #[test]
+    fn diverged_histories_are_told_apart() {
+        let p = |text: &str| GtidPosition::parse(text.as_bytes()).unwrap();
+        type Case<'a> = (&'a str, &'a str, bool);
+        let cases: &[Case] = &[
+            // A replica that never received the acknowledged 0-1-12, made writable and
+            // numbered far ahead.
+            ("0-1-11,0-3-1000000", "0-1-12", false),
+            // A replica holding a fenced primary's tail, against the next epoch's commits.
+            ("0-1-105", "0-2-103", false),
+            // The same replica once it has the next primary's history.
+            ("0-1-105,0-2-103", "0-2-103", true),
+            // A replica rebuilt from a copy of the new primary (RESET MASTER): it names only
+            // the new primary's GTIDs, and holds what was acknowledged in its time.
+            ("0-2-950", "0-2-930", true),
+            ("0-2-950", "0-2-951", false),
+            // Two domains: each is looked at by its own newest.
+            ("0-2-10,1-1-4", "0-2-10,1-1-5", false),
+            ("0-2-10,1-1-5", "0-2-10,1-1-5", true),
+        ];
+        for (history, acknowledged, covered) in cases {
+            let (history, acknowledged) = (p(history), p(acknowledged));
+            assert_eq!(
+                history.covers(&acknowledged),
+                *covered,
+                "{history:#} covers {acknowledged}"
+            );
+            let missing: Vec<String> = history
+                .missing(&acknowledged)
+                .map(ToString::to_string)
+                .collect();
+            assert_eq!(missing.is_empty(), *covered, "{missing:?}");
+        }
     }
 
     #[test]
-    fn covers_means_at_least_as_new_in_every_domain_of_the_other() {
+    fn covers_means_holding_the_newest_of_every_domain_of_the_other() {
         let p = |gtids: &[&str]| GtidPosition::of(&gtids.iter().map(|t| g(t)).collect::<Vec<_>>());
         let cases: &[(&[&str], &[&str], bool)] = &[
             (&[], &[], true),
             (&["0-1-5"], &[], true),
             (&[], &["0-1-5"], false),
             (&["0-1-5"], &["0-1-5"], true),
-            (&["0-1-5"], &["0-2-4"], true),
+            (&["0-1-5"], &["0-1-4"], true),
+            (&["0-1-5"], &["0-2-4"], false),
+            (&["0-2-4", "0-1-5"], &["0-2-4"], true),
             (&["0-1-4"], &["0-1-5"], false),
             (&["0-1-9"], &["0-1-5", "1-1-1"], false),
             (&["0-1-9", "1-1-1", "2-1-7"], &["0-1-5", "1-1-1"], true),
@@ -442,10 +575,62 @@ mod tests {
     }
 
     proptest! {
-        /// What MariaDB would print reads back as the same position.
+        /// What MariaDB would print reads back as the same position: every server's newest
+        /// (`{:#}`, as `gtid_binlog_state`), or the newest of each domain.
         #[test]
         fn display_and_parse_round_trip(p in position()) {
-            prop_assert_eq!(GtidPosition::parse(p.to_string().as_bytes()), Ok(p));
+            prop_assert_eq!(GtidPosition::parse(format!("{p:#}").as_bytes()), Ok(p.clone()));
+            let newest: Vec<Gtid> = p.gtids().copied().collect();
+            prop_assert_eq!(
+                GtidPosition::parse(p.to_string().as_bytes()),
+                Ok(GtidPosition::of(&newest))
+            );
+        }
+
+        /// Against histories written out GTID by GTID: a lineage of primaries one after the
+        /// other, and a branch off it (a fenced primary's tail, or a server of its own numbered
+        /// ahead). Whatever a history's position names of it — every server's newest, or only
+        /// the newest of the domain — it never holds a GTID the history lacks; naming every
+        /// server, it holds each one the history has.
+        #[test]
+        fn a_position_holds_no_gtid_its_history_lacks(
+            runs in prop::collection::vec(1u64..5, 1..5),
+            cut in 0usize..20,
+            fork in (any::<prop::sample::Index>(), 0u64..3, any::<bool>(), 1u64..4),
+        ) {
+            let mut lineage = Vec::new();
+            let mut boundaries = vec![0usize];
+            for (server, len) in (1u32..).zip(&runs) {
+                for _ in 0..*len {
+                    lineage.push(Gtid::maria(0, server, lineage.len() as u64 + 1));
+                }
+                boundaries.push(lineage.len());
+            }
+            // The branch: at a run's end its primary goes on alone (a tail), or anywhere a
+            // server of its own writes, numbered ahead or not.
+            let (at, jump, tail, len) = fork;
+            let (start, server, first) = if tail {
+                let end = boundaries[1..][at.index(boundaries.len() - 1)];
+                (end, lineage[end - 1].server_id, end as u64 + 1)
+            } else {
+                let start = at.index(lineage.len() + 1);
+                (start, 9, start as u64 + 1 + jump * 1_000_000)
+            };
+            let mut branch = lineage[..start].to_vec();
+            branch.extend((0..len).map(|i| Gtid::maria(0, server, first + i)));
+            let every: Vec<Gtid> = lineage.iter().chain(&branch).copied().collect();
+            let histories = [lineage[..cut.min(lineage.len())].to_vec(), branch];
+            for history in histories {
+                let state = GtidPosition::of(&history);
+                let newest = GtidPosition::of(history.last().copied().as_slice());
+                for g in &every {
+                    let had = history.contains(g);
+                    prop_assert_eq!(state.holds(g), had, "{:#} holds {}", state, g);
+                    prop_assert!(!newest.holds(g) || had, "{} holds {}", newest, g);
+                    let one = GtidPosition::of(&[*g]);
+                    prop_assert!(!newest.covers(&one) || had);
+                }
+            }
         }
 
         /// A position is the newest GTID of each domain, whatever the order they came in.
@@ -497,14 +682,12 @@ mod tests {
             prop_assert!(next.holds(&g) && next.covers(&a));
         }
 
-        /// `covers` is a partial order (reflexive, transitive), agrees with `holds` for a
-        /// single GTID, and is false exactly when something is `missing`.
+        /// `covers` is reflexive, agrees with `holds` for a single GTID, and is false exactly
+        /// when something is `missing`. (It is not transitive: a history that names only a
+        /// newer server's GTIDs may hold more than can be told.)
         #[test]
-        fn covers_holds_and_missing_agree(a in position(), b in position(), c in position(), g in gtid()) {
+        fn covers_holds_and_missing_agree(a in position(), b in position(), g in gtid()) {
             prop_assert!(a.covers(&a));
-            if a.covers(&b) && b.covers(&c) {
-                prop_assert!(a.covers(&c));
-            }
             prop_assert_eq!(a.covers(&b), a.missing(&b).next().is_none());
             prop_assert_eq!(a.holds(&g), a.covers(&GtidPosition::of(&[g])));
             let newest: Vec<Gtid> = b.newest_gtids().collect();

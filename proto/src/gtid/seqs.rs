@@ -1,13 +1,10 @@
 //! A set of sequence numbers as inclusive intervals: what a MySQL GTID set holds of one source
-//! (`uuid:1-5:7-9`), and what a MariaDB position holds of one domain (`0..=n`). Pure
-//! arithmetic: no I/O.
+//! (`uuid:1-5:7-9`), and what an exact set holds of one MariaDB domain and server. Exact
+//! whatever its number of gaps: it never forgets a number it was given. Where its input comes
+//! from a peer, the reader bounds how many intervals it takes (see
+//! [`crate::dump_gtid::MAX_PEER_INTERVALS`]). Pure arithmetic: no I/O.
 
 use std::fmt;
-
-/// Most intervals kept: a set that would need more keeps its lowest ones and forgets the rest
-/// (it then holds less than it was told, never more). A primary's own history is one interval
-/// per source unless GTIDs were given by hand; this bounds what a replica's request can cost.
-pub const MAX_INTERVALS: usize = 1024;
 
 /// Sorted, disjoint, non-adjacent inclusive intervals.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -68,8 +65,51 @@ impl SeqSet {
             start = start.min(self.0[first].0);
             end = end.max(self.0[past - 1].1);
         }
-        self.0.splice(first..past, [(start, end)]);
-        self.0.truncate(MAX_INTERVALS);
+        if first == self.0.len() {
+            // The usual case: numbers handed out in order land past the last interval.
+            self.0.push((start, end));
+        } else {
+            self.0.splice(first..past, [(start, end)]);
+        }
+    }
+
+    /// Heap bytes the intervals take (for the memory a set of many gaps costs).
+    pub fn heap_bytes(&self) -> usize {
+        self.0.capacity() * std::mem::size_of::<(u64, u64)>()
+    }
+
+    /// Adds every number from `start` to `end`, exactly if that leaves at most `max`
+    /// intervals; otherwise the interval nearest below (or, if none, above) grows to take them
+    /// in, so the set then holds more than it was given, never less. Returns whether it stayed
+    /// exact.
+    pub fn insert_range_within(&mut self, start: u64, end: u64, max: usize) -> bool {
+        if start > end {
+            return true;
+        }
+        let before = self.0.len();
+        let at = self
+            .0
+            .partition_point(|&(_, e)| e.saturating_add(1) < start);
+        let joins = self
+            .0
+            .get(at)
+            .is_some_and(|&(s, _)| s <= end.saturating_add(1));
+        if joins || before < max.max(1) {
+            self.insert_range(start, end);
+            return true;
+        }
+        // A new interval would pass the bound: stretch a neighbour over the gap instead.
+        match at.checked_sub(1) {
+            Some(below) => {
+                let from = self.0[below].1.saturating_add(1);
+                self.insert_range(from, end);
+            }
+            None => {
+                let to = self.0[0].0.saturating_sub(1);
+                self.insert_range(start, to);
+            }
+        }
+        false
     }
 
     /// Adds every number `other` holds.
@@ -143,14 +183,46 @@ mod tests {
         assert!(SeqSet::through(9).covers(&s));
     }
 
+    /// A set with 100,000 gaps stays exact (no interval is forgotten) and small: measured
+    /// here, the figure docs/failover.md gives.
     #[test]
-    fn keeps_at_most_the_lowest_intervals_it_may() {
+    fn a_hundred_thousand_gaps_stay_exact() {
+        const GAPS: u64 = 100_000;
         let mut s = SeqSet::default();
-        for n in (0..2 * MAX_INTERVALS as u64).rev() {
+        for n in 1..=GAPS {
             s.insert(n * 2);
         }
-        assert_eq!(s.intervals().len(), MAX_INTERVALS);
-        assert!(s.contains(0) && !s.contains(2 * MAX_INTERVALS as u64));
+        assert_eq!(s.intervals().len(), GAPS as usize);
+        assert!(s.contains(2) && s.contains(2 * GAPS) && !s.contains(2 * GAPS - 1));
+        let bytes = s.heap_bytes();
+        eprintln!(
+            "{GAPS} gaps: {} intervals, {bytes} heap bytes",
+            s.intervals().len()
+        );
+        assert!(bytes <= 4 << 20, "{bytes} bytes for {GAPS} gaps");
+        // Filling one gap joins its neighbours; filling them all leaves one interval.
+        s.insert(3);
+        assert_eq!(s.intervals().len(), GAPS as usize - 1);
+        for n in 1..GAPS {
+            s.insert(n * 2 + 1);
+        }
+        assert_eq!(s.intervals(), &[(2, 2 * GAPS)]);
+    }
+
+    #[test]
+    fn past_its_bound_a_set_holds_more_never_less() {
+        let mut s = set(&[(1, 1), (5, 5)]);
+        assert!(s.insert_range_within(3, 3, 3), "room for a third");
+        assert_eq!(s.to_string(), "1:3:5");
+        assert!(s.insert_range_within(6, 7, 3), "joins an interval");
+        assert!(
+            !s.insert_range_within(9, 9, 3),
+            "a fourth would pass the bound"
+        );
+        assert_eq!(s.to_string(), "1:3:5-9", "the gap 8 is taken in");
+        let mut first = set(&[(10, 10)]);
+        assert!(!first.insert_range_within(2, 3, 1));
+        assert_eq!(first.to_string(), "2-10");
     }
 
     fn model() -> impl Strategy<Value = Vec<(u64, u64)>> {
@@ -168,6 +240,25 @@ mod tests {
             prop_assert_eq!(&listed, &numbers);
             for pair in s.intervals().windows(2) {
                 prop_assert!(pair[0].1 + 1 < pair[1].0, "{:?}", s);
+            }
+        }
+
+        /// Bounded, a set never loses a number it was given and never has more intervals
+        /// than its bound (once it had room for them all).
+        #[test]
+        fn bounded_sets_hold_at_least_what_they_got(intervals in model(), max in 1usize..4) {
+            let mut s = SeqSet::default();
+            let mut exact = true;
+            for &(a, b) in &intervals {
+                exact &= s.insert_range_within(a, b, max);
+            }
+            prop_assert!(s.intervals().len() <= max);
+            let numbers: BTreeSet<u64> = intervals.iter().flat_map(|&(a, b)| a..=b).collect();
+            for n in &numbers {
+                prop_assert!(s.contains(*n));
+            }
+            if exact {
+                prop_assert_eq!(s, set(&intervals));
             }
         }
 

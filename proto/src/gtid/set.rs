@@ -8,8 +8,8 @@ use std::fmt;
 use super::{Domain, Gtid, SeqSet};
 use crate::ProtoError;
 
-/// GTIDs by domain and (on MariaDB) originating server, as intervals of numbers. Bounded as a
-/// [`SeqSet`] is: past its intervals it holds less than it was given, never more.
+/// GTIDs by domain and (on MariaDB) originating server, as intervals of numbers: exact, however
+/// many gaps it has.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GtidSet(BTreeMap<(Domain, u32), SeqSet>);
 
@@ -23,6 +23,31 @@ impl GtidSet {
             .entry((gtid.domain, gtid.server_id))
             .or_default()
             .insert(gtid.seq_no);
+    }
+
+    /// Adds every number from `start` to `end` of `domain` and (MariaDB) `server_id`, exactly
+    /// while that key keeps at most `max` intervals (see [`SeqSet::insert_range_within`]);
+    /// returns whether it stayed exact.
+    pub fn insert_range_within(
+        &mut self,
+        domain: Domain,
+        server_id: u32,
+        start: u64,
+        end: u64,
+        max: usize,
+    ) -> bool {
+        if matches!(domain, Domain::Binlog(_)) {
+            return true;
+        }
+        self.0
+            .entry((domain, server_id))
+            .or_default()
+            .insert_range_within(start, end, max)
+    }
+
+    /// Heap bytes its intervals take.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.values().map(SeqSet::heap_bytes).sum()
     }
 
     /// Adds every GTID of `other`.

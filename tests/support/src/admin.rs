@@ -118,3 +118,22 @@ impl Scrape {
         })
     }
 }
+
+/// Writes `token` to `dir/token`, readable by its owner only (strongsync refuses a token file
+/// others may read), and returns its path.
+pub fn token_file(dir: &std::path::Path, token: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("token");
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+/// Creates a new deployment's state file at `dir/state.json`, following `primary`, as
+/// `strongsync init-state` does (strongsync starts only from an existing one), and returns
+/// its path.
+pub fn state_file(dir: &std::path::Path, primary: &str) -> std::path::PathBuf {
+    let path = dir.join("state.json");
+    strongsync::failover::State::create(&path, primary).expect("create the state file");
+    path
+}

@@ -3,7 +3,7 @@
 //! primary rejoins without its tail, how a server says what it executed and whether it holds a
 //! GTID the final primary lacks) is a [`LedgerServer`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -14,14 +14,15 @@ use strongsync::config::{Config, OnTimeout, ProbeConfig, ReplicaConfig, Secret};
 
 use crate::admin;
 use crate::cluster::Cluster;
-use crate::failover::{ids_of, Writers, IDS};
+use crate::failover::{ids_of, PooledWriters, Writers, IDS};
 use crate::mariadb::{wait_for, MariaDb, APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER};
 use crate::mysql::MySql;
 use crate::mysql_topology::MySqlTopology;
 use crate::strong::{durability, position_holds, Strong, PATIENCE};
+use crate::tcp_relay::TcpRelay;
 use crate::topology::Topology;
 
-const TOKEN: &str = "failover-test-token-0123456789";
+pub const TOKEN: &str = "failover-test-token-0123456789";
 const WRITERS: u64 = 8;
 /// Ids of the rows written straight to a fenced primary: above every writer's (`writer << 32`).
 const TAIL_IDS: u64 = 1 << 62;
@@ -61,6 +62,30 @@ pub trait LedgerServer {
     fn logged(&self, gtid: &str) -> bool;
     /// The source of the first GTID in `position`, as a follow refusal names it.
     fn source_of(position: &str) -> String;
+    /// What its replication receiver last failed with (`Last_IO_Error`).
+    fn io_error(&self) -> String;
+    /// Whether its receiver has received `gtid` (by identity: MariaDB's `Gtid_IO_Pos` names
+    /// the newest of a domain, MySQL's `RECEIVED_TRANSACTION_SET` every one).
+    fn received(&self, gtid: &str) -> bool;
+    /// Stops its receiver.
+    fn stop_io(&self);
+    /// Makes its receiver wait `secs` for its source before it gives up on a silent
+    /// connection, from its next connection on (it reconnects now).
+    fn set_net_timeout(&self, secs: u32);
+    /// Makes it a primary by hand, as a failover manager would: replication stopped and
+    /// forgotten, writable.
+    fn make_primary_by_hand(&self);
+    /// Inserts `id` into the ledger straight on it with a GTID of a history of its own
+    /// (MariaDB: numbered far ahead; MySQL: a foreign source) and returns that GTID.
+    fn write_diverged(&self, id: u64) -> String;
+    /// Sessions of strongsync's application account on it now.
+    fn app_sessions(&self) -> usize {
+        self.sql(&format!(
+            "SELECT COUNT(*) FROM information_schema.processlist WHERE user = '{APP_USER}'"
+        ))
+        .parse()
+        .unwrap_or(usize::MAX)
+    }
 }
 
 /// The servers of a ledger topology.
@@ -75,26 +100,19 @@ pub trait LedgerCluster: Cluster {
     fn wait_caught_up(&self);
 }
 
-fn ids(server: &impl LedgerServer) -> HashSet<u64> {
+pub fn ids(server: &impl LedgerServer) -> HashSet<u64> {
     ids_of(server.query_rows(IDS))
 }
 
 /// strongsync in front of `C` with an admin token, the probe, the failover account and (with
 /// `replicas_configured`) every server as a promote candidate.
-fn start<C: LedgerCluster>(
+pub fn start<C: LedgerCluster>(
     quorum: usize,
     dir: &Path,
     replicas_configured: bool,
     adjust: impl FnOnce(&mut Config),
 ) -> Strong<C> {
-    let token = dir.join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let s = Strong::<C>::launch(2, None, |config, topology| {
-        config.durability = durability(quorum, OnTimeout::Block, Duration::from_secs(3600));
-        config.failover.admin_token_file = Some(token);
-        config.probe = topology.probe_account();
-        config.failover.user = Some(APP_USER.into());
-        config.failover.password = Some(Secret(APP_PASSWORD.into()));
+    start_with::<C>(quorum, dir, |config, topology| {
         if replicas_configured {
             config.replica = topology
                 .servers()
@@ -107,20 +125,100 @@ fn start<C: LedgerCluster>(
                 .collect();
         }
         adjust(config);
+    })
+}
+
+/// [`start`], with `adjust` seeing the servers.
+pub fn start_with<C: LedgerCluster>(
+    quorum: usize,
+    dir: &Path,
+    adjust: impl FnOnce(&mut Config, &C),
+) -> Strong<C> {
+    let token = crate::admin::token_file(dir, TOKEN);
+    let s = Strong::<C>::launch(2, None, |config, topology| {
+        config.durability = durability(quorum, OnTimeout::Block, Duration::from_secs(3600));
+        config.failover.admin_token_file = Some(token);
+        config.probe = topology.probe_account();
+        config.failover.user = Some(APP_USER.into());
+        config.failover.password = Some(Secret(APP_PASSWORD.into()));
+        adjust(config, topology);
     });
     s.topology
         .primary_sql("CREATE TABLE sbtest.ledger (id BIGINT PRIMARY KEY)");
     s
 }
 
-/// Rounds of: writers commit all along; the primary is SIGKILLed after a random number of
-/// acknowledged rows; promote; the writers go on through the same address; the old primary
-/// rejoins without its tail. Every other round a manager fences first and the old primary then
-/// takes a write that bypasses strongsync, so that it has a tail for certain (a killed primary
-/// seldom holds one: strongsync relays what it commits at once). Then every acknowledged row is
-/// on the final primary and every replica, no server holds a tail row, no replica holds a GTID
-/// the final primary lacks, and every commit the fence cut off names GTIDs the outcome call
-/// calls the tail.
+/// The servers' relays: strongsync reaches every server through one of its own (sessions,
+/// dumps, the probe, promote's looks), so that a partition can cut any primary off from it
+/// while the server lives on.
+pub struct Relays(HashMap<u32, TcpRelay>);
+
+impl Relays {
+    /// The address strongsync knows server `server_id` by.
+    pub fn addr(&self, server_id: u32) -> String {
+        self.relay(server_id).addr().to_string()
+    }
+
+    /// The relay in front of server `server_id`.
+    pub fn relay(&self, server_id: u32) -> &TcpRelay {
+        &self.0[&server_id]
+    }
+}
+
+/// Like [`start`], with every server behind a [`TcpRelay`] (strongsync's primary is the
+/// relay of the first) and listed as a promote candidate by its relay's address.
+pub fn launch_relayed<C: LedgerCluster>(
+    quorum: usize,
+    dir: &Path,
+    adjust: impl FnOnce(&mut Config),
+) -> (Strong<C>, Relays) {
+    let mut relays = HashMap::new();
+    let s = start_with::<C>(quorum, dir, |config, topology| {
+        for server in topology.servers() {
+            let target = server.addr().parse().expect("a server's TCP address");
+            relays.insert(server.server_id(), TcpRelay::start(target));
+        }
+        let first = topology.servers()[0].server_id();
+        config.primary = relays[&first].addr().to_string();
+        config.replica = topology
+            .servers()
+            .into_iter()
+            .map(|r| ReplicaConfig {
+                server_id: r.server_id(),
+                address: Some(relays[&r.server_id()].addr().to_string()),
+                ..ReplicaConfig::default()
+            })
+            .collect();
+        // A partitioned server is looked at (and given up on) within this.
+        config.timeouts.primary_connect = Duration::from_secs(2);
+        adjust(config);
+    });
+    (s, Relays(relays))
+}
+
+/// How the primary of a round goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Round {
+    /// SIGKILLed.
+    Kill,
+    /// Fenced and switched over while it lives on (and takes a write around strongsync).
+    Planned,
+    /// Cut off from strongsync by a partition, switched over, and back once it heals (it
+    /// takes a write around strongsync meanwhile).
+    Partition,
+}
+
+/// The rounds' kinds, in turn.
+const ROUNDS: [Round; 3] = [Round::Kill, Round::Planned, Round::Partition];
+
+/// Rounds of: eight writers on pooled connections commit all along; after a random number of
+/// acknowledged rows the primary goes — SIGKILLed, switched over while alive, or cut off by a
+/// partition that heals after the switch (in turn) —; promote; the writers go on through the
+/// same address; the old primary rejoins without its tail. An old primary that lives gets no
+/// row sent after it was fenced (or cut off), and its tail (a write around strongsync) reaches
+/// no server. Then every acknowledged row is on the final primary and every replica, no server
+/// holds a tail row, no replica holds a GTID the final primary lacks, and every commit the
+/// fence cut off names GTIDs the outcome call calls the tail.
 pub async fn failover_rounds<C: LedgerCluster>(quorum: usize, rounds: usize) {
     let seed = std::env::var("LEDGER_SEED")
         .ok()
@@ -129,15 +227,16 @@ pub async fn failover_rounds<C: LedgerCluster>(quorum: usize, rounds: usize) {
     eprintln!("failover ledger: quorum {quorum}, seed {seed}");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state.json");
-    let mut s = start::<C>(quorum, dir.path(), true, |config| {
-        config.failover.state_file = Some(state);
+    let (mut s, relays) = launch_relayed::<C>(quorum, dir.path(), |config| {
+        config.failover.state_file = Some(crate::admin::state_file(dir.path(), &config.primary));
     });
     s.topology.wait_caught_up();
-    let writers = Writers::start(&s.proxy.url(APP_USER, APP_PASSWORD), WRITERS);
+    let writers = PooledWriters::start(&s.proxy.url(APP_USER, APP_PASSWORD), WRITERS);
     let mut primary = s.topology.servers()[0].server_id();
     let mut tail_rows = Vec::new();
+    let mut on_retired = 0usize;
     for round in 0..rounds {
+        let kind = ROUNDS[round % ROUNDS.len()];
         let before = writers.acknowledged();
         let more = rng.random_range(50..400);
         wait_for(
@@ -145,27 +244,59 @@ pub async fn failover_rounds<C: LedgerCluster>(quorum: usize, rounds: usize) {
             PATIENCE,
             || writers.acknowledged() >= before + more,
         );
-        let old_addr = s.topology.server_mut(primary).addr();
+        let old_addr = relays.addr(primary);
+        // Statements sent from this moment on must never reach the old primary.
+        let cut = round as u32 * 2 + 1;
         let mut tail = None;
-        if round % 2 == 1 {
-            let fenced = admin::post(s.proxy.admin_addr(), "/fence", Some(TOKEN), "");
-            assert_eq!(fenced.status, 200, "round {round}: {}", fenced.body);
-            let id = TAIL_IDS | round as u64;
-            let gtid = s.topology.server_mut(primary).write_around(id);
-            assert!(
-                !gtid.is_empty(),
-                "round {round}: the write around strongsync got no GTID"
-            );
-            tail_rows.push(id);
-            tail = Some(gtid);
+        match kind {
+            Round::Kill => s.topology.server_mut(primary).kill(),
+            Round::Planned | Round::Partition => {
+                if kind == Round::Partition {
+                    relays.relay(primary).partition();
+                    writers.enter(cut);
+                }
+                let fenced = admin::post(s.proxy.admin_addr(), "/fence", Some(TOKEN), "");
+                assert_eq!(fenced.status, 200, "round {round}: {}", fenced.body);
+                writers.enter(cut);
+                let id = TAIL_IDS | round as u64;
+                let gtid = s.topology.server_mut(primary).write_around(id);
+                assert!(
+                    !gtid.is_empty(),
+                    "round {round}: the write around strongsync got no GTID"
+                );
+                tail_rows.push(id);
+                tail = Some(gtid);
+            }
         }
-        s.topology.server_mut(primary).kill();
         let answer = admin::post(s.proxy.admin_addr(), "/promote", Some(TOKEN), "{}");
         assert_eq!(answer.status, 200, "round {round}: {}", answer.body);
+        writers.enter(cut + 1);
         let report: serde_json::Value = serde_json::from_str(&answer.body).unwrap();
         assert_eq!(report["epoch"], round as u64 + 2, "{report}");
         assert_eq!(report["retired"], old_addr.as_str(), "{report}");
         let chosen = report["server_id"].as_u64().unwrap() as u32;
+        assert_ne!(chosen, primary, "round {round}: promoted the old primary");
+        if kind == Round::Partition {
+            relays.relay(primary).heal();
+        }
+        if kind != Round::Kill {
+            // The old primary lives: once strongsync's connections to it are gone (closed at
+            // the follow), nothing sent after the cut is on it.
+            let old = s.topology.server_mut(primary);
+            wait_for(
+                &format!("round {round}: no session of strongsync's left on the old primary"),
+                PATIENCE,
+                || old.app_sessions() == 0,
+            );
+            let on_old = ids(old);
+            let late = writers.ledger.lock().unwrap().sent_from(cut);
+            let reached: Vec<_> = late.iter().filter(|id| on_old.contains(id)).collect();
+            assert!(
+                reached.is_empty(),
+                "round {round} ({kind:?}): the retired primary got rows sent after the cut: {reached:?}"
+            );
+            on_retired += reached.len();
+        }
         let source = s.topology.server_mut(chosen).copy_source();
         let port = s.proxy.port();
         s.topology
@@ -200,12 +331,13 @@ pub async fn failover_rounds<C: LedgerCluster>(quorum: usize, rounds: usize) {
             || writers.acknowledged() >= after + 50,
         );
         eprintln!(
-            "round {round}: killed {primary}, promoted {chosen}, {} acknowledged",
+            "round {round}: {kind:?} of {primary}, promoted {chosen}, {} acknowledged",
             writers.acknowledged()
         );
         primary = chosen;
     }
     let ledger = writers.stop().await;
+    let acknowledged = ledger.acknowledged();
     let final_primary = s.topology.server_mut(primary);
     let executed = final_primary.executed();
     let mut missing = Vec::new();
@@ -218,15 +350,14 @@ pub async fn failover_rounds<C: LedgerCluster>(quorum: usize, rounds: usize) {
         let held: Vec<_> = tail_rows.iter().filter(|row| on.contains(row)).collect();
         assert!(held.is_empty(), "server {id} holds tail rows {held:?}");
         missing.extend(
-            ledger
-                .acknowledged
+            acknowledged
                 .iter()
                 .filter(|i| !on.contains(i))
                 .map(|i| (id, *i)),
         );
     }
     assert!(missing.is_empty(), "acknowledged rows lost: {missing:?}");
-    for gtids in &ledger.cut_off {
+    for gtids in ledger.cut_off.iter().filter(|g| !g.is_empty()) {
         let outcome = admin::get(s.proxy.admin_addr(), &format!("/outcome?gtid={gtids}"));
         assert!(
             outcome.body.contains("\"unacknowledged_tail\""),
@@ -235,8 +366,9 @@ pub async fn failover_rounds<C: LedgerCluster>(quorum: usize, rounds: usize) {
         );
     }
     eprintln!(
-        "quorum {quorum}: {} acknowledged over {rounds} failovers, {} cut off by a fence",
-        ledger.acknowledged.len(),
+        "quorum {quorum}: {} acknowledged over {rounds} failovers ({:?}), 0 lost, {on_retired} rows on a retired primary after its cut, {} cut off by a fence",
+        acknowledged.len(),
+        &ROUNDS[..rounds.min(ROUNDS.len())],
         ledger.cut_off.len()
     );
 }
@@ -412,6 +544,48 @@ impl LedgerServer for MariaDb {
         })
     }
 
+    fn io_error(&self) -> String {
+        self.slave_status()
+            .get("Last_IO_Error")
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn received(&self, gtid: &str) -> bool {
+        let (source, seq) = gtid.rsplit_once('-').expect("a MariaDB GTID");
+        let seq: u64 = seq.parse().expect("a sequence number");
+        let io_pos = self
+            .slave_status()
+            .get("Gtid_IO_Pos")
+            .cloned()
+            .unwrap_or_default();
+        io_pos.split(',').any(|g| {
+            g.trim()
+                .rsplit_once('-')
+                .is_some_and(|(s, n)| s == source && n.parse::<u64>().is_ok_and(|n| n >= seq))
+        })
+    }
+
+    fn stop_io(&self) {
+        self.sql("STOP SLAVE IO_THREAD");
+    }
+
+    fn set_net_timeout(&self, secs: u32) {
+        self.sql(&format!(
+            "STOP SLAVE IO_THREAD; SET GLOBAL slave_net_timeout = {secs}; START SLAVE IO_THREAD"
+        ));
+    }
+
+    fn make_primary_by_hand(&self) {
+        self.sql("STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = 0");
+    }
+
+    fn write_diverged(&self, id: u64) -> String {
+        self.sql(&format!(
+            "SET gtid_seq_no = 1000000; INSERT INTO sbtest.ledger (id) VALUES ({id}); SELECT @@last_gtid"
+        ))
+    }
+
     /// `domain-server` of `domain-server-seq`.
     fn source_of(position: &str) -> String {
         let first = position.split(',').next().unwrap_or_default();
@@ -573,6 +747,42 @@ impl LedgerServer for MySql {
         self.sql(&format!(
             "SELECT GTID_SUBSET('{gtid}', @@global.gtid_executed)"
         )) == "1"
+    }
+
+    fn io_error(&self) -> String {
+        self.replica_status()
+            .get("Last_IO_Error")
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn received(&self, gtid: &str) -> bool {
+        let received = self.received_transaction_set();
+        self.gtid_subset(gtid, &received)
+    }
+
+    fn stop_io(&self) {
+        self.sql("STOP REPLICA IO_THREAD");
+    }
+
+    fn set_net_timeout(&self, secs: u32) {
+        self.sql(&format!(
+            "STOP REPLICA IO_THREAD; SET GLOBAL replica_net_timeout = {secs}; START REPLICA IO_THREAD"
+        ));
+    }
+
+    fn make_primary_by_hand(&self) {
+        self.sql(
+            "STOP REPLICA; RESET REPLICA ALL; SET GLOBAL super_read_only = 0; SET GLOBAL read_only = 0",
+        );
+    }
+
+    fn write_diverged(&self, id: u64) -> String {
+        let gtid = "bbbbbbbb-0000-4000-8000-000000000001:1";
+        self.sql(&format!(
+            "SET gtid_next = '{gtid}'; INSERT INTO sbtest.ledger (id) VALUES ({id}); SET gtid_next = 'AUTOMATIC'"
+        ));
+        gtid.to_owned()
     }
 
     /// The UUID of `uuid:interval…`.

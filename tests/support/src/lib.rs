@@ -18,6 +18,7 @@ pub mod mysql_gtid;
 mod mysql_launch;
 pub mod mysql_root;
 pub mod mysql_topology;
+pub mod nemesis;
 pub mod ports;
 pub mod proxy;
 pub mod rawclient;

@@ -1,6 +1,8 @@
 //! A TCP relay the test controls, put between a replica and the proxy (or the proxy and the
 //! primary): it forwards bytes both ways until told to stall (stop forwarding, sockets kept
-//! open, so the senders meet TCP backpressure), to delay one direction, to rewrite the MySQL
+//! open, so the senders meet TCP backpressure), to partition (nothing arrives; once healed,
+//! what was sent meanwhile arrives, as TCP resends it, unless its sender reset the connection
+//! meanwhile: a reset socket resends nothing), to delay one direction, to rewrite the MySQL
 //! packets going one way, or to cut every connection it carries.
 //!
 //! It runs on a runtime of its own, so tests may block freely, with or without a runtime of
@@ -48,6 +50,8 @@ struct Shared {
     target: SocketAddr,
     /// True while nothing may be forwarded.
     stalled: watch::Sender<bool>,
+    /// True while the network is split.
+    partitioned: watch::Sender<bool>,
     /// Delay per direction, in [`Direction`] order.
     delays: Mutex<[Duration; 2]>,
     /// Rewrite of each whole packet's payload per direction (same length), if any.
@@ -58,6 +62,8 @@ struct Shared {
     forwarded: [AtomicU64; 2],
     accepted: AtomicUsize,
     open: AtomicUsize,
+    /// The local ports of the connections it made to the target, newest last.
+    target_ports: Mutex<Vec<u16>>,
 }
 
 /// Changes a packet's payload in place (its length stays).
@@ -75,12 +81,14 @@ impl TcpRelay {
         let shared = Arc::new(Shared {
             target,
             stalled: watch::Sender::new(false),
+            partitioned: watch::Sender::new(false),
             delays: Mutex::new([Duration::ZERO; 2]),
             rewrites: Mutex::new([None, None]),
             cut: Mutex::new(shutdown.child_token()),
             forwarded: [AtomicU64::new(0), AtomicU64::new(0)],
             accepted: AtomicUsize::new(0),
             open: AtomicUsize::new(0),
+            target_ports: Mutex::new(Vec::new()),
         });
         let (addr_tx, addr_rx) = mpsc::channel();
         let thread = {
@@ -131,6 +139,18 @@ impl TcpRelay {
         self.shared.stalled.send_replace(false);
     }
 
+    /// Splits the network between the two sides: nothing arrives either way, and senders
+    /// are not held back (a lossy network, not a full buffer).
+    pub fn partition(&self) {
+        self.shared.partitioned.send_replace(true);
+    }
+
+    /// Heals the split: what each side sent meanwhile arrives, except on connections their
+    /// sender reset meanwhile.
+    pub fn heal(&self) {
+        self.shared.partitioned.send_replace(false);
+    }
+
     /// Holds every chunk going `direction` for `delay` after it arrived (zero: no delay).
     /// Applies to chunks arriving from now on.
     pub fn set_delay(&self, direction: Direction, delay: Duration) {
@@ -171,6 +191,12 @@ impl TcpRelay {
     /// Connections open now.
     pub fn open_connections(&self) -> usize {
         self.shared.open.load(Ordering::SeqCst)
+    }
+
+    /// The local port of the newest connection the relay made to its target (the target's
+    /// end of it has this as its peer's port).
+    pub fn newest_target_port(&self) -> Option<u16> {
+        self.shared.target_ports.lock().unwrap().last().copied()
     }
 }
 
@@ -225,6 +251,9 @@ async fn relay_one(client: TcpStream, shared: &Shared) {
     let Ok(server) = TcpStream::connect(shared.target).await else {
         return;
     };
+    if let Ok(local) = server.local_addr() {
+        shared.target_ports.lock().unwrap().push(local.port());
+    }
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
     let (client_read, client_write) = client.into_split();
@@ -246,36 +275,88 @@ async fn pipe(
 ) {
     let (chunks_tx, mut chunks_rx) = tokio::sync::mpsc::channel::<(Instant, Vec<u8>)>(IN_FLIGHT);
     let rewrite = shared.rewrites.lock().unwrap()[direction as usize].clone();
+    // The sender reset the connection during a partition: what it sent meanwhile is gone.
+    let reset = std::sync::atomic::AtomicBool::new(false);
+    let reset = &reset;
     let read = async move {
         let mut stalled = shared.stalled.subscribe();
+        let mut split = shared.partitioned.subscribe();
         let mut buf = vec![0u8; CHUNK];
         let mut partial = Vec::new();
+        // What arrived during a partition, in order: sent on once it heals.
+        let mut held: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
         loop {
             if stalled.wait_for(|s| !*s).await.is_err() {
                 return;
             }
-            match from.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => {
-                    let chunk = match &rewrite {
-                        None => buf[..n].to_vec(),
-                        Some(rewrite) => {
-                            partial.extend_from_slice(&buf[..n]);
-                            whole_packets(&mut partial, rewrite.as_ref())
-                        }
-                    };
-                    let due = Instant::now() + shared.delay(direction);
-                    if chunks_tx.send((due, chunk)).await.is_err() {
+            let partitioned = *split.borrow_and_update();
+            if !partitioned && !held.is_empty() {
+                while let Some(chunk) = held.pop_front() {
+                    if chunks_tx.send((Instant::now(), chunk)).await.is_err() {
                         return;
                     }
                 }
+                continue;
+            }
+            let read = if partitioned {
+                // Read on, so a reset shows at once; wake up when the split heals.
+                tokio::select! {
+                    read = from.read(&mut buf) => Some(read),
+                    _ = split.changed() => None,
+                }
+            } else {
+                Some(from.read(&mut buf).await)
+            };
+            let n = match read {
+                None => continue,
+                Some(Ok(0)) if partitioned => {
+                    // A clean end: what came before it is resent and arrives once healed.
+                    if split.wait_for(|p| !*p).await.is_err() {
+                        return;
+                    }
+                    while let Some(chunk) = held.pop_front() {
+                        if chunks_tx.send((Instant::now(), chunk)).await.is_err() {
+                            return;
+                        }
+                    }
+                    return;
+                }
+                Some(Ok(0)) => return,
+                Some(Err(_)) => {
+                    if partitioned {
+                        reset.store(true, Ordering::SeqCst);
+                    }
+                    return;
+                }
+                Some(Ok(n)) => n,
+            };
+            let chunk = match &rewrite {
+                None => buf[..n].to_vec(),
+                Some(rewrite) => {
+                    partial.extend_from_slice(&buf[..n]);
+                    whole_packets(&mut partial, rewrite.as_ref())
+                }
+            };
+            if partitioned {
+                held.push_back(chunk);
+                continue;
+            }
+            let due = Instant::now() + shared.delay(direction);
+            if chunks_tx.send((due, chunk)).await.is_err() {
+                return;
             }
         }
     };
     let write = async move {
         let mut stalled = shared.stalled.subscribe();
+        let mut split = shared.partitioned.subscribe();
         while let Some((due, chunk)) = chunks_rx.recv().await {
             tokio::time::sleep_until(due).await;
+            // Nothing crosses a split; what was on its way when it came is lost if its
+            // sender resets, and arrives otherwise.
+            if split.wait_for(|p| !*p).await.is_err() || reset.load(Ordering::SeqCst) {
+                return;
+            }
             loop {
                 // Counted under the flag's lock: once `stall` has returned, the count stays.
                 let let_through = {

@@ -1,7 +1,12 @@
 //! The admin HTTP port: `/metrics` (Prometheus), `/healthz` (the process runs), `/readyz` (the
 //! primary is reachable and a quorum of semisync replicas is connected), `/status` (JSON),
 //! `/outcome?gtid=…` (what became of one commit); and `POST /fence`, `/follow`, `/promote` and
-//! `/reinstate`, which change state and so need the admin token. Separate from the SQL port; anything else gets 404 or 405.
+//! `/reinstate`, which change state and so need the admin token. Separate from the SQL port;
+//! anything else gets 404 or 405. How connections are accepted and bounded is [`listener`].
+
+mod listener;
+
+pub use listener::Listening;
 
 use std::sync::Arc;
 
@@ -69,8 +74,22 @@ struct Status {
     passthrough: bool,
     quorum_position: Option<String>,
     head: Option<String>,
-    /// The newest GTID per domain acknowledged to a client with its quorum.
+    /// Every transaction the quorum has held (newest per domain, as `gtid_slave_pos` shows
+    /// it on MariaDB; the whole set on MySQL): what a new primary must hold.
     acknowledged_gtid_position: String,
+    /// The same, every MariaDB server's newest (as `gtid_binlog_state` lists them).
+    acknowledged_gtid_state: String,
+    /// The watermark passed `durability.max_gtid_intervals`: it holds more than was
+    /// acknowledged, and follow and promote refuse.
+    acknowledged_inexact: bool,
+    /// Why commits cannot be named by GTID now (every response is then bounded by the
+    /// primary's binlog position), if so.
+    commits_untracked: Option<String>,
+    /// Whether the fence, the epoch and the retired primaries are written to a state file.
+    persisted: bool,
+    /// The primaries strongsync followed before: never followed or promoted again until
+    /// reinstated.
+    retired_primaries: Vec<RetiredPrimary>,
     /// Replicas holding every transaction in `acknowledged_gtid_position` whose promotion
     /// leaves replicas that can meet the rule's zone parts.
     failover_candidates: Vec<u32>,
@@ -136,8 +155,16 @@ struct UnresolvedRelease {
 #[derive(Debug, Serialize)]
 struct PrimaryStatus {
     address: String,
+    /// Who it is, once strongsync has asked it.
+    identity: Option<String>,
     reachable: bool,
     problem: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct RetiredPrimary {
+    address: String,
+    identity: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -169,7 +196,8 @@ struct Replica {
 }
 
 /// Serves the admin endpoints on `listener` until `cancel` fires.
-pub async fn serve(listener: TcpListener, admin: Admin, cancel: CancellationToken) {
+pub async fn serve(listener: TcpListener, admin: Admin, how: Listening, cancel: CancellationToken) {
+    let counted = Arc::clone(&admin.metrics);
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -182,12 +210,7 @@ pub async fn serve(listener: TcpListener, admin: Admin, cancel: CancellationToke
         .route("/reinstate", post(reinstate))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(admin);
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { cancel.cancelled().await })
-        .await;
-    if let Err(error) = served {
-        tracing::error!(%error, "admin server stopped");
-    }
+    listener::serve(listener, app, how, counted, cancel).await;
 }
 
 async fn metrics(AppState(admin): AppState<Admin>) -> Response {
@@ -277,8 +300,12 @@ async fn fence(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Bytes
         /// False if it was fenced already.
         newly: bool,
         unacknowledged_tail: String,
+        persisted: bool,
+        /// Set when nothing was written to a state file.
+        warning: Option<&'static str>,
     }
-    match admin.control.fence(&reason).await {
+    let control = Arc::clone(&admin.control);
+    match carried_through(async move { control.fence(&reason).await }).await {
         Ok(report) => json(
             StatusCode::OK,
             &Fenced {
@@ -286,22 +313,49 @@ async fn fence(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Bytes
                 epoch: report.epoch,
                 newly: report.newly,
                 unacknowledged_tail: report.tail.to_string(),
+                persisted: report.persisted,
+                warning: not_persisted(report.persisted),
             },
         ),
-        Err(e) => control_error("fence", &e),
+        Err(e) => control_error(&admin, "fence", &e),
     }
 }
 
-/// A control call that did not go through: 409 for a refusal (nothing changed, or — for
-/// promote — the fence stays and a rerun picks up), 500 for a change not saved.
-fn control_error(call: &str, e: &crate::failover::ControlError) -> Response {
+/// A control call that did not go through: 409 for a refusal, 500 for a change not saved;
+/// the answer says whether the fence is up after it (a follow refused once it fenced, a
+/// promote that stopped midway).
+fn control_error(admin: &Admin, call: &str, e: &crate::failover::ControlError) -> Response {
     tracing::warn!(error = %e, call, "admin call did not go through");
     let status = if e.is_refusal() {
         StatusCode::CONFLICT
     } else {
         StatusCode::INTERNAL_SERVER_ERROR
     };
-    (status, format!("{e}\n")).into_response()
+    let fence = match admin.durability.fence_state() {
+        Some(fence) => format!(
+            "the primary of epoch {} is fenced: nothing more of it is relayed or acknowledged",
+            fence.epoch
+        ),
+        None => "nothing is fenced".to_owned(),
+    };
+    (status, format!("{e}\n{fence}\n")).into_response()
+}
+
+/// Runs a call that changes state to its end on a task of its own: a caller that hangs up (a
+/// hook that times out) must not leave a fence, a follow or a promote half done.
+async fn carried_through<T: Send + 'static>(
+    call: impl std::future::Future<Output = Result<T, crate::failover::ControlError>> + Send + 'static,
+) -> Result<T, crate::failover::ControlError> {
+    match tokio::spawn(call).await {
+        Ok(result) => result,
+        Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+        Err(_) => Err(crate::failover::ControlError::Interrupted),
+    }
+}
+
+/// What an answer says when no state file is configured.
+fn not_persisted(persisted: bool) -> Option<&'static str> {
+    (!persisted).then_some(crate::failover::NOT_PERSISTED)
 }
 
 /// `POST /follow` with `{"primary": "HOST:PORT", "force": false, "allow_retired": false}`.
@@ -333,25 +387,10 @@ async fn follow(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Byte
         force: call.force,
         allow_retired: call.allow_retired,
     };
-    #[derive(Serialize)]
-    struct Followed {
-        epoch: u64,
-        primary: String,
-        retired: String,
-        /// Acknowledged GTIDs the new primary lacked (a forced follow).
-        lacking: String,
-    }
-    match admin.control.follow(&call).await {
-        Ok(report) => json(
-            StatusCode::OK,
-            &Followed {
-                epoch: report.epoch,
-                primary: report.primary,
-                retired: report.retired,
-                lacking: report.lacking,
-            },
-        ),
-        Err(e) => control_error("follow", &e),
+    let control = Arc::clone(&admin.control);
+    match carried_through(async move { control.follow(&call).await }).await {
+        Ok(report) => json(StatusCode::OK, &Followed::of(report)),
+        Err(e) => control_error(&admin, "follow", &e),
     }
 }
 
@@ -375,31 +414,65 @@ async fn promote(AppState(admin): AppState<Admin>, headers: HeaderMap, body: Byt
     #[derive(Serialize)]
     struct Promoted {
         server_id: u32,
-        primary: String,
-        epoch: u64,
-        retired: String,
+        #[serde(flatten)]
+        follow: Followed,
         looked: Vec<Looked>,
     }
-    match admin.control.promote().await {
+    let control = Arc::clone(&admin.control);
+    match carried_through(async move { control.promote().await }).await {
         Ok(report) => json(
             StatusCode::OK,
             &Promoted {
                 server_id: report.server_id,
-                primary: report.follow.primary,
-                epoch: report.follow.epoch,
-                retired: report.follow.retired,
+                follow: Followed::of(report.follow),
                 looked: report
                     .looked
+                    .0
                     .into_iter()
-                    .map(|(server_id, r)| Looked {
-                        server_id,
-                        received: r.as_ref().ok().cloned(),
-                        problem: r.err(),
+                    .map(|(server_id, seen)| match seen {
+                        crate::failover::Seen::Received(received) => Looked {
+                            server_id,
+                            received: Some(received.to_string()),
+                            problem: None,
+                        },
+                        other => Looked {
+                            server_id,
+                            received: None,
+                            problem: Some(other.to_string()),
+                        },
                     })
                     .collect(),
             },
         ),
-        Err(e) => control_error("promote", &e),
+        Err(e) => control_error(&admin, "promote", &e),
+    }
+}
+
+/// What a follow did, as the admin port says it.
+#[derive(Serialize)]
+struct Followed {
+    epoch: u64,
+    primary: String,
+    /// Who it is (`server_id 2`, `server_uuid …`).
+    identity: Option<String>,
+    retired: String,
+    /// Acknowledged GTIDs the new primary lacked (a forced follow).
+    lacking: String,
+    persisted: bool,
+    warning: Option<&'static str>,
+}
+
+impl Followed {
+    fn of(report: crate::failover::FollowReport) -> Self {
+        Followed {
+            epoch: report.epoch,
+            primary: report.primary,
+            identity: report.identity.map(|i| i.to_string()),
+            retired: report.retired,
+            lacking: report.lacking,
+            persisted: report.persisted,
+            warning: not_persisted(report.persisted),
+        }
     }
 }
 
@@ -422,12 +495,18 @@ async fn reinstate(AppState(admin): AppState<Admin>, headers: HeaderMap, body: B
             )
         }
     };
-    match admin.control.reinstate(&call.primary).await {
-        Ok(()) => json(
+    let control = Arc::clone(&admin.control);
+    let primary = call.primary.clone();
+    match carried_through(async move { control.reinstate(&primary).await }).await {
+        Ok(persisted) => json(
             StatusCode::OK,
-            &serde_json::json!({ "reinstated": call.primary.trim() }),
+            &serde_json::json!({
+                "reinstated": call.primary.trim(),
+                "persisted": persisted,
+                "warning": not_persisted(persisted),
+            }),
         ),
-        Err(e) => control_error("reinstate", &e),
+        Err(e) => control_error(&admin, "reinstate", &e),
     }
 }
 
@@ -505,6 +584,19 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         quorum_position: s.quorum_position.map(|p| p.to_string()),
         head: s.head.map(|p| p.to_string()),
         acknowledged_gtid_position: s.acknowledged.to_string(),
+        acknowledged_gtid_state: format!("{:#}", s.acknowledged),
+        acknowledged_inexact: s.acknowledged_inexact,
+        commits_untracked: s.commits_untracked.clone(),
+        persisted: admin.control.persists(),
+        retired_primaries: admin
+            .control
+            .retired()
+            .into_iter()
+            .map(|r| RetiredPrimary {
+                address: r.address,
+                identity: r.identity.map(|i| i.to_string()),
+            })
+            .collect(),
         failover_candidates: s.failover_candidates,
         not_failover_candidates: s
             .not_candidates
@@ -550,6 +642,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         reads_in_snapshot: s.reads_in_snapshot,
         primary: PrimaryStatus {
             address: admin.control.primary(),
+            identity: admin.control.followed().identity.map(|i| i.to_string()),
             reachable: reachable.is_ok(),
             problem: reachable.err(),
         },

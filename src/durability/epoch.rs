@@ -1,0 +1,206 @@
+//! Epochs: each primary strongsync follows opens one, and every connection — a client session's
+//! to the primary, a replica pipe's dump — belongs to the epoch it was opened in. A connection
+//! of an epoch that was fenced writes nothing more to anyone; one of an epoch that is over (a
+//! follow retired its primary) never reaches that primary again, whether it is dead or very
+//! much alive. Each epoch has two tokens its connections wait on, and the number of the epoch in
+//! force is one atomic read for the checks on every command.
+//!
+//! Writes to the primary pass a gate ([`Durability::pass`]): the fence (and the follow after it)
+//! waits until no command that passed before it is still being written, so that once it
+//! returns nothing more goes to the old primary.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use super::Durability;
+
+/// One epoch: its number, the primary followed in it, and what fires when it ends.
+#[derive(Debug)]
+pub struct Epoch {
+    number: u64,
+    primary: String,
+    /// Fires once the epoch's primary is fenced (and, at the latest, when the epoch is over).
+    fenced: CancellationToken,
+    /// Fires once strongsync follows the next primary.
+    retired: CancellationToken,
+}
+
+/// Why a write to the primary may not go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The epoch's primary is fenced.
+    Fenced {
+        /// The fenced epoch.
+        epoch: u64,
+    },
+    /// The epoch is over: strongsync follows the primary of `now`.
+    Retired {
+        /// The connection's epoch.
+        epoch: u64,
+        /// The epoch in force.
+        now: u64,
+    },
+}
+
+/// A write to the primary under way; the fence waits for it.
+#[must_use = "the write is covered only while the pass lives"]
+pub struct Pass<'a>(&'a Durability);
+
+// === impl Epoch ===
+
+impl Epoch {
+    pub(super) fn new(number: u64, primary: String) -> Arc<Self> {
+        Arc::new(Epoch {
+            number,
+            primary,
+            fenced: CancellationToken::new(),
+            retired: CancellationToken::new(),
+        })
+    }
+
+    /// Its number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The primary followed in it: `HOST:PORT` or a Unix socket's path.
+    pub fn primary(&self) -> &str {
+        &self.primary
+    }
+
+    /// Resolves once the epoch's primary is fenced or the epoch is over: a replica pipe
+    /// writes nothing more. Made once per connection (on a token of its own, so connections
+    /// polling it do not contend) and polled as often as it likes.
+    pub fn fenced(&self) -> WaitForCancellationFutureOwned {
+        self.fenced.child_token().cancelled_owned()
+    }
+
+    /// Resolves once the epoch is over: a session's connection to its primary is closed.
+    pub fn retired(&self) -> WaitForCancellationFutureOwned {
+        self.retired.child_token().cancelled_owned()
+    }
+
+    /// Whether the epoch is over.
+    pub fn is_retired(&self) -> bool {
+        self.retired.is_cancelled()
+    }
+
+    /// Its primary is fenced: its replica pipes stop.
+    pub(super) fn mark_fenced(&self) {
+        self.fenced.cancel();
+    }
+}
+
+// === impl Durability (epochs) ===
+
+impl Durability {
+    /// The epoch in force, with its primary.
+    pub fn epoch(&self) -> Arc<Epoch> {
+        Arc::clone(&self.lock().epoch)
+    }
+
+    /// The number of the epoch in force (one atomic read).
+    pub fn epoch_number(&self) -> u64 {
+        self.epoch_now.load(Ordering::SeqCst)
+    }
+
+    /// Sets the epoch strongsync starts in (from the state file, or the first), before anything
+    /// connects.
+    pub fn start_epoch(&self, number: u64, primary: String) {
+        let mut inner = self.lock();
+        inner.epoch = Epoch::new(number, primary);
+        self.epoch_now.store(number, Ordering::SeqCst);
+        if inner.fence.is_some() {
+            inner.epoch.mark_fenced();
+        }
+    }
+
+    /// Lets a write to the primary of `epoch` go, unless that epoch is over or (without
+    /// `fenced_reads`) fenced. The fence and the follow wait for every pass given before them
+    /// to be dropped.
+    ///
+    /// # Errors
+    /// [`Refused`]: nothing may be written to that primary.
+    pub fn pass(&self, epoch: u64, fenced_reads: bool) -> Result<Pass<'_>, Refused> {
+        // Counted before it looks: a fence that then sets its flag either is seen here or sees
+        // this pass and waits for it.
+        self.writing.fetch_add(1, Ordering::SeqCst);
+        let pass = Pass(self);
+        let now = self.epoch_now.load(Ordering::SeqCst);
+        if now != epoch {
+            return Err(Refused::Retired { epoch, now });
+        }
+        if self.fenced.load(Ordering::SeqCst) && !fenced_reads {
+            return Err(Refused::Fenced { epoch });
+        }
+        Ok(pass)
+    }
+
+    /// Whether a statement may go to the primary of `epoch` now: the check of
+    /// [`pass`](Self::pass), without counting a write (two atomic reads).
+    ///
+    /// # Errors
+    /// [`Refused`].
+    pub fn admits(&self, epoch: u64, fenced_reads: bool) -> Result<(), Refused> {
+        let now = self.epoch_now.load(Ordering::SeqCst);
+        if now != epoch {
+            return Err(Refused::Retired { epoch, now });
+        }
+        if self.fenced.load(Ordering::SeqCst) && !fenced_reads {
+            return Err(Refused::Fenced { epoch });
+        }
+        Ok(())
+    }
+
+    /// Waits (up to `limit`) until no write that passed the gate is under way; false if some
+    /// still were. Only a fence or a follow waits, so it looks every millisecond rather than
+    /// have every write wake it.
+    pub(super) async fn writes_done(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if self.writing.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// Refuses every write to the primary of the epoch in force from now on (the follow that
+    /// ends it has begun), and waits up to `drain` for those under way; false if some still
+    /// were.
+    pub(super) async fn end_writes(&self, next: u64, drain: Duration) -> bool {
+        self.epoch_now.store(next, Ordering::SeqCst);
+        self.writes_done(drain).await
+    }
+
+    /// Opens epoch `number` on `primary` in place of `inner`'s, whose connections are told to
+    /// close.
+    pub(super) fn replace_epoch(inner: &mut super::Inner, number: u64, primary: String) {
+        let old = std::mem::replace(&mut inner.epoch, Epoch::new(number, primary));
+        old.fenced.cancel();
+        old.retired.cancel();
+    }
+}
+
+impl Drop for Pass<'_> {
+    fn drop(&mut self) {
+        self.0.writing.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Fenced { epoch } => write!(f, "primary of epoch {epoch} fenced"),
+            Refused::Retired { epoch, now } => {
+                write!(f, "epoch {epoch} is over (strongsync is in epoch {now})")
+            }
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! Why a failover call did not go through, and why failover could not start: one enum each,
+//! with what each case is about. The admin port turns them into answers in one place.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use strongsync_proto::ProtoError;
+use thiserror::Error;
+
+use super::state::StateError;
+use crate::config::ConfigError;
+use crate::flavour::{Flavour, GtidModeProblem, ServerIdentity};
+
+/// Why a control call failed.
+#[derive(Debug, Error)]
+pub enum ControlError {
+    /// The change was made in memory but could not be written: it would not survive a
+    /// restart.
+    #[error("{0}; the change is in force but would not survive a restart of strongsync")]
+    NotSaved(#[source] StateError),
+    /// No account to check a primary with.
+    #[error("refused: following a primary needs the [probe] account, to check it first")]
+    NoAccount,
+    /// It was followed before.
+    #[error("refused: {addr} was followed before, as {retired} (a retired primary is never followed again unless allow_retired is given)")]
+    Retired {
+        /// The primary named.
+        addr: String,
+        /// How it was followed then: its address, and its identity if known.
+        retired: String,
+    },
+    /// It is the primary strongsync fenced, under another name.
+    #[error("refused: {addr} is {identity}, the primary strongsync fenced ({fenced}); follow another server, or give allow_retired")]
+    FencedPrimary {
+        /// The primary named.
+        addr: String,
+        /// Who it is.
+        identity: ServerIdentity,
+        /// The fenced primary's address.
+        fenced: String,
+    },
+    /// It could not be checked.
+    #[error("refused: cannot check {addr}: {problem}")]
+    Unreachable {
+        /// The primary named.
+        addr: String,
+        /// Why.
+        #[source]
+        problem: Box<CandidateError>,
+    },
+    /// Its address reached another server after the fence than before it.
+    #[error(
+        "refused: {addr} was {before} before the fence and {after} after it (the fence stays)"
+    )]
+    Changed {
+        /// The primary named.
+        addr: String,
+        /// Who it was.
+        before: ServerIdentity,
+        /// Who it is.
+        after: ServerIdentity,
+    },
+    /// It is read-only.
+    #[error("refused: {0} is read-only (read_only or super_read_only is on)")]
+    ReadOnly(String),
+    /// It still replicates.
+    #[error("refused: {addr} still replicates (channels {channels:?}); stop and reset its replication first")]
+    Replicating {
+        /// The primary named.
+        addr: String,
+        /// Its running channels.
+        channels: Vec<String>,
+    },
+    /// It lacks acknowledged commits.
+    #[error("refused: {addr} lacks acknowledged transactions {lacking} (it holds {holds}; follow with force to accept losing them)")]
+    Lacks {
+        /// The primary named.
+        addr: String,
+        /// What it lacks, newest per domain.
+        lacking: String,
+        /// What it holds, every server's newest.
+        holds: String,
+    },
+    /// The watermark can no longer be compared exactly.
+    #[error("refused: the acknowledged watermark passed durability.max_gtid_intervals and holds more than was acknowledged, so no server can be checked exactly against it (raise the bound and restart strongsync, or follow with force)")]
+    WatermarkInexact,
+    /// MySQL without a GTID for every transaction.
+    #[error("refused: {addr}: {problem}")]
+    GtidMode {
+        /// The primary named.
+        addr: String,
+        /// What is off.
+        problem: GtidModeProblem,
+    },
+    /// Reinstate names a primary that is not retired.
+    #[error("refused: {0} is not a retired primary")]
+    NotRetired(String),
+    /// Promote has nothing to log in with.
+    #[error(
+        "refused: promote needs the [failover] account (user, password) and [[replica]] addresses"
+    )]
+    NoPromoteSetup,
+    /// No replica holds every acknowledged commit.
+    #[error("no replica holds every acknowledged transaction ({acknowledged}); nothing promoted (the fence stays): {looked}")]
+    NoCandidate {
+        /// The watermark.
+        acknowledged: String,
+        /// What each replica had.
+        looked: super::promote::LookedAt,
+    },
+    /// A step of promote failed; rerunning promote picks up from there.
+    #[error("promote stopped at server {server_id}: {problem} (the fence stays; rerun promote)")]
+    PromoteStep {
+        /// The replica being promoted.
+        server_id: u32,
+        /// The step and why.
+        #[source]
+        problem: Box<PromoteError>,
+    },
+    /// strongsync stopped before the call ended.
+    #[error(
+        "interrupted: strongsync is stopping; what the call changed so far is in the state file"
+    )]
+    Interrupted,
+    /// It is a server of the other flavour.
+    #[error("refused: {addr} is {found:?}, the replicas are {expected:?}")]
+    OtherFlavour {
+        /// The primary named.
+        addr: String,
+        /// What it is.
+        found: Flavour,
+        /// What the acknowledged positions are of.
+        expected: Flavour,
+    },
+}
+
+/// Why a server could not be looked at.
+#[derive(Debug, Error)]
+pub enum CandidateError {
+    /// Connecting took too long.
+    #[error("cannot connect to {addr} within {timeout:?}")]
+    ConnectTimeout {
+        /// Where.
+        addr: String,
+        /// The limit (`timeouts.primary_connect`).
+        timeout: Duration,
+    },
+    /// The login failed.
+    #[error("cannot log in to {addr} as {user}: {source}")]
+    Login {
+        /// Where.
+        addr: String,
+        /// The account.
+        user: String,
+        /// Why.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// It did not answer in time.
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    /// A query failed.
+    #[error("{query} failed ({source}): the account needs the privilege to read it")]
+    Query {
+        /// The query.
+        query: &'static str,
+        /// Why.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// A query returned no row.
+    #[error("{0} returned no row")]
+    NoRow(&'static str),
+    /// An answer does not read.
+    #[error("its {what} does not read: {source}")]
+    Unreadable {
+        /// What was read.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: ProtoError,
+    },
+}
+
+/// Why promote stopped at the replica it chose.
+#[derive(Debug, Error)]
+pub enum PromoteError {
+    /// It could not be reached.
+    #[error(transparent)]
+    Connect(#[from] CandidateError),
+    /// A step failed.
+    #[error("{step}: {source}")]
+    Step {
+        /// What promote was doing.
+        step: &'static str,
+        /// Why it failed.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// It did not apply what it received in time.
+    #[error("it did not apply {received} within {apply:?} (failover.promote_apply_timeout); its replication is stopped (I/O thread) and nothing else changed: rerun promote")]
+    NotApplied {
+        /// What it had received.
+        received: String,
+        /// The limit.
+        apply: Duration,
+    },
+}
+
+/// Why failover control could not start.
+#[derive(Debug, Error)]
+pub enum ControlStartError {
+    /// The token file.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The state file.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The primary is MySQL without a GTID for every transaction.
+    #[error("primary {addr}: {problem}")]
+    GtidMode {
+        /// The primary.
+        addr: String,
+        /// What is off.
+        problem: GtidModeProblem,
+    },
+    /// The state file to create exists already.
+    #[error("state file {0} exists already: strongsync init-state creates only a new one")]
+    Exists(PathBuf),
+}
+
+impl ControlError {
+    /// Whether the call was refused (the admin port answers 409), rather than failed to save
+    /// a change (500).
+    pub fn is_refusal(&self) -> bool {
+        !matches!(self, ControlError::NotSaved(_))
+    }
+}
