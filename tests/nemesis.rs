@@ -43,6 +43,18 @@ async fn mysql_a_healed_partition_leaves_nothing_on_the_old_primary() {
     a_healed_partition_leaves_nothing_on_the_old_primary::<MySqlTopology>().await;
 }
 
+// === 2b. A paused primary that wakes after the failover ===
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_a_paused_old_primary_that_wakes_gets_nothing() {
+    a_paused_old_primary_that_wakes_gets_nothing::<Topology>().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_a_paused_old_primary_that_wakes_gets_nothing() {
+    a_paused_old_primary_that_wakes_gets_nothing::<MySqlTopology>().await;
+}
+
 // === 3. A candidate with a diverged history ===
 
 #[tokio::test(flavor = "multi_thread")]

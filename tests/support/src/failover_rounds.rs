@@ -42,6 +42,8 @@ pub trait LedgerServer {
     fn server_id(&self) -> u32;
     fn addr(&self) -> String;
     fn kill(&mut self);
+    /// Pid of its server process, for signals a test sends it (SIGSTOP, SIGCONT).
+    fn pid(&self) -> u32;
     fn sql(&self, sql: &str) -> String;
     fn query_rows(&self, sql: &str) -> Vec<Vec<String>>;
     fn copy_source(&self) -> CopySource;
@@ -444,6 +446,10 @@ impl LedgerServer for MariaDb {
         MariaDb::kill(self)
     }
 
+    fn pid(&self) -> u32 {
+        MariaDb::pid(self)
+    }
+
     fn sql(&self, sql: &str) -> String {
         MariaDb::sql(self, sql)
     }
@@ -636,6 +642,10 @@ impl LedgerServer for MySql {
 
     fn kill(&mut self) {
         MySql::kill(self)
+    }
+
+    fn pid(&self) -> u32 {
+        MySql::pid(self)
     }
 
     fn sql(&self, sql: &str) -> String {

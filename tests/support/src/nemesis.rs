@@ -1,9 +1,9 @@
 //! The failover nemesis, on either flavour (`tests/nemesis.rs` runs each against MariaDB and
-//! MySQL): the old primary alive through a planned switch, a partition that heals, a
-//! candidate whose history diverged, a replica holding a fenced tail, a slow replica in the
-//! middle of a large transaction, the retired primary under another name. Each proves what
-//! it claims from the servers themselves (the rows, what each replica received), never from
-//! strongsync's counters.
+//! MySQL): the old primary alive through a planned switch, a partition that heals, a paused
+//! primary that wakes after the failover, a candidate whose history diverged, a replica
+//! holding a fenced tail, a slow replica in the middle of a large transaction, the retired
+//! primary under another name. Each proves what it claims from the servers themselves (the
+//! rows, what each replica received), never from strongsync's counters.
 
 use std::time::Duration;
 
@@ -246,6 +246,127 @@ pub async fn a_healed_partition_leaves_nothing_on_the_old_primary<C: LedgerClust
         "healed partition: {} acknowledged, {} sent after the cut, none on the old primary",
         ledger.acknowledged().len(),
         ledger.sent_from(phase::CUT).len()
+    );
+}
+
+/// A server process stopped by SIGSTOP (a frozen VM, a stall of the host) until
+/// [`resume`](Self::resume); its sockets stay open and what is sent to it piles up in the
+/// kernel. Dropped paused (a failing test), it is sent SIGCONT, so that it can be stopped.
+struct Paused(nix::unistd::Pid);
+
+impl Paused {
+    fn pause(pid: u32) -> Paused {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        Paused(pid)
+    }
+
+    fn resume(self) {}
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
+    }
+}
+
+/// Nemesis 2b: a paused old primary (SIGSTOP, with statements of strongsync's sessions under
+/// way on it) is fenced, passed over by promote and followed away from; then it wakes. What
+/// it then commits of those statements was never acknowledged, it gets nothing sent after the
+/// fence, and no replica gets what it commits after waking.
+pub async fn a_paused_old_primary_that_wakes_gets_nothing<C: LedgerCluster>() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = start::<C>(1, dir.path(), true, |config| {
+        config.failover.state_file = Some(admin::state_file(dir.path(), &config.primary));
+    });
+    s.topology.wait_caught_up();
+    let old = s.topology.servers()[0].server_id();
+    let retired = || {
+        s.topology
+            .servers()
+            .into_iter()
+            .find(|x| x.server_id() == old)
+            .unwrap()
+    };
+    let writers = PooledWriters::start(&s.proxy.url(APP_USER, APP_PASSWORD), WRITERS);
+    wait_for("200 acknowledged rows", PATIENCE, || {
+        writers.acknowledged() >= 200
+    });
+    let paused = Paused::pause(retired().pid());
+    call(
+        &s,
+        "/fence",
+        r#"{"reason": "the primary stopped answering"}"#,
+    );
+    writers.enter(phase::CUT);
+    let report = call(&s, "/promote", "{}");
+    writers.enter(phase::FOLLOWED);
+    let chosen = report["server_id"].as_u64().unwrap() as u32;
+    assert_ne!(chosen, old, "promoted the paused primary: {report}");
+    let before = writers.acknowledged();
+    wait_for("writers going on on the new primary", PATIENCE, || {
+        writers.acknowledged() >= before + 200
+    });
+    paused.resume();
+    wait_for(
+        "no session of strongsync's left on the woken old primary",
+        PATIENCE,
+        || retired().app_sessions() == 0,
+    );
+    let tail = retired().write_around(AROUND | 3);
+    let ledger = writers.stop().await;
+    let on_old = ids(retired());
+    let late: Vec<_> = ledger
+        .sent_from(phase::CUT)
+        .into_iter()
+        .filter(|id| on_old.contains(id))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "the old primary got rows sent after its fence: {late:?}"
+    );
+    let on_new = ids(s
+        .topology
+        .servers()
+        .into_iter()
+        .find(|x| x.server_id() == chosen)
+        .unwrap());
+    let acknowledged = ledger.acknowledged();
+    let only_old: Vec<u64> = on_old.difference(&on_new).copied().collect();
+    let stranded: Vec<_> = only_old
+        .iter()
+        .filter(|id| acknowledged.contains(id))
+        .collect();
+    assert!(
+        stranded.is_empty(),
+        "acknowledged rows only on the old primary: {stranded:?}"
+    );
+    let replicas: Vec<u32> = s
+        .topology
+        .servers()
+        .iter()
+        .map(|x| x.server_id())
+        .filter(|id| *id != old && *id != chosen)
+        .collect();
+    assert_everything_acknowledged_is_on(&s, &acknowledged, chosen, &replicas);
+    for server in s.topology.servers() {
+        if server.server_id() != old {
+            let got: Vec<_> = ids(server)
+                .into_iter()
+                .filter(|id| only_old.contains(id))
+                .collect();
+            assert!(
+                got.is_empty() && !server.logged(&tail),
+                "server {} holds what only the old primary committed: {got:?} {tail}",
+                server.server_id()
+            );
+        }
+    }
+    eprintln!(
+        "paused primary: {} acknowledged, {} rows only on it (none acknowledged, none \
+         replicated)",
+        acknowledged.len(),
+        only_old.len()
     );
 }
 
