@@ -30,6 +30,18 @@ pub const TRACKING_CHECK_REASONS: [&str; 6] = [
     "gtid_mode_off",
 ];
 
+/// Why strongsync ran a statement of its own on a client's connection (labels of
+/// `strongsync_session_statements_total`): setting up tracking (at login, after a reset or a
+/// change of user), checking the session after a response, reading the quorum the session
+/// asked for, putting tracking back, reading a replica's dump settings.
+pub const SESSION_STATEMENT_REASONS: [&str; 5] = [
+    "setup",
+    "check",
+    "session_quorum",
+    "restore",
+    "replica_dump",
+];
+
 /// Why a session's own quorum was not taken as it asked (labels of
 /// `strongsync_session_quorum_refused_total`).
 pub const SESSION_QUORUM_REFUSALS: [&str; 3] = ["not_a_count", "below_floor", "above_max"];
@@ -215,6 +227,10 @@ metrics! {
         /// Checks that found a client had switched off the GTID tracking strongsync needs (it
         /// was switched back on).
         pub tracking_restored: IntCounter = "strongsync_tracking_restored_total" [],
+        /// Statements strongsync ran on clients' connections to the primary, each seen by the
+        /// primary as the client's own, by why (setup, check, session_quorum, restore,
+        /// replica_dump).
+        pub session_statements: IntCounterVec = "strongsync_session_statements_total" ["reason"],
         /// Responses bounded by the primary's binlog position read on strongsync's own
         /// connection (the probe), by result (ok, failed): every response under visibility =
         /// quorum.
@@ -297,6 +313,9 @@ impl Metrics {
         }
         for reason in TRACKING_CHECK_REASONS {
             self.tracking_checks.with_label_values(&[reason]);
+        }
+        for reason in SESSION_STATEMENT_REASONS {
+            self.session_statements.with_label_values(&[reason]);
         }
         for result in ["ok", "failed"] {
             self.probe_bounds.with_label_values(&[result]);
@@ -396,6 +415,14 @@ impl Metrics {
     /// [`TRACKING_CHECK_REASONS`]).
     pub fn tracking_checked(&self, reason: &str) {
         self.tracking_checks.with_label_values(&[reason]).inc();
+    }
+
+    /// Counts `n` statements of strongsync's own on a client's connection, for `reason` (one
+    /// of [`SESSION_STATEMENT_REASONS`]).
+    pub fn session_statements_ran(&self, reason: &str, n: usize) {
+        self.session_statements
+            .with_label_values(&[reason])
+            .inc_by(n as u64);
     }
 
     /// Counts a session's `@strongsync_quorum` not taken as asked, for `why` (one of

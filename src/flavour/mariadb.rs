@@ -109,7 +109,10 @@ impl Tracker {
         // each of which would cost a check.
         self.snapshot_vars = self.common.context.snapshot_vars;
         let (check, enable) = self.queries();
-        let answers = primary.ask(&[check, enable, READ_BACK]).await?;
+        let answers = self
+            .common
+            .ask(primary, "setup", &[check, enable, READ_BACK])
+            .await?;
         let [mut probed, mut enabled, mut read_back] = Answer::each(answers);
         if self.snapshot_vars && probed.code == Some(ER_UNKNOWN_SYSTEM_VARIABLE) {
             // A server before innodb_snapshot_isolation: every response is bounded one by one.
@@ -117,7 +120,10 @@ impl Tracker {
             // change of user), so its trackers were the server's defaults: put them back and
             // set up again without the transaction tracking.
             self.snapshot_vars = false;
-            let answers = primary.ask(&[DEFAULTS, CHECK, ENABLE, READ_BACK]).await?;
+            let answers = self
+                .common
+                .ask(primary, "setup", &[DEFAULTS, CHECK, ENABLE, READ_BACK])
+                .await?;
             let defaults: Answer;
             [defaults, probed, enabled, read_back] = Answer::each(answers);
             if let Some(error) = defaults.error {
@@ -216,7 +222,11 @@ impl Tracker {
     ) -> Result<Checked, Error> {
         let connection_id = self.common.context.connection_id;
         self.common.context.metrics.tracking_checked(reason.label());
-        let [answer] = Answer::each(primary.ask(&[self.queries().0]).await?);
+        let [answer] = Answer::each(
+            self.common
+                .ask(primary, reason.statement_label(), &[self.queries().0])
+                .await?,
+        );
         let mut checked = Checked::default();
         if let Some(error) = answer.error {
             warn!(connection_id, %error, "could not read what the session committed after a response that may have committed");
@@ -270,7 +280,11 @@ impl Tracker {
         if !self.common.context.primary_tracks {
             return Ok(());
         }
-        let [enabled, read_back] = Answer::each(primary.ask(&[self.queries().1, READ_BACK]).await?);
+        let [enabled, read_back] = Answer::each(
+            self.common
+                .ask(primary, "restore", &[self.queries().1, READ_BACK])
+                .await?,
+        );
         if let Some(error) = self.enabled(enabled, read_back) {
             warn!(%error, "could not put GTID tracking back on the primary connection");
         }

@@ -363,6 +363,20 @@ impl Common {
         }
     }
 
+    /// Runs `queries` of strongsync's own on the session's connection, counted for `reason`
+    /// (see [`crate::metrics::SESSION_STATEMENT_REASONS`]).
+    async fn ask(
+        &self,
+        primary: &mut impl OwnQueries,
+        reason: &'static str,
+        queries: &[&str],
+    ) -> Result<Vec<Answer>, Error> {
+        self.context
+            .metrics
+            .session_statements_ran(reason, queries.len());
+        primary.ask(queries).await
+    }
+
     /// Starts a set-up: nothing is tracked until it works, and unless the proxy tracks
     /// transactions itself, whatever the client asks for of them is its own, and passes. False
     /// if the primary offers no session tracking: every response is then checked.
@@ -418,6 +432,14 @@ impl CheckReason {
             CheckReason::DomainSwitch => "domain_switch",
             CheckReason::SessionQuorum => "session_quorum",
             CheckReason::GtidModeOff => "gtid_mode_off",
+        }
+    }
+
+    /// Label of `strongsync_session_statements_total` for the check's statement.
+    fn statement_label(self) -> &'static str {
+        match self {
+            CheckReason::SessionQuorum => "session_quorum",
+            _ => "check",
         }
     }
 }

@@ -34,10 +34,11 @@ mod dump;
 
 pub(super) use dump::{dump_setup, DUMP_QUERY};
 
-/// How the session tracks, and what it asks: the columns of [`Check`], in order.
-const CHECK: &str = "SELECT @@session.session_track_gtids, \
-     @@session.session_track_system_variables, @@session.session_track_state_change, \
-     @strongsync_quorum";
+/// How the session tracks, and what it asks: the columns of [`Check`], in order, each as
+/// binary so that the client's `character_set_results` does not respell them.
+const CHECK: &str = "SELECT CAST(@@session.session_track_gtids AS BINARY), \
+     CAST(@@session.session_track_system_variables AS BINARY), \
+     CAST(@@session.session_track_state_change AS BINARY), CAST(@strongsync_quorum AS BINARY)";
 /// Add the three tracking variables to the tracked ones (unless the list has them, or is
 /// `*`), report state changes, and report the session's own GTIDs unless it has GTIDs reported
 /// already. Each value is computed from the session's values before the statement.
@@ -49,10 +50,6 @@ const ENABLE: &str = "SET SESSION session_track_system_variables = \
         IF(FIND_IN_SET('session_track_system_variables', REPLACE(@@session.session_track_system_variables, ' ', '')) > 0, NULL, 'session_track_system_variables'))), \
      session_track_state_change = ON, \
      session_track_gtids = IF(@@session.session_track_gtids = 'OFF', 'OWN_GTID', @@session.session_track_gtids)";
-
-/// Most GTIDs one report is taken apart into; a report of more (a procedure that committed
-/// thousands of times in one statement) is bounded by the primary's position instead.
-const MAX_REPORTED: u64 = 256;
 
 /// How far the primary's binlog reaches: its file and the end of the last group written to
 /// it. MySQL writes a transaction to its binlog before the engine commits it (and before its
@@ -82,9 +79,6 @@ pub(super) fn parse_bound(row: &[Option<Vec<u8>>]) -> Result<GtidPosition, Proto
 pub struct Tracker {
     /// `active`: the primary is known to report this session's commits and state changes.
     pub(super) common: Common,
-    /// The session reports every executed GTID with each commit (`ALL_GTIDS`, the client's
-    /// choice), not only its own: each report is then waited for whole, as a bound.
-    all_gtids: bool,
     /// The response in progress switched tracking itself, or reported GTIDs that do not
     /// read: what it committed may have gone unreported.
     unreported: Option<&'static str>,
@@ -105,7 +99,6 @@ impl Tracker {
     pub(super) fn new(context: TrackerContext) -> Self {
         Tracker {
             common: Common::new(context),
-            all_gtids: false,
             unreported: None,
         }
     }
@@ -117,8 +110,11 @@ impl Tracker {
         if !self.common.begin_set_up() {
             return Ok(());
         }
-        let [probed, enabled, read_back] =
-            Answer::each(primary.ask(&[CHECK, ENABLE, CHECK]).await?);
+        let [probed, enabled, read_back] = Answer::each(
+            self.common
+                .ask(primary, "setup", &[CHECK, ENABLE, CHECK])
+                .await?,
+        );
         let client = Check::from_row(&probed.row);
         self.common.take_quorum(&client.quorum);
         self.client_gtids(&client.gtids);
@@ -181,7 +177,7 @@ impl Tracker {
             let TrackedGtid::OwnGtids(text) = tracked else {
                 continue;
             };
-            match self.reported(text) {
+            match Self::reported(text) {
                 Some(gtids) => news.committed.extend(gtids),
                 None => {
                     warn!(value = %String::from_utf8_lossy(text), "unreadable GTID report: the response is bounded by the primary's position");
@@ -218,7 +214,11 @@ impl Tracker {
             CheckReason::Untracked => Some("GTID tracking is not on for the session"),
             _ => self.unreported.take(),
         };
-        let [answer] = Answer::each(primary.ask(&[CHECK]).await?);
+        let [answer] = Answer::each(
+            self.common
+                .ask(primary, reason.statement_label(), &[CHECK])
+                .await?,
+        );
         if let Some(error) = answer.error {
             warn!(connection_id, %error, "could not read the session's tracking after a response that may have committed");
             self.common.active = false;
@@ -230,7 +230,6 @@ impl Tracker {
         }
         let check = Check::from_row(&answer.row);
         self.common.take_quorum(&check.quorum);
-        self.all_gtids = check.gtids.eq_ignore_ascii_case(b"ALL_GTIDS");
         if check.intact() && self.common.context.primary_tracks {
             self.common.active = true;
             return Ok(checked);
@@ -238,7 +237,11 @@ impl Tracker {
         debug!(connection_id, gtids = %String::from_utf8_lossy(&check.gtids), list = %String::from_utf8_lossy(&check.list), state_change = check.state_change, "session tracking was changed: putting it back");
         self.common.context.metrics.tracking_restored.inc();
         if self.common.context.primary_tracks {
-            let [enabled, read_back] = Answer::each(primary.ask(&[ENABLE, CHECK]).await?);
+            let [enabled, read_back] = Answer::each(
+                self.common
+                    .ask(primary, "restore", &[ENABLE, CHECK])
+                    .await?,
+            );
             if let Some(error) = self.enabled(enabled, read_back) {
                 warn!(connection_id, %error, "could not put GTID tracking back on the primary connection");
             }
@@ -248,28 +251,14 @@ impl Tracker {
 }
 
 impl Tracker {
-    /// The GTIDs a `session_track_gtids` report stands for; `None` if it does not read, or
-    /// names more than the proxy takes apart. `ALL_GTIDS` reports everything executed: waiting
-    /// for it is waiting for a bound.
-    fn reported(&self, text: &[u8]) -> Option<SmallVec<[Gtid; 1]>> {
+    /// The GTIDs whose waiting waits for all a `session_track_gtids` report names: the last
+    /// of each interval (a source numbers its transactions in binlog order, so a replica that
+    /// holds the last holds the rest; a `CALL` that committed thousands reports one range).
+    /// `None` if it does not read. `ALL_GTIDS` reports everything executed: waiting for it is
+    /// waiting for a bound, which the same GTIDs are.
+    fn reported(text: &[u8]) -> Option<SmallVec<[Gtid; 1]>> {
         let set = GtidPosition::parse_mysql(std::str::from_utf8(text).ok()?).ok()?;
-        if self.all_gtids {
-            return Some(set.newest_gtids().collect());
-        }
-        let mut gtids = SmallVec::new();
-        let mut count = 0u64;
-        for (domain, start, end) in set.intervals() {
-            count += end - start + 1;
-            if count > MAX_REPORTED {
-                return None;
-            }
-            gtids.extend((start..=end).map(|seq_no| Gtid {
-                domain,
-                server_id: 0,
-                seq_no,
-            }));
-        }
-        Some(gtids)
+        Some(set.newest_gtids().collect())
     }
 
     /// The response in progress switched tracking, or reported what does not read.
@@ -283,7 +272,6 @@ impl Tracker {
         let error = enabled.error.or(read_back.error);
         let check = Check::from_row(&read_back.row);
         self.common.active = error.is_none() && check.intact();
-        self.all_gtids = check.gtids.eq_ignore_ascii_case(b"ALL_GTIDS");
         match error {
             Some(error) => Some(error),
             None if !self.common.active => Some(format!(

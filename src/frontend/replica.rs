@@ -121,6 +121,7 @@ impl ReplicaSetup {
         metrics: &Metrics,
     ) -> Result<Option<AcceptedDump>, Error> {
         let server_id = dump_server_id(dump.payload());
+        metrics.session_statements_ran("replica_dump", 1);
         let [answer] = Answer::each(legs.ask(&[flavour.dump_query()]).await?);
         let setup = match flavour.dump_setup(dump.payload(), &answer) {
             Ok(setup) => setup,

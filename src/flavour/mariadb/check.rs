@@ -10,12 +10,16 @@ use strongsync_proto::ok::{
 };
 
 /// What the session committed last and how its tracking stands. Its columns are [`Check`]'s
-/// fields, in order.
+/// fields, in order, each as binary: the answer comes back in the client's own
+/// `character_set_results` (`filename` spells `-` as `@002d`, `utf16` gives every digit two
+/// bytes, numbers included), and a binary string is sent as it is.
 macro_rules! check {
     () => {
-        "SELECT @@last_gtid, @@session.session_track_system_variables, \
-         @@session.session_track_state_change, @@session.gtid_domain_id, @@session.server_id, \
-         @@session.gtid_seq_no, @strongsync_quorum"
+        "SELECT CAST(@@last_gtid AS BINARY), \
+         CAST(@@session.session_track_system_variables AS BINARY), \
+         CAST(@@session.session_track_state_change AS BINARY), \
+         CAST(@@session.gtid_domain_id AS BINARY), CAST(@@session.server_id AS BINARY), \
+         CAST(@@session.gtid_seq_no AS BINARY), CAST(@strongsync_quorum AS BINARY)"
     };
 }
 pub(super) const CHECK: &str = check!();
@@ -24,8 +28,8 @@ pub(super) const CHECK: &str = check!();
 /// `innodb_snapshot_isolation` (10.6.18, 10.11.8).
 pub(super) const CHECK_SNAPSHOT: &str = concat!(
     check!(),
-    ", @@session.session_track_transaction_info, @@session.tx_isolation, \
-     @@session.innodb_snapshot_isolation"
+    ", CAST(@@session.session_track_transaction_info AS BINARY), \
+     CAST(@@session.tx_isolation AS BINARY), CAST(@@session.innodb_snapshot_isolation AS BINARY)"
 );
 /// Add `last_gtid`, `session_track_state_change` and any other variables named to the tracked
 /// variables (unless the list has them, or is `*`), report state changes, and make any further
@@ -54,7 +58,8 @@ pub(super) const ENABLE_SNAPSHOT: &str = enable!(
 pub(super) const DEFAULTS: &str = "SET SESSION session_track_system_variables = DEFAULT, \
      session_track_state_change = DEFAULT, session_track_transaction_info = DEFAULT";
 /// The tracked variables as the server stored them after the proxy's change.
-pub(super) const READ_BACK: &str = "SELECT @@session.session_track_system_variables";
+pub(super) const READ_BACK: &str =
+    "SELECT CAST(@@session.session_track_system_variables AS BINARY)";
 /// The value of `session_track_transaction_info` the proxy sets.
 pub(super) const CHARACTERISTICS: &[u8] = b"CHARACTERISTICS";
 

@@ -1,0 +1,197 @@
+//! What a client does to its own session does not blind strongsync, on MariaDB 10.11 and on
+//! MySQL 9.7: a session whose results come back in another character set, or that tracks no
+//! variable or every one, still has each commit waited for by its quorum; a `CALL` that
+//! commits ten thousand transactions is released once a replica holds the last of them; an
+//! error with code 65535 reaches the client as the server sent it, and the session goes on.
+//! Each release is witnessed by the replica's own received GTIDs at the moment of the answer.
+
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use strongsync::config::OnTimeout;
+use support::failover_rounds::LedgerCluster;
+use support::mysql_gtid::{gtid_set_holds, newest_of};
+use support::mysql_topology::MySqlTopology;
+use support::strong::{answered, durability, newest_gtid, position_holds, spawn_watched};
+use support::strong::{Cluster, Strong};
+use support::topology::Topology;
+
+/// What the tests need to know of a server kind.
+trait Flavoured: LedgerCluster {
+    /// The GTID of the newest transaction the primary wrote.
+    fn newest(&self) -> String;
+    /// Whether what a witness received holds `gtid`.
+    fn holds(received: &str, gtid: &str) -> bool;
+    /// The character sets of results the tests set (MySQL has no `filename` to set).
+    const RESULT_CHARSETS: &'static [&'static str];
+    /// A commit its OK does not report is bounded by the probe (MySQL), rather than read from
+    /// the session's `@@last_gtid` (MariaDB, which needs no probe for it).
+    const HIDDEN_NEEDS_PROBE: bool;
+}
+
+impl Flavoured for Topology {
+    fn newest(&self) -> String {
+        newest_gtid(&self.primary, 0)
+    }
+
+    fn holds(received: &str, gtid: &str) -> bool {
+        position_holds(received, gtid)
+    }
+
+    const RESULT_CHARSETS: &'static [&'static str] = &["filename", "utf16", "utf32", "binary"];
+    const HIDDEN_NEEDS_PROBE: bool = false;
+}
+
+impl Flavoured for MySqlTopology {
+    fn newest(&self) -> String {
+        let uuid = self.primary_sql("SELECT @@server_uuid");
+        let executed = self.primary_sql("SELECT @@global.gtid_executed");
+        let n = newest_of(&executed, &uuid).expect("the primary wrote a transaction");
+        format!("{uuid}:{n}")
+    }
+
+    fn holds(received: &str, gtid: &str) -> bool {
+        gtid_set_holds(received, gtid)
+    }
+
+    const RESULT_CHARSETS: &'static [&'static str] = &["utf16", "utf32", "binary"];
+    const HIDDEN_NEEDS_PROBE: bool = true;
+}
+
+/// Quorum 1, waiting as long as it takes, two replicas; with `probe`, the probe that bounds
+/// what a response may have committed unreported (as `deploy/` configures it).
+fn start<C: Flavoured>(probe: bool) -> Strong<C> {
+    Strong::<C>::launch(2, None, |config, topology| {
+        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        if probe {
+            config.probe = topology.probe_account();
+        }
+    })
+}
+
+/// Runs `sql` on `conn` with both replicas' I/O stopped: it must park, and its OK must come
+/// only once replica 0 (started again) holds the newest transaction the primary wrote.
+async fn waited_for_by_quorum<C: Flavoured>(s: &Strong<C>, conn: mysql_async::Conn, sql: &str) {
+    s.stop_all();
+    let before = s.parked();
+    let watched = spawn_watched(conn, sql, vec![s.witness(0)]);
+    support::mariadb::wait_for(&format!("{sql} to park"), support::strong::PATIENCE, || {
+        s.parked() == before + 1
+    });
+    let newest = s.topology.newest();
+    // Only the witnessed replica: with quorum 1 the other one could be the quorum.
+    s.start_io(0);
+    let watched = answered(watched).await;
+    watched.result.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    assert!(
+        C::holds(&watched.received[0], &newest),
+        "{sql} was answered before the replica had {newest}: it had {}",
+        watched.received[0]
+    );
+    s.start_io(1);
+    s.wait_semisync(2);
+}
+
+/// Sessions that set each character set of results, or track no variable or every one,
+/// commit, and each commit is waited for.
+async fn sessions_of_any_charset_or_tracked_list_are_waited_for<C: Flavoured>() {
+    let s = start::<C>(C::HIDDEN_NEEDS_PROBE);
+    let sessions: Vec<String> = C::RESULT_CHARSETS
+        .iter()
+        .map(|c| format!("SET character_set_results = {c}"))
+        .chain([
+            "SET SESSION session_track_system_variables = ''".to_string(),
+            "SET SESSION session_track_system_variables = '*'".to_string(),
+        ])
+        .collect();
+    // A commit its OK does not report: the procedure switches the tracking off first.
+    s.client()
+        .await
+        .query_drop(
+            "CREATE PROCEDURE sbtest.hidden() BEGIN \
+             SET SESSION session_track_system_variables = ''; \
+             INSERT INTO sbtest.t (v) VALUES (2); END",
+        )
+        .await
+        .unwrap();
+    for setting in &sessions {
+        let mut conn = s.client().await;
+        conn.query_drop(setting).await.unwrap();
+        // A statement that changes the session's state on the way, then the commit.
+        conn.query_drop("SET @a = 1").await.unwrap();
+        waited_for_by_quorum(&s, conn, "INSERT INTO sbtest.t (v) VALUES (1)").await;
+        let mut conn = s.client().await;
+        conn.query_drop(setting).await.unwrap();
+        waited_for_by_quorum(&s, conn, "CALL sbtest.hidden()").await;
+    }
+    let status = s.proxy.durability().status();
+    assert_eq!(status.released["unresolved"], 0, "{status:?}");
+    assert!(
+        status.released["quorum"] >= 2 * sessions.len() as u64,
+        "{status:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_sessions_of_any_charset_or_tracked_list_are_waited_for() {
+    sessions_of_any_charset_or_tracked_list_are_waited_for::<Topology>().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_sessions_of_any_charset_or_tracked_list_are_waited_for() {
+    sessions_of_any_charset_or_tracked_list_are_waited_for::<MySqlTopology>().await;
+}
+
+/// Without a probe to fall back on: the commit's own report names what to wait for.
+async fn a_call_committing_ten_thousand_waits_for_the_last<C: Flavoured>() {
+    let s = start::<C>(false);
+    let mut setup = s.client().await;
+    setup
+        .query_drop(
+            "CREATE PROCEDURE sbtest.many(n INT) BEGIN DECLARE i INT DEFAULT 0; \
+             WHILE i < n DO INSERT INTO sbtest.t (v) VALUES (i); SET i = i + 1; END WHILE; END",
+        )
+        .await
+        .unwrap();
+    let conn = s.client().await;
+    waited_for_by_quorum(&s, conn, "CALL sbtest.many(10000)").await;
+    // What the replica received is all ten thousand.
+    support::mariadb::wait_for(
+        "the replica to apply them",
+        support::strong::PATIENCE,
+        || s.topology.replica_sql(0, "SELECT COUNT(*) FROM sbtest.t") == "10000",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_a_call_committing_ten_thousand_waits_for_the_last() {
+    a_call_committing_ten_thousand_waits_for_the_last::<Topology>().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_a_call_committing_ten_thousand_waits_for_the_last() {
+    a_call_committing_ten_thousand_waits_for_the_last::<MySqlTopology>().await;
+}
+
+/// MySQL lets `SIGNAL` raise any code up to 65535, which MariaDB uses for progress reports
+/// only on a connection that asked for them: strongsync asks for none, so it is an error like
+/// any other.
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_an_error_with_code_65535_reaches_the_client_and_the_session_goes_on() {
+    let s = start::<MySqlTopology>(false);
+    let mut conn = s.client().await;
+    let error = conn
+        .query_drop("SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 65535, MESSAGE_TEXT = 'sixty'")
+        .await
+        .expect_err("SIGNAL raises an error");
+    assert!(
+        matches!(&error, mysql_async::Error::Server(e) if e.code == 65535 && e.message == "sixty"),
+        "{error}"
+    );
+    let one: Option<i64> =
+        tokio::time::timeout(support::strong::PATIENCE, conn.query_first("SELECT 1"))
+            .await
+            .expect("the session answers after the error")
+            .unwrap();
+    assert_eq!(one, Some(1));
+}
