@@ -227,6 +227,11 @@ metrics! {
         /// Checks that found a client had switched off the GTID tracking strongsync needs (it
         /// was switched back on).
         pub tracking_restored: IntCounter = "strongsync_tracking_restored_total" [],
+        /// Sessions set up from the primary's defaults (no statement of strongsync's) whose
+        /// responses are bounded by the primary's position from one of them on until a reset:
+        /// a statement that may run stored code changed their state, or their tracking no
+        /// longer holds what strongsync needs.
+        pub sessions_untrusted: IntCounter = "strongsync_sessions_untrusted_total" [],
         /// Statements strongsync ran on clients' connections to the primary, each seen by the
         /// primary as the client's own, by why (setup, check, session_quorum, restore,
         /// replica_dump).

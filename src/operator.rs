@@ -402,6 +402,9 @@ fn render_status(s: &Value) -> String {
             "state file: none (the fence, the epoch and the retired primaries live in memory only)"
         );
     }
+    if let Some(tracking) = s["session_tracking"].as_str() {
+        let _ = writeln!(out, "session tracking: {tracking}");
+    }
     if let Some(why) = s["commits_untracked"].as_str() {
         let _ = writeln!(out, "COMMITS UNTRACKED: {why}: every response is bounded");
     }

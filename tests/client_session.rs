@@ -10,6 +10,7 @@ use std::time::Duration;
 use mysql_async::prelude::*;
 use strongsync::config::OnTimeout;
 use support::failover_rounds::LedgerCluster;
+use support::mariadb::{APP_PASSWORD, APP_USER};
 use support::mysql_gtid::{gtid_set_holds, newest_of};
 use support::mysql_topology::MySqlTopology;
 use support::strong::{answered, durability, newest_gtid, position_holds, spawn_watched};
@@ -27,6 +28,8 @@ trait Flavoured: LedgerCluster {
     /// A commit its OK does not report is bounded by the probe (MySQL), rather than read from
     /// the session's `@@last_gtid` (MariaDB, which needs no probe for it).
     const HIDDEN_NEEDS_PROBE: bool;
+    /// The application account's URL straight to the primary.
+    fn direct_url(&self) -> String;
 }
 
 impl Flavoured for Topology {
@@ -40,6 +43,10 @@ impl Flavoured for Topology {
 
     const RESULT_CHARSETS: &'static [&'static str] = &["filename", "utf16", "utf32", "binary"];
     const HIDDEN_NEEDS_PROBE: bool = false;
+
+    fn direct_url(&self) -> String {
+        self.primary.url(APP_USER, APP_PASSWORD)
+    }
 }
 
 impl Flavoured for MySqlTopology {
@@ -56,6 +63,10 @@ impl Flavoured for MySqlTopology {
 
     const RESULT_CHARSETS: &'static [&'static str] = &["utf16", "utf32", "binary"];
     const HIDDEN_NEEDS_PROBE: bool = true;
+
+    fn direct_url(&self) -> String {
+        self.primary.url(APP_USER, APP_PASSWORD)
+    }
 }
 
 /// Quorum 1, waiting as long as it takes, two replicas; with `probe`, the probe that bounds
@@ -194,4 +205,187 @@ async fn mysql_an_error_with_code_65535_reaches_the_client_and_the_session_goes_
             .expect("the session answers after the error")
             .unwrap();
     assert_eq!(one, Some(1));
+}
+
+// === Invisible: what a session sees of itself is what it sees direct ===
+
+/// One run's statements, `{t}` standing for the run's own table. Each is sent as it is, and
+/// what comes back (every result set's rows) is compared between the runs.
+const SCRIPT: &[&str] = &[
+    "SET profiling = 1",
+    "SET @a = 1",
+    "SELECT ROW_COUNT()",
+    "CREATE TEMPORARY TABLE tt (a INT)",
+    "SELECT ROW_COUNT()",
+    "INSERT INTO {t} (v) VALUES (1), (2), (3)",
+    "SELECT ROW_COUNT(), LAST_INSERT_ID() > 0",
+    "UPDATE {t} SET v = v + 1",
+    "SET @e = 5",
+    "SELECT ROW_COUNT()",
+    "SELECT SQL_CALC_FOUND_ROWS v FROM {t} ORDER BY v LIMIT 2",
+    "SET @c = 2",
+    "SELECT FOUND_ROWS()",
+    "SET @x = CAST('9x' AS UNSIGNED)",
+    "SHOW WARNINGS",
+    "SELECT @@warning_count",
+    "USE sbtest",
+    "SELECT DATABASE()",
+    "SET NAMES utf8mb4",
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+    "SET autocommit = 1",
+    "BEGIN",
+    "INSERT INTO {t} (v) VALUES (9)",
+    "COMMIT",
+    "SELECT ROW_COUNT()",
+    "SET @m = 1; SELECT ROW_COUNT(); SELECT @m",
+    "CALL sbtest.cmp_state()",
+    "SELECT @p, ROW_COUNT()",
+    "XA START 'cmp{t}'",
+    "INSERT INTO {t} (v) VALUES (10)",
+    "XA END 'cmp{t}'",
+    "XA PREPARE 'cmp{t}'",
+    "XA COMMIT 'cmp{t}'",
+    "SELECT ROW_COUNT()",
+    "SELECT @@session.session_track_system_variables, @@session.session_track_state_change",
+    "SET optimizer_trace = 'enabled=on'",
+    "SELECT COUNT(*) FROM {t} WHERE v > 2",
+    "SELECT QUERY FROM information_schema.OPTIMIZER_TRACE",
+    "SET optimizer_trace = 'enabled=off'",
+];
+
+/// What a session sees after the [`SCRIPT`]: its own statements in `SHOW PROFILES` (their
+/// texts: the durations differ) and its counters (`Questions`: every statement the primary
+/// ran for it).
+const AFTER: &[&str] = &[
+    "SHOW PROFILES",
+    "SHOW SESSION STATUS WHERE Variable_name IN ('Questions', 'Com_select', 'Com_set_option')",
+];
+
+/// Every row of every result set `sql` returns, as text.
+async fn rows_of(conn: &mut mysql_async::Conn, sql: &str) -> Vec<Vec<String>> {
+    let mut result = conn
+        .query_iter(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut rows = Vec::new();
+    while !result.is_empty() {
+        let set: Vec<mysql_async::Row> = result.collect().await.unwrap();
+        rows.extend(set.into_iter().map(|row| {
+            row.unwrap()
+                .into_iter()
+                .map(|v| match v {
+                    mysql_async::Value::NULL => "NULL".to_string(),
+                    mysql_async::Value::Bytes(b) => String::from_utf8_lossy(&b).into_owned(),
+                    other => format!("{other:?}"),
+                })
+                .collect()
+        }));
+    }
+    rows
+}
+
+/// Runs the [`SCRIPT`] on a connection to `url` against table `table`, with a reset and a
+/// change of user on the way; what it saw, with the table's name taken out.
+async fn seen(url: &str, table: &str) -> Vec<(String, Vec<Vec<String>>)> {
+    let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(url).unwrap())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut run = async |conn: &mut mysql_async::Conn, steps: &[&str]| {
+        for step in steps {
+            let sql = step.replace("{t}", table);
+            let rows = rows_of(conn, &sql).await;
+            let rows = rows
+                .into_iter()
+                .map(|r: Vec<String>| match *step {
+                    "SHOW PROFILES" => r.last().into_iter().cloned().collect(),
+                    _ => r,
+                })
+                .map(|r| r.into_iter().map(|v| v.replace(table, "{t}")).collect())
+                .collect();
+            seen.push((step.to_string(), rows));
+        }
+    };
+    run(&mut conn, SCRIPT).await;
+    run(&mut conn, AFTER).await;
+    assert!(conn.reset().await.unwrap(), "COM_RESET_CONNECTION");
+    run(
+        &mut conn,
+        &["SELECT @a, ROW_COUNT()", "SET @a = 2", "SELECT ROW_COUNT()"],
+    )
+    .await;
+    conn.change_user(Default::default()).await.unwrap();
+    run(
+        &mut conn,
+        &[
+            "SELECT @a, ROW_COUNT()",
+            "SET @b = 3",
+            "SELECT ROW_COUNT(), @b",
+        ],
+    )
+    .await;
+    run(
+        &mut conn,
+        &["SHOW SESSION STATUS WHERE Variable_name IN ('Questions', 'Com_select', 'Com_set_option')"],
+    )
+    .await;
+    conn.disconnect().await.unwrap();
+    seen
+}
+
+/// The same statements direct and through strongsync (set up from the primary's defaults)
+/// give the client the same answers, row for row, and the primary runs the same statements
+/// for each: strongsync runs none of its own.
+async fn a_session_sees_through_strongsync_what_it_sees_direct<C: Flavoured>() {
+    let s = start::<C>(true);
+    wait_for_defaults(&s);
+    let mut setup =
+        mysql_async::Conn::new(mysql_async::Opts::from_url(&s.topology.direct_url()).unwrap())
+            .await
+            .unwrap();
+    for sql in [
+        "CREATE TABLE sbtest.cmp_direct (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+        "CREATE TABLE sbtest.cmp_through (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+        "CREATE PROCEDURE sbtest.cmp_state() BEGIN SET @p = 7; \
+         CREATE TEMPORARY TABLE IF NOT EXISTS ptt (a INT); END",
+    ] {
+        setup.query_drop(sql).await.unwrap();
+    }
+    setup.disconnect().await.unwrap();
+    let direct = seen(&s.topology.direct_url(), "cmp_direct").await;
+    let through = seen(&s.proxy.url(APP_USER, APP_PASSWORD), "cmp_through").await;
+    for ((step, d), (_, t)) in direct.iter().zip(&through) {
+        assert_eq!(d, t, "{step}: direct {d:?}, through strongsync {t:?}");
+    }
+    assert_eq!(direct.len(), through.len());
+    let scrape = support::admin::metrics(s.proxy.admin_addr());
+    for reason in ["setup", "check", "restore", "session_quorum"] {
+        assert_eq!(
+            scrape.get(&format!(
+                r#"strongsync_session_statements_total{{reason="{reason}"}}"#
+            )),
+            0.0,
+            "{reason}"
+        );
+    }
+}
+
+/// Waits until strongsync has looked at the primary's session-tracking defaults and found
+/// them as it needs (the servers of the tests are configured so).
+fn wait_for_defaults<C: Flavoured>(s: &Strong<C>) {
+    support::mariadb::wait_for(
+        "strongsync to find the primary's session-tracking defaults",
+        support::strong::PATIENCE,
+        || support::admin::status(s.proxy.admin_addr())["session_tracking"] == "configured",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_a_session_sees_through_strongsync_what_it_sees_direct() {
+    a_session_sees_through_strongsync_what_it_sees_direct::<Topology>().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_a_session_sees_through_strongsync_what_it_sees_direct() {
+    a_session_sees_through_strongsync_what_it_sees_direct::<MySqlTopology>().await;
 }

@@ -85,6 +85,9 @@ struct Status {
     /// Why commits cannot be named by GTID now (every response is then bounded by the
     /// primary's binlog position), if so.
     commits_untracked: Option<String>,
+    /// Whether new sessions get no statement of strongsync's: `configured` when the primary's
+    /// session-tracking defaults hold what strongsync needs; otherwise what they lack.
+    session_tracking: String,
     /// Whether the fence, the epoch and the retired primaries are written to a state file.
     persisted: bool,
     /// The primaries strongsync followed before: never followed or promoted again until
@@ -587,6 +590,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         acknowledged_gtid_state: format!("{:#}", s.acknowledged),
         acknowledged_inexact: s.acknowledged_inexact,
         commits_untracked: s.commits_untracked.clone(),
+        session_tracking: admin.durability.session_defaults.describe(),
         persisted: admin.control.persists(),
         retired_primaries: admin
             .control

@@ -9,6 +9,7 @@
 //! [`CommitHook`] before releasing a response that reported a commit.
 
 mod coverage;
+mod defaults;
 mod degraded;
 mod epoch;
 mod fence;
@@ -45,6 +46,7 @@ use tracing::warn;
 use crate::commit::{Commit, CommitHook, Release, WaitKind};
 use crate::config::{DurabilityConfig, Topology};
 pub use coverage::StreamCoverage;
+pub use defaults::SessionDefaults;
 pub use degraded::{DomainRange, ReleasedWithoutQuorum};
 pub use epoch::{Epoch, Pass, Refused};
 pub use fence::Fence;
@@ -114,6 +116,9 @@ pub struct Durability {
     /// The primary records transactions without a GTID (MySQL with `gtid_mode` not `ON`):
     /// what a session commits cannot be named, so every response is bounded.
     untracked: AtomicBool,
+    /// Whether new sessions start with the tracking strongsync needs, as the watch of the
+    /// primary found its global defaults.
+    pub session_defaults: SessionDefaults,
     /// Replica pipes registered now (the fence waits for them to close).
     pipes: tokio::sync::watch::Sender<usize>,
     observer: Option<Arc<dyn WaitObserver>>,
@@ -241,6 +246,7 @@ impl Durability {
             writing: AtomicUsize::new(0),
             stale_reports: AtomicU64::new(0),
             untracked: AtomicBool::new(false),
+            session_defaults: SessionDefaults::default(),
             pipes: tokio::sync::watch::Sender::new(0),
             observer,
         })

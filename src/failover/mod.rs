@@ -334,7 +334,12 @@ impl Control {
                 continue;
             };
             let seen = match candidate::identify(open, self.connect_timeout).await {
-                Ok((_, seen)) => seen,
+                Ok((flavour, seen)) => {
+                    self.durability
+                        .session_defaults
+                        .record(seen.tracking.verdict(flavour));
+                    seen
+                }
                 Err(_) => {
                     conn = None;
                     continue;

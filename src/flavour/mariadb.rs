@@ -9,6 +9,10 @@
 //! own tracking back if the client took it away, and only then lets the response go, waiting
 //! for anything committed that it had not been told of. The client keeps seeing exactly the
 //! tracker data it asked for.
+//!
+//! When the primary's defaults already track all that (see [`super::learnt`]), a session gets
+//! none of this: its commits, and its changes of domain, server id and sequence number, come
+//! from its responses.
 
 use strongsync_proto::command::{COM_QUERY, COM_STMT_PREPARE};
 use strongsync_proto::gtid::{tracked_gtids, Gtid, GtidPosition, TrackedGtid};
@@ -27,8 +31,15 @@ use super::{
 use crate::commit::Unresolved;
 use crate::error::{Error, ReplicaSetupError};
 use check::{
-    Check, CHARACTERISTICS, CHECK, CHECK_SNAPSHOT, DEFAULTS, ENABLE, ENABLE_SNAPSHOT, READ_BACK,
+    may_hide, Check, CHARACTERISTICS, CHECK, CHECK_SNAPSHOT, DEFAULTS, ENABLE, ENABLE_SNAPSHOT,
+    READ_BACK,
 };
+
+/// The variables whose reported changes say whether a session's next commit may go
+/// unreported (see [`Check::may_hide_next_commit`]).
+const GTID_DOMAIN_ID: &[u8] = b"gtid_domain_id";
+const SERVER_ID: &[u8] = b"server_id";
+const GTID_SEQ_NO: &[u8] = b"gtid_seq_no";
 
 /// MariaDB's error for a system variable it does not know.
 const ER_UNKNOWN_SYSTEM_VARIABLE: u16 = 1193;
@@ -64,6 +75,11 @@ pub struct Tracker {
     /// The session's next transaction started with a consistent snapshot reads only that
     /// snapshot: `REPEATABLE READ`, `innodb_snapshot_isolation = ON`, its state tracked.
     snapshot_ready: bool,
+    /// Set up from the defaults: the session's `gtid_domain_id`, `server_id` and
+    /// `gtid_seq_no` as its responses reported them (`None`: not changed since it began).
+    domain: Option<u32>,
+    server_id: Option<u32>,
+    seq_no: u64,
 }
 
 /// What the answer to [`DUMP_QUERY`] says the dump will start from.
@@ -94,6 +110,9 @@ impl Tracker {
             check_each: false,
             snapshot_vars: false,
             snapshot_ready: false,
+            domain: None,
+            server_id: None,
+            seq_no: 0,
         }
     }
 
@@ -101,6 +120,14 @@ impl Tracker {
     /// queries, one round trip: read how the client's session tracks (so the proxy knows what
     /// to strip) and what it committed last, add the proxy's tracking, read the result.
     pub(super) async fn set_up(&mut self, primary: &mut impl OwnQueries) -> Result<(), Error> {
+        (self.last, self.domain, self.server_id, self.seq_no) = (None, None, None, 0);
+        if self.common.set_up_from_defaults() {
+            self.client_list(b"*");
+            self.check_each = false;
+            self.snapshot_vars = false;
+            self.snapshot_ready = false;
+            return Ok(());
+        }
         if !self.common.begin_set_up() {
             return Ok(());
         }
@@ -151,6 +178,7 @@ impl Tracker {
     /// change for an assignment inside a `SELECT`).
     pub(super) fn note_command(&mut self, payload: &[u8]) -> Option<CheckReason> {
         self.common.note_reset(payload);
+        self.common.note_plain(payload);
         match payload.split_first() {
             Some((&(COM_QUERY | COM_STMT_PREPARE), text)) => {
                 super::asked::names_session_quorum(text).then_some(CheckReason::SessionQuorum)
@@ -160,7 +188,7 @@ impl Tracker {
     }
 
     pub(super) fn checks_every_response(&self) -> Option<CheckReason> {
-        if !self.common.active {
+        if self.common.untrusted().is_some() || !self.common.active {
             Some(CheckReason::Untracked)
         } else if self.check_each {
             Some(CheckReason::DomainSwitch)
@@ -190,12 +218,19 @@ impl Tracker {
                     Ok(gtid) => news.committed.extend(self.learnt(gtid)),
                     Err(error) => {
                         warn!(%error, value = %String::from_utf8_lossy(value), "unreadable last_gtid: the response is checked");
+                        self.common.unreported("its last_gtid report did not read");
                         news.check.get_or_insert(CheckReason::StateChange);
                     }
                 },
                 // MariaDB has no session_track_gtids.
                 TrackedGtid::OwnGtids(_) => {}
             }
+        }
+        if self.common.defaults.is_some() {
+            self.take_in_identity(ok);
+            self.common
+                .take_in_ok(super::Flavour::MariaDb, ok, &mut news);
+            return news;
         }
         if !ok.reports_only_routine_state() {
             news.check.get_or_insert(CheckReason::StateChange);
@@ -220,6 +255,9 @@ impl Tracker {
         reason: CheckReason,
         primary: &mut impl OwnQueries,
     ) -> Result<Checked, Error> {
+        if self.common.defaults.is_some() {
+            return self.common.check_from_defaults(reason, primary).await;
+        }
         let connection_id = self.common.context.connection_id;
         self.common.context.metrics.tracking_checked(reason.label());
         let [answer] = Answer::each(
@@ -269,10 +307,37 @@ impl Tracker {
 impl Tracker {
     /// A `last_gtid` reported or read: a commit if it is not the last one known.
     fn learnt(&mut self, gtid: Gtid) -> Option<Gtid> {
-        (self.last != Some(gtid)).then(|| {
+        let new = (self.last != Some(gtid)).then(|| {
             self.last = Some(gtid);
             gtid
-        })
+        });
+        if self.common.defaults.is_some() {
+            self.check_each = may_hide(self.domain, self.server_id, self.seq_no, self.last);
+        }
+        new
+    }
+
+    /// Set up from the defaults: takes in the session's changes of domain, server id and
+    /// forced sequence number its OK reports, and whether its next commit may go unreported.
+    fn take_in_identity(&mut self, ok: &OkPacket<'_>) {
+        let mut unreadable = false;
+        if let Some(domain) = number_set(ok, GTID_DOMAIN_ID) {
+            unreadable |= domain.is_none();
+            self.domain = domain;
+        }
+        if let Some(server_id) = number_set(ok, SERVER_ID) {
+            unreadable |= server_id.is_none();
+            self.server_id = server_id;
+        }
+        if let Some(seq_no) = number_set(ok, GTID_SEQ_NO) {
+            unreadable |= seq_no.is_none();
+            self.seq_no = seq_no.unwrap_or(u64::MAX);
+        }
+        if unreadable {
+            self.common
+                .distrust("the session's gtid_domain_id, server_id or gtid_seq_no did not read");
+        }
+        self.check_each = may_hide(self.domain, self.server_id, self.seq_no, self.last);
     }
 
     /// Adds the proxy's tracking back to what the client's session has now.
@@ -358,6 +423,12 @@ impl Tracker {
         self.common.filter.keep_transaction_state =
             characteristics || value.eq_ignore_ascii_case(b"STATE");
     }
+}
+
+/// What an OK says the session's numeric variable `name` was set to, if it says (`Some(None)`:
+/// it says something that is not a number).
+fn number_set<T: std::str::FromStr>(ok: &OkPacket<'_>, name: &[u8]) -> Option<Option<T>> {
+    variable_set(ok, name).map(|v| std::str::from_utf8(v).ok().and_then(|v| v.parse().ok()))
 }
 
 /// What an OK says the session's `session_track_state_change` was set to, if it says.

@@ -12,8 +12,11 @@
 //! pipes speak to the primary's flavour only through this module.
 
 mod asked;
+mod defaults;
+mod learnt;
 mod mariadb;
 mod mysql;
+mod plain;
 mod server;
 #[cfg(test)]
 mod testing;
@@ -33,6 +36,7 @@ use crate::commit::Unresolved;
 use crate::durability::Durability;
 use crate::error::{Error, ReplicaSetupError};
 use crate::metrics::Metrics;
+pub use defaults::TrackingDefaults;
 pub use server::{GtidModeProblem, Inspected, PromoteSql, ServerIdentity};
 
 /// The kind of server the primary is.
@@ -75,6 +79,9 @@ struct Common {
     /// The quorum the session asked for (`@strongsync_quorum`), as last read; `None`: it did
     /// not ask (or asked for something that is not a count).
     quorum: Option<usize>,
+    /// Set up from the primary's defaults, with no statement of strongsync's (see
+    /// [`learnt`]); `None`: set up with statements.
+    defaults: Option<learnt::FromDefaults>,
 }
 
 /// A session's GTID tracking on the primary leg, as its flavour does it.
@@ -360,6 +367,7 @@ impl Common {
             active: false,
             reset: false,
             quorum: None,
+            defaults: None,
         }
     }
 

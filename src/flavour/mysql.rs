@@ -107,6 +107,12 @@ impl Tracker {
     /// client's session tracks (so the proxy knows what to strip), add the proxy's tracking,
     /// read the result. One round trip.
     pub(super) async fn set_up(&mut self, primary: &mut impl OwnQueries) -> Result<(), Error> {
+        self.unreported = None;
+        if self.common.set_up_from_defaults() {
+            self.client_gtids(b"OWN_GTID");
+            self.client_list(b"*");
+            return Ok(());
+        }
         if !self.common.begin_set_up() {
             return Ok(());
         }
@@ -131,6 +137,7 @@ impl Tracker {
     /// names `@strongsync_quorum`.
     pub(super) fn note_command(&mut self, payload: &[u8]) -> Option<CheckReason> {
         self.common.note_reset(payload);
+        self.common.note_plain(payload);
         self.unreported = None;
         match payload.split_first() {
             Some((
@@ -146,7 +153,8 @@ impl Tracker {
         if self.common.context.durability.commits_untracked() {
             Some(CheckReason::GtidModeOff)
         } else {
-            (!self.common.active).then_some(CheckReason::Untracked)
+            (self.common.untrusted().is_some() || !self.common.active)
+                .then_some(CheckReason::Untracked)
         }
     }
 
@@ -158,6 +166,10 @@ impl Tracker {
             .status
             .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
         {
+            return news;
+        }
+        if self.common.defaults.is_some() {
+            self.take_in_from_defaults(ok, &mut news);
             return news;
         }
         if let Some(value) = variable_set(ok, SESSION_TRACK_GTIDS_VAR) {
@@ -201,6 +213,9 @@ impl Tracker {
     ) -> Result<Checked, Error> {
         let connection_id = self.common.context.connection_id;
         self.common.context.metrics.tracking_checked(reason.label());
+        if self.common.defaults.is_some() && reason != CheckReason::GtidModeOff {
+            return self.common.check_from_defaults(reason, primary).await;
+        }
         let mut checked = Checked::default();
         if reason == CheckReason::GtidModeOff {
             // Nothing to ask: a transaction without a GTID is named by no report and no query.
@@ -261,6 +276,33 @@ impl Tracker {
         Some(set.newest_gtids().collect())
     }
 
+    /// Set up from the defaults: takes in an OK's GTID reports and the trackers' own changes
+    /// (see [`Common::take_in_ok`]).
+    fn take_in_from_defaults(&mut self, ok: &OkPacket<'_>, news: &mut OkNews) {
+        if let Some(value) = variable_set(ok, SESSION_TRACK_GTIDS_VAR) {
+            self.client_gtids(value);
+            if !super::defaults::reports_gtids(value) {
+                self.common
+                    .distrust("the session switched session_track_gtids off");
+            }
+        }
+        if let Some(value) = variable_set(ok, SESSION_TRACK_SYSTEM_VARIABLES_VAR) {
+            self.client_list(value);
+        }
+        for tracked in tracked_gtids(ok) {
+            if let TrackedGtid::OwnGtids(text) = tracked {
+                match Self::reported(text) {
+                    Some(gtids) => news.committed.extend(gtids),
+                    None => {
+                        warn!(value = %String::from_utf8_lossy(text), "unreadable GTID report: the response is bounded by the primary's position");
+                        self.common.unreported("its GTID report did not read");
+                    }
+                }
+            }
+        }
+        self.common.take_in_ok(super::Flavour::MySql, ok, news);
+    }
+
     /// The response in progress switched tracking, or reported what does not read.
     fn touched(&mut self, why: &'static str) {
         self.unreported.get_or_insert(why);
@@ -308,7 +350,8 @@ impl Check {
         Check {
             gtids: text(0),
             list: text(1),
-            state_change: text(2) == b"1",
+            // A boolean read as binary is `ON` on MariaDB, `1` on MySQL.
+            state_change: super::defaults::on(&text(2)),
             quorum: AskedQuorum::of(row.get(3).cloned().flatten()),
         }
     }

@@ -9,6 +9,7 @@ use std::fmt;
 use strongsync_proto::gtid::{Domain, GtidPosition, Source};
 use strongsync_proto::ProtoError;
 
+use super::defaults::TrackingDefaults;
 use super::Flavour;
 
 /// Who a server is, whatever address it is reached by: MariaDB's `server_id` (unique in a
@@ -41,6 +42,8 @@ pub struct Inspected {
     pub read_only: bool,
     /// MySQL: what keeps it from recording a GTID for every transaction, if anything.
     pub gtid_mode: Option<GtidModeProblem>,
+    /// What its new sessions track.
+    pub tracking: TrackingDefaults,
 }
 
 /// A MySQL server whose transactions may have no GTID: strong sync cannot follow what its
@@ -97,12 +100,16 @@ impl Flavour {
         match self {
             Flavour::MariaDb => {
                 "SELECT @@global.server_id, @@hostname, @@port, @@global.gtid_binlog_state, \
-                 @@global.gtid_slave_pos, @@global.read_only, 0, NULL, NULL"
+                 @@global.gtid_slave_pos, @@global.read_only, 0, NULL, NULL, \
+                 @@global.session_track_system_variables, @@global.session_track_state_change, \
+                 NULL, @@global.init_connect"
             }
             Flavour::MySql => {
                 "SELECT @@global.server_uuid, @@hostname, @@port, @@global.gtid_executed, '', \
                  @@global.read_only, @@global.super_read_only, @@global.gtid_mode, \
-                 @@global.enforce_gtid_consistency"
+                 @@global.enforce_gtid_consistency, @@global.session_track_system_variables, \
+                 @@global.session_track_state_change, @@global.session_track_gtids, \
+                 @@global.init_connect"
             }
         }
     }
@@ -136,6 +143,12 @@ impl Flavour {
             holds,
             read_only: on(5) || on(6),
             gtid_mode,
+            tracking: TrackingDefaults {
+                list: text(9),
+                state_change: text(10),
+                gtids: text(11),
+                init_connect: text(12),
+            },
         })
     }
 

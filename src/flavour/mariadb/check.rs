@@ -89,14 +89,15 @@ impl Check {
         Check {
             last_gtid: text(0),
             list: text(1),
-            state_change: text(2) == b"1",
+            // A boolean read as binary is `ON` on MariaDB, `1` on MySQL.
+            state_change: super::super::defaults::on(&text(2)),
             domain: number(3),
             server_id: number(4),
             seq_no: number(5).map_or(0, u64::from),
             quorum: AskedQuorum::of(row.get(6).cloned().flatten()),
             transaction_info: text(7),
             isolation: text(8),
-            snapshot_isolation: text(9) == b"1",
+            snapshot_isolation: super::super::defaults::on(&text(9)),
         }
     }
 
@@ -115,10 +116,21 @@ impl Check {
     /// next commit goes to another domain (or under another server id), or that forced the
     /// next sequence number, may commit with the same number as `last` and not be told.
     pub(super) fn may_hide_next_commit(&self, last: Option<Gtid>) -> bool {
-        self.seq_no != 0
-            || last.is_some_and(|last| {
-                self.domain.is_some_and(|d| Domain::Maria(d) != last.domain)
-                    || self.server_id.is_some_and(|s| s != last.server_id)
-            })
+        may_hide(self.domain, self.server_id, self.seq_no, last)
     }
+}
+
+/// Whether a session with this `gtid_domain_id`, `server_id` and `gtid_seq_no` may commit
+/// unreported after `last` (see [`Check::may_hide_next_commit`]).
+pub(super) fn may_hide(
+    domain: Option<u32>,
+    server_id: Option<u32>,
+    seq_no: u64,
+    last: Option<Gtid>,
+) -> bool {
+    seq_no != 0
+        || last.is_some_and(|last| {
+            domain.is_some_and(|d| Domain::Maria(d) != last.domain)
+                || server_id.is_some_and(|s| s != last.server_id)
+        })
 }

@@ -345,3 +345,127 @@ async fn a_check_that_cannot_read_what_the_session_committed_asks_for_a_bound() 
         "{checked:?}"
     );
 }
+
+// === Set up from the primary's defaults ===
+
+/// A tracker whose primary's defaults hold what is needed, set up: no statement.
+async fn from_defaults() -> Tracker {
+    let mut t = tracker();
+    t.common.context.durability.session_defaults.record(Ok(()));
+    let mut primary = Scripted::default();
+    t.set_up(&mut primary).await.unwrap();
+    assert!(primary.asked.is_empty(), "{:?}", primary.asked);
+    t
+}
+
+fn said(t: &mut Tracker, command: &str, ok: &[u8]) -> OkNews {
+    let mut payload = vec![COM_QUERY];
+    payload.extend_from_slice(command.as_bytes());
+    t.note_command(&payload);
+    t.on_ok(&OkPacket::parse(ok, true).unwrap())
+}
+
+#[tokio::test]
+async fn from_the_defaults_a_session_learns_from_its_responses_and_asks_nothing() {
+    let mut t = from_defaults().await;
+    assert_eq!(t.checks_every_response(), None);
+    let commit = said(&mut t, "INSERT INTO t VALUES (1)", &ok_reporting("0-1-5"));
+    assert_eq!(commit.committed.as_slice(), [g("0-1-5")]);
+    assert_eq!(commit.check, None);
+    // A plain statement's change of state is its own.
+    let state = super::super::testing::ok_with_state(&[super::super::testing::state_change_item()]);
+    for plain in [
+        "SET @a = 1",
+        "SET NAMES utf8mb4",
+        "USE sbtest",
+        "CREATE TEMPORARY TABLE tt (a INT)",
+    ] {
+        assert_eq!(said(&mut t, plain, &state), OkNews::default(), "{plain}");
+    }
+    assert_eq!(t.checks_every_response(), None);
+    // The client sees every item the server sends: the defaults are its own.
+    assert!(t.common.filter.keep_last_gtid && t.common.filter.keep_state_change);
+}
+
+#[tokio::test]
+async fn stored_code_that_changes_the_state_bounds_the_session_until_it_is_reset() {
+    let mut t = from_defaults().await;
+    let state = super::super::testing::ok_with_state(&[super::super::testing::state_change_item()]);
+    let news = said(&mut t, "CALL p()", &state);
+    assert_eq!(news.check, Some(CheckReason::StateChange));
+    let mut primary = Scripted::default();
+    let checked = t
+        .check(CheckReason::StateChange, &mut primary)
+        .await
+        .unwrap();
+    assert!(matches!(
+        checked.unlearnt,
+        Some(Unlearnt::Bound(Unresolved::Unreported { .. }))
+    ));
+    assert!(primary.asked.is_empty(), "{:?}", primary.asked);
+    // Every later response is bounded too, even a bare commit report.
+    assert_eq!(t.checks_every_response(), Some(CheckReason::Untracked));
+    said(&mut t, "INSERT INTO t VALUES (2)", &ok_reporting("0-1-6"));
+    let checked = t.check(CheckReason::Untracked, &mut primary).await.unwrap();
+    assert!(checked.unlearnt.is_some());
+    // A reset sets it up from the defaults again.
+    t.note_command(&[strongsync_proto::command::COM_RESET_CONNECTION]);
+    assert!(t.common.reset);
+    t.set_up(&mut primary).await.unwrap();
+    assert_eq!(t.checks_every_response(), None);
+    assert!(primary.asked.is_empty(), "{:?}", primary.asked);
+}
+
+#[tokio::test]
+async fn a_reported_list_without_what_is_needed_or_a_domain_switch_is_bounded() {
+    let mut t = from_defaults().await;
+    let list = super::super::testing::ok_with_state(&[super::super::testing::variable(
+        "session_track_system_variables",
+        "last_gtid,session_track_system_variables",
+    )]);
+    // A SET of literals commits nothing: its own response goes; every later one is bounded.
+    let news = said(&mut t, "SET session_track_system_variables = 'x'", &list);
+    assert_eq!(news.check, None);
+    assert_eq!(t.checks_every_response(), Some(CheckReason::Untracked));
+
+    let mut t = from_defaults().await;
+    said(&mut t, "INSERT INTO t VALUES (1)", &ok_reporting("0-1-5"));
+    let domain = super::super::testing::ok_with_state(&[super::super::testing::variable(
+        "gtid_domain_id",
+        "1",
+    )]);
+    // Reported by value: the session stays trusted, and its responses are bounded until its
+    // next commit is reported.
+    assert_eq!(said(&mut t, "SET gtid_domain_id = 1", &domain).check, None);
+    assert_eq!(t.checks_every_response(), Some(CheckReason::DomainSwitch));
+    said(&mut t, "INSERT INTO t VALUES (2)", &ok_reporting("1-1-6"));
+    assert_eq!(t.checks_every_response(), None);
+}
+
+#[tokio::test]
+async fn the_quorum_it_asks_for_is_the_one_statement_it_gets() {
+    let mut t = from_defaults().await;
+    let mut payload = vec![COM_QUERY];
+    payload.extend_from_slice(b"SET @strongsync_quorum = 2");
+    assert_eq!(t.note_command(&payload), Some(CheckReason::SessionQuorum));
+    let mut primary = Scripted::answering([row(&[Some("2")])]);
+    let checked = t
+        .check(CheckReason::SessionQuorum, &mut primary)
+        .await
+        .unwrap();
+    assert_eq!(checked, Checked::default());
+    assert_eq!(primary.asked.len(), 1);
+    assert_eq!(t.common.quorum, Some(2));
+}
+
+#[tokio::test]
+async fn a_session_set_up_after_the_last_good_look_at_defaults_that_went_is_bounded() {
+    let t = from_defaults().await;
+    assert_eq!(t.checks_every_response(), None);
+    t.common
+        .context
+        .durability
+        .session_defaults
+        .record(Err("session_track_state_change is OFF".into()));
+    assert_eq!(t.checks_every_response(), Some(CheckReason::Untracked));
+}

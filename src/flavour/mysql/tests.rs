@@ -251,3 +251,67 @@ async fn all_gtids_reports_are_waited_for_whole() {
     );
     assert_eq!(news.committed.as_slice(), [gtid(900), gtid(1000)]);
 }
+
+// === Set up from the primary's defaults ===
+
+async fn from_defaults() -> Tracker {
+    let mut t = tracker();
+    t.common.context.durability.session_defaults.record(Ok(()));
+    let mut primary = Scripted::default();
+    t.set_up(&mut primary).await.unwrap();
+    assert!(primary.asked.is_empty(), "{:?}", primary.asked);
+    t
+}
+
+fn said(t: &mut Tracker, command: &str, ok: &[u8]) -> OkNews {
+    let mut payload = vec![strongsync_proto::command::COM_QUERY];
+    payload.extend_from_slice(command.as_bytes());
+    t.note_command(&payload);
+    news(t, ok)
+}
+
+#[tokio::test]
+async fn from_the_defaults_a_session_learns_from_its_responses_and_asks_nothing() {
+    let mut t = from_defaults().await;
+    let commit = said(
+        &mut t,
+        "INSERT INTO t VALUES (1)",
+        &ok_with_state(&[gtids_item(&format!("{UUID}:7"))]),
+    );
+    assert_eq!(commit.committed.as_slice(), [gtid(7)]);
+    assert_eq!(commit.check, None);
+    let state = ok_with_state(&[state_change_item()]);
+    assert_eq!(
+        said(&mut t, "SET @x = CAST('9x' AS UNSIGNED)", &state),
+        OkNews::default()
+    );
+    assert_eq!(t.checks_every_response(), None);
+}
+
+#[tokio::test]
+async fn switching_gtid_reports_off_or_stored_code_bounds_the_session() {
+    let mut t = from_defaults().await;
+    let off = ok_with_state(&[variable("session_track_gtids", "OFF")]);
+    assert_eq!(
+        said(&mut t, "SET session_track_gtids = OFF", &off).check,
+        None
+    );
+    assert_eq!(t.checks_every_response(), Some(CheckReason::Untracked));
+    said(
+        &mut t,
+        "INSERT INTO t VALUES (1)",
+        &ok_with_state(&[state_change_item()]),
+    );
+    let mut primary = Scripted::default();
+    let checked = t.check(CheckReason::Untracked, &mut primary).await.unwrap();
+    assert!(matches!(checked.unlearnt, Some(Unlearnt::Bound(_))));
+    assert!(primary.asked.is_empty());
+
+    let mut t = from_defaults().await;
+    let state = ok_with_state(&[state_change_item()]);
+    assert_eq!(
+        said(&mut t, "CALL p()", &state).check,
+        Some(CheckReason::StateChange)
+    );
+    assert_eq!(t.checks_every_response(), Some(CheckReason::Untracked));
+}

@@ -1,0 +1,136 @@
+//! What a primary's global session-tracking settings give every new session, and whether that
+//! is all strongsync needs to learn a session's commits from its responses alone (then no
+//! session gets a statement of strongsync's).
+
+use super::{plain, tracks, Flavour};
+
+/// The variables a session must track by name: MariaDB reports its commits as `last_gtid`,
+/// and a change of domain, server id or forced sequence number by value; both servers report
+/// the trackers' own changes, so that a session switching them off is seen doing so.
+fn required(flavour: Flavour) -> &'static [&'static str] {
+    match flavour {
+        Flavour::MariaDb => &[
+            "last_gtid",
+            "session_track_system_variables",
+            "session_track_state_change",
+            "gtid_domain_id",
+            "server_id",
+            "gtid_seq_no",
+        ],
+        Flavour::MySql => &[
+            "session_track_gtids",
+            "session_track_system_variables",
+            "session_track_state_change",
+        ],
+    }
+}
+
+/// The first variable `list` (a `session_track_system_variables` value) lacks of those a
+/// session must track, if any.
+pub(super) fn lacks(flavour: Flavour, list: &[u8]) -> Option<&'static str> {
+    required(flavour)
+        .iter()
+        .find(|name| !tracks(list, name.as_bytes()))
+        .copied()
+}
+
+/// Whether a `session_track_gtids` value reports a session's commits.
+pub(super) fn reports_gtids(value: &[u8]) -> bool {
+    value.eq_ignore_ascii_case(b"OWN_GTID") || value.eq_ignore_ascii_case(b"ALL_GTIDS")
+}
+
+/// Whether a `session_track_state_change` value is on.
+pub(super) fn on(value: &[u8]) -> bool {
+    value.eq_ignore_ascii_case(b"ON") || value == b"1"
+}
+
+/// The primary's global session-tracking settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrackingDefaults {
+    /// `@@global.session_track_system_variables`.
+    pub list: String,
+    /// `@@global.session_track_state_change`.
+    pub state_change: String,
+    /// `@@global.session_track_gtids` (MySQL).
+    pub gtids: String,
+    /// `@@global.init_connect`: run for every new session, it could change them.
+    pub init_connect: String,
+}
+
+impl TrackingDefaults {
+    /// `Ok` if every new session of a `flavour` primary starts with what strongsync needs;
+    /// otherwise what it lacks, and the settings that give it.
+    pub fn verdict(&self, flavour: Flavour) -> Result<(), String> {
+        let mut missing = Vec::new();
+        if let Some(name) = lacks(flavour, self.list.as_bytes()) {
+            missing.push(format!("session_track_system_variables lacks {name}"));
+        }
+        if !on(self.state_change.as_bytes()) {
+            missing.push("session_track_state_change is OFF".to_string());
+        }
+        if flavour == Flavour::MySql && !reports_gtids(self.gtids.as_bytes()) {
+            missing.push(format!("session_track_gtids is {}", self.gtids));
+        }
+        if !plain::is_plain(self.init_connect.as_bytes(), plain::AT_LOGIN) {
+            missing.push("init_connect may change the session's tracking".to_string());
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let list = required(flavour).join(",");
+        let gtids = match flavour {
+            Flavour::MariaDb => "",
+            Flavour::MySql => ", session_track_gtids = OWN_GTID",
+        };
+        Err(format!(
+            "{} (set session_track_system_variables = '{list}' (or add those to the list), \
+             session_track_state_change = ON{gtids} in the primary's configuration)",
+            missing.join(", ")
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Flavour, TrackingDefaults};
+
+    fn defaults(list: &str, state_change: &str, gtids: &str) -> TrackingDefaults {
+        TrackingDefaults {
+            list: list.into(),
+            state_change: state_change.into(),
+            gtids: gtids.into(),
+            init_connect: String::new(),
+        }
+    }
+
+    #[test]
+    fn what_each_primary_needs() {
+        let maria = "last_gtid,session_track_system_variables,session_track_state_change,\
+                     gtid_domain_id,server_id,gtid_seq_no";
+        let table: &[(Flavour, TrackingDefaults, bool)] = &[
+            (Flavour::MariaDb, defaults(maria, "ON", ""), true),
+            (Flavour::MariaDb, defaults("*", "ON", ""), true),
+            (Flavour::MariaDb, defaults(maria, "OFF", ""), false),
+            (Flavour::MariaDb, defaults("last_gtid", "ON", ""), false),
+            // MariaDB's default.
+            (Flavour::MariaDb, defaults("autocommit,character_set_client,character_set_connection,character_set_results,time_zone", "OFF", ""), false),
+            (
+                Flavour::MySql,
+                defaults("session_track_gtids,session_track_system_variables,session_track_state_change", "ON", "OWN_GTID"),
+                true,
+            ),
+            (Flavour::MySql, defaults("*", "ON", "ALL_GTIDS"), true),
+            (Flavour::MySql, defaults("*", "ON", "OFF"), false),
+            (Flavour::MySql, defaults("time_zone,autocommit", "ON", "OWN_GTID"), false),
+        ];
+        for (flavour, d, ok) in table {
+            assert_eq!(d.verdict(*flavour).is_ok(), *ok, "{flavour:?} {d:?}");
+        }
+        let mut with_init = defaults("*", "ON", "");
+        with_init.init_connect = "SET NAMES utf8mb4".into();
+        assert!(with_init.verdict(Flavour::MariaDb).is_ok());
+        with_init.init_connect = "SET session_track_state_change = OFF".into();
+        let why = with_init.verdict(Flavour::MariaDb).unwrap_err();
+        assert!(why.contains("init_connect"), "{why}");
+    }
+}
