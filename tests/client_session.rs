@@ -82,7 +82,11 @@ fn start<C: Flavoured>(probe: bool) -> Strong<C> {
 
 /// Runs `sql` on `conn` with both replicas' I/O stopped: it must park, and its OK must come
 /// only once replica 0 (started again) holds the newest transaction the primary wrote.
-async fn waited_for_by_quorum<C: Flavoured>(s: &Strong<C>, conn: mysql_async::Conn, sql: &str) {
+async fn waited_for_by_quorum<C: Flavoured>(
+    s: &Strong<C>,
+    conn: mysql_async::Conn,
+    sql: &str,
+) -> mysql_async::Conn {
     s.stop_all();
     let before = s.parked();
     let watched = spawn_watched(conn, sql, vec![s.witness(0)]);
@@ -101,6 +105,7 @@ async fn waited_for_by_quorum<C: Flavoured>(s: &Strong<C>, conn: mysql_async::Co
     );
     s.start_io(1);
     s.wait_semisync(2);
+    watched.conn
 }
 
 /// Sessions that set each character set of results, or track no variable or every one,
@@ -130,10 +135,10 @@ async fn sessions_of_any_charset_or_tracked_list_are_waited_for<C: Flavoured>() 
         conn.query_drop(setting).await.unwrap();
         // A statement that changes the session's state on the way, then the commit.
         conn.query_drop("SET @a = 1").await.unwrap();
-        waited_for_by_quorum(&s, conn, "INSERT INTO sbtest.t (v) VALUES (1)").await;
+        drop(waited_for_by_quorum(&s, conn, "INSERT INTO sbtest.t (v) VALUES (1)").await);
         let mut conn = s.client().await;
         conn.query_drop(setting).await.unwrap();
-        waited_for_by_quorum(&s, conn, "CALL sbtest.hidden()").await;
+        drop(waited_for_by_quorum(&s, conn, "CALL sbtest.hidden()").await);
     }
     let status = s.proxy.durability().status();
     assert_eq!(status.released["unresolved"], 0, "{status:?}");
@@ -165,7 +170,7 @@ async fn a_call_committing_ten_thousand_waits_for_the_last<C: Flavoured>() {
         .await
         .unwrap();
     let conn = s.client().await;
-    waited_for_by_quorum(&s, conn, "CALL sbtest.many(10000)").await;
+    drop(waited_for_by_quorum(&s, conn, "CALL sbtest.many(10000)").await);
     // What the replica received is all ten thousand.
     support::mariadb::wait_for(
         "the replica to apply them",
@@ -359,6 +364,8 @@ async fn a_session_sees_through_strongsync_what_it_sees_direct<C: Flavoured>() {
     }
     assert_eq!(direct.len(), through.len());
     let scrape = support::admin::metrics(s.proxy.admin_addr());
+    // Only the CALL (stored code that changed the session's state) leaves a session bounded.
+    assert_eq!(scrape.get("strongsync_sessions_untrusted_total"), 1.0);
     for reason in ["setup", "check", "restore", "session_quorum"] {
         assert_eq!(
             scrape.get(&format!(
@@ -388,4 +395,42 @@ async fn mariadb_a_session_sees_through_strongsync_what_it_sees_direct() {
 #[tokio::test(flavor = "multi_thread")]
 async fn mysql_a_session_sees_through_strongsync_what_it_sees_direct() {
     a_session_sees_through_strongsync_what_it_sees_direct::<MySqlTopology>().await;
+}
+
+/// Set up from the primary's defaults, each step of an XA transaction and each commit a
+/// session makes after changing its state plainly is waited for, from its OK alone.
+async fn set_up_from_the_defaults_each_commit_waits<C: Flavoured>() {
+    let s = start::<C>(true);
+    wait_for_defaults(&s);
+    let mut conn = s.client().await;
+    for sql in [
+        "XA START 'x'",
+        "INSERT INTO sbtest.t (v) VALUES (1)",
+        "XA END 'x'",
+    ] {
+        conn.query_drop(sql).await.unwrap();
+    }
+    let conn = waited_for_by_quorum(&s, conn, "XA PREPARE 'x'").await;
+    let mut conn = waited_for_by_quorum(&s, conn, "XA COMMIT 'x'").await;
+    for sql in ["SET NAMES utf8mb4", "SET @a = 1", "USE sbtest", "BEGIN"] {
+        conn.query_drop(sql).await.unwrap();
+    }
+    conn.query_drop("INSERT INTO sbtest.t (v) VALUES (2)")
+        .await
+        .unwrap();
+    let conn = waited_for_by_quorum(&s, conn, "COMMIT").await;
+    drop(waited_for_by_quorum(&s, conn, "INSERT INTO sbtest.t (v) VALUES (3)").await);
+    let scrape = support::admin::metrics(s.proxy.admin_addr());
+    assert_eq!(scrape.get("strongsync_sessions_untrusted_total"), 0.0);
+    assert_eq!(s.proxy.durability().status().released["unresolved"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_set_up_from_the_defaults_each_commit_waits() {
+    set_up_from_the_defaults_each_commit_waits::<Topology>().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_set_up_from_the_defaults_each_commit_waits() {
+    set_up_from_the_defaults_each_commit_waits::<MySqlTopology>().await;
 }

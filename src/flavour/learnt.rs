@@ -5,8 +5,8 @@
 //! primary's binlog position, and so is every response after it until the session is reset.
 
 use strongsync_proto::command::{
-    COM_INIT_DB, COM_PING, COM_QUERY, COM_STATISTICS, COM_STMT_CLOSE, COM_STMT_PREPARE,
-    COM_STMT_RESET,
+    COM_FIELD_LIST, COM_INIT_DB, COM_PING, COM_QUERY, COM_RESET_CONNECTION, COM_SET_OPTION,
+    COM_STATISTICS, COM_STMT_CLOSE, COM_STMT_PREPARE, COM_STMT_RESET,
 };
 use strongsync_proto::ok::OkPacket;
 use strongsync_proto::ok::{SESSION_TRACK_STATE_CHANGE_VAR, SESSION_TRACK_SYSTEM_VARIABLES_VAR};
@@ -44,8 +44,11 @@ impl Common {
     /// do not (or are not known): the flavour sets the session up with statements.
     pub(super) fn set_up_from_defaults(&mut self) -> bool {
         let looks = self.context.durability.session_defaults.configured();
+        // Under `visibility = "snapshot"` a transaction's snapshot is followed through the
+        // session's isolation settings, which only the session itself can be asked.
+        let snapshot = self.context.snapshot_vars && self.context.durability.snapshot_reads();
         self.defaults = match looks {
-            Some(looks) if self.context.primary_tracks => Some(FromDefaults {
+            Some(looks) if self.context.primary_tracks && !snapshot => Some(FromDefaults {
                 looks,
                 ..FromDefaults::default()
             }),
@@ -74,9 +77,11 @@ impl Common {
                     plain::is_plain(text, plain::IN_SESSION),
                     plain::is_plain(text, &[]),
                 ),
+                // None of these runs stored code or touches the trackers; a reset's OK
+                // reports the state it put back, and the session is set up again after it.
                 Some((
                     &(COM_INIT_DB | COM_PING | COM_STATISTICS | COM_STMT_PREPARE | COM_STMT_CLOSE
-                    | COM_STMT_RESET),
+                    | COM_STMT_RESET | COM_RESET_CONNECTION | COM_SET_OPTION | COM_FIELD_LIST),
                     _,
                 )) => (true, true),
                 _ => (false, false),

@@ -82,6 +82,8 @@ const PLAIN_KINDS: &[&[&str]] = &[
     &["release", "savepoint"],
     &["create", "temporary", "table"],
     &["drop", "temporary", "table"],
+    // XA moves a transaction along; its commits are reported like any other.
+    &["xa"],
     // Preparing parses; only `EXECUTE` runs what was prepared.
     &["prepare"],
     &["deallocate", "prepare"],
@@ -254,6 +256,8 @@ mod tests {
             ("BEGIN", true),
             ("START TRANSACTION WITH CONSISTENT SNAPSHOT", true),
             ("COMMIT", true),
+            ("XA START 'x'", true),
+            ("XA COMMIT 'x'", true),
             ("ROLLBACK", true),
             ("SET @a = 1; SET @b = 'x;y'", true),
             ("CREATE TEMPORARY TABLE tt (a INT, b VARCHAR(10))", true),
