@@ -5,6 +5,7 @@
 //! primary under another name. Each proves what it claims from the servers themselves (the
 //! rows, what each replica received), never from strongsync's counters.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use mysql_async::prelude::*;
@@ -43,6 +44,41 @@ fn refused(s: &Strong<impl LedgerCluster>, path: &str, body: &str) -> String {
 
 fn follow_body(addr: &str) -> String {
     format!(r#"{{"primary": "{addr}"}}"#)
+}
+
+/// The server of the test whose `server_id` is `id`.
+fn by_id<C: LedgerCluster>(s: &Strong<C>, id: u32) -> &C::Server {
+    s.topology
+        .servers()
+        .into_iter()
+        .find(|x| x.server_id() == id)
+        .expect("a server of the test")
+}
+
+/// The `server_id`s of the servers of the test, but those in `except`.
+fn ids_but<C: LedgerCluster>(s: &Strong<C>, except: &[u32]) -> Vec<u32> {
+    s.topology
+        .servers()
+        .iter()
+        .map(|x| x.server_id())
+        .filter(|id| !except.contains(id))
+        .collect()
+}
+
+/// The rows on the old primary that the new one lacks, having checked that none of them was
+/// acknowledged.
+fn only_on_old(
+    on_old: &HashSet<u64>,
+    on_new: &HashSet<u64>,
+    acknowledged: &HashSet<u64>,
+) -> Vec<u64> {
+    let only: Vec<u64> = on_old.difference(on_new).copied().collect();
+    let stranded: Vec<_> = only.iter().filter(|id| acknowledged.contains(id)).collect();
+    assert!(
+        stranded.is_empty(),
+        "acknowledged rows only on the old primary: {stranded:?}"
+    );
+    only
 }
 
 /// Every acknowledged id is on `primary` and on every server in `replicas` (once they have
@@ -121,12 +157,7 @@ pub async fn a_planned_switch_leaves_nothing_on_the_live_old_primary<C: LedgerCl
         writers.acknowledged() >= before + 200
     });
     let ledger = writers.stop().await;
-    let retired = s
-        .topology
-        .servers()
-        .into_iter()
-        .find(|x| x.server_id() == old)
-        .unwrap();
+    let retired = by_id(&s, old);
     wait_for(
         "no session of strongsync's left on the old primary",
         PATIENCE,
@@ -144,28 +175,8 @@ pub async fn a_planned_switch_leaves_nothing_on_the_live_old_primary<C: LedgerCl
         "the retired primary got rows sent after the fence: {late:?}"
     );
     let acknowledged = ledger.acknowledged();
-    let on_new = ids(s
-        .topology
-        .servers()
-        .into_iter()
-        .find(|x| x.server_id() == chosen)
-        .unwrap());
-    let stranded: Vec<_> = on_old
-        .iter()
-        .filter(|id| !on_new.contains(id) && acknowledged.contains(id))
-        .collect();
-    assert!(
-        stranded.is_empty(),
-        "acknowledged rows only on the retired primary: {stranded:?}"
-    );
-    let others: Vec<u32> = s
-        .topology
-        .servers()
-        .iter()
-        .map(|x| x.server_id())
-        .filter(|id| *id != old && *id != chosen)
-        .collect();
-    assert_everything_acknowledged_is_on(&s, &acknowledged, chosen, &others);
+    only_on_old(&on_old, &ids(by_id(&s, chosen)), &acknowledged);
+    assert_everything_acknowledged_is_on(&s, &acknowledged, chosen, &ids_but(&s, &[old, chosen]));
     eprintln!(
         "planned switch: {} acknowledged, {} sent after the fence, none on the retired primary",
         acknowledged.len(),
@@ -190,13 +201,7 @@ pub async fn a_healed_partition_leaves_nothing_on_the_old_primary<C: LedgerClust
     });
     relays.relay(old).partition();
     writers.enter(phase::CUT);
-    let retired = || {
-        s.topology
-            .servers()
-            .into_iter()
-            .find(|x| x.server_id() == old)
-            .unwrap()
-    };
+    let retired = || by_id(&s, old);
     let tail = retired().write_around(AROUND | 2);
     call(&s, "/fence", r#"{"reason": "partition"}"#);
     let report = call(&s, "/promote", "{}");
@@ -224,13 +229,7 @@ pub async fn a_healed_partition_leaves_nothing_on_the_old_primary<C: LedgerClust
         late.is_empty(),
         "the old primary got rows sent after the partition: {late:?}"
     );
-    let others: Vec<u32> = s
-        .topology
-        .servers()
-        .iter()
-        .map(|x| x.server_id())
-        .filter(|id| *id != old)
-        .collect();
+    let others = ids_but(&s, &[old]);
     for server in s.topology.servers() {
         if others.contains(&server.server_id()) {
             assert!(
@@ -281,13 +280,7 @@ pub async fn a_paused_old_primary_that_wakes_gets_nothing<C: LedgerCluster>() {
     });
     s.topology.wait_caught_up();
     let old = s.topology.servers()[0].server_id();
-    let retired = || {
-        s.topology
-            .servers()
-            .into_iter()
-            .find(|x| x.server_id() == old)
-            .unwrap()
-    };
+    let retired = || by_id(&s, old);
     let writers = PooledWriters::start(&s.proxy.url(APP_USER, APP_PASSWORD), WRITERS);
     wait_for("200 acknowledged rows", PATIENCE, || {
         writers.acknowledged() >= 200
@@ -325,30 +318,9 @@ pub async fn a_paused_old_primary_that_wakes_gets_nothing<C: LedgerCluster>() {
         late.is_empty(),
         "the old primary got rows sent after its fence: {late:?}"
     );
-    let on_new = ids(s
-        .topology
-        .servers()
-        .into_iter()
-        .find(|x| x.server_id() == chosen)
-        .unwrap());
     let acknowledged = ledger.acknowledged();
-    let only_old: Vec<u64> = on_old.difference(&on_new).copied().collect();
-    let stranded: Vec<_> = only_old
-        .iter()
-        .filter(|id| acknowledged.contains(id))
-        .collect();
-    assert!(
-        stranded.is_empty(),
-        "acknowledged rows only on the old primary: {stranded:?}"
-    );
-    let replicas: Vec<u32> = s
-        .topology
-        .servers()
-        .iter()
-        .map(|x| x.server_id())
-        .filter(|id| *id != old && *id != chosen)
-        .collect();
-    assert_everything_acknowledged_is_on(&s, &acknowledged, chosen, &replicas);
+    let only_old = only_on_old(&on_old, &ids(by_id(&s, chosen)), &acknowledged);
+    assert_everything_acknowledged_is_on(&s, &acknowledged, chosen, &ids_but(&s, &[old, chosen]));
     for server in s.topology.servers() {
         if server.server_id() != old {
             let got: Vec<_> = ids(server)
@@ -382,13 +354,7 @@ pub async fn a_diverged_candidate_is_refused_and_passed_over<C: LedgerCluster>()
         let servers = s.topology.servers();
         (servers[1].server_id(), servers[2].server_id())
     };
-    let server = |id: u32| {
-        s.topology
-            .servers()
-            .into_iter()
-            .find(|x| x.server_id() == id)
-            .unwrap()
-    };
+    let server = |id: u32| by_id(&s, id);
     let mut client = s.client().await;
     let insert = |id: u64| format!("INSERT INTO sbtest.ledger (id) VALUES ({id})");
     for id in 1..=5 {
@@ -445,14 +411,7 @@ pub async fn a_replica_with_a_fenced_tail_does_not_cover_the_next_epoch<C: Ledge
         let servers = s.topology.servers();
         [0, 1, 2].map(|i| servers[i].server_id())
     };
-    let server = |s: &Strong<C>, id: u32| -> String {
-        s.topology
-            .servers()
-            .into_iter()
-            .find(|x| x.server_id() == id)
-            .unwrap()
-            .addr()
-    };
+    let server = |s: &Strong<C>, id: u32| by_id(s, id).addr();
     let mut client = s.client().await;
     for id in 1..=5 {
         client
@@ -579,13 +538,7 @@ pub async fn a_slow_replica_mid_transaction_stops_at_the_fence<C: LedgerCluster>
     );
     s.topology.wait_caught_up();
     let slow = s.topology.servers()[2].server_id();
-    let slow_one = || {
-        s.topology
-            .servers()
-            .into_iter()
-            .find(|x| x.server_id() == slow)
-            .unwrap()
-    };
+    let slow_one = || by_id(&s, slow);
     // It does not give up on a stream that stalls while the test looks.
     slow_one().set_net_timeout(3600);
     s.wait_semisync(2);
