@@ -159,6 +159,9 @@ fn shows_strong_sync_working_and_down_leaves_nothing_behind(server: Server) {
     );
     assert!(quorum[0].parse::<u64>().unwrap() > 0, "{out}");
 
+    // The primary's defaults track what strongsync needs: no statement of its own in sessions.
+    assert!(out.contains("session tracking: configured"), "{out}");
+
     // The way to connect it prints works.
     let port: u16 = after(out, "mariadb -h127.0.0.1 -P")[0].parse().unwrap();
     assert_eq!(port.to_string(), proxy_port[0]);
