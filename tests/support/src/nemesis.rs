@@ -46,6 +46,17 @@ fn follow_body(addr: &str) -> String {
     format!(r#"{{"primary": "{addr}"}}"#)
 }
 
+/// Inserts each of `ids` into the ledger through strongsync, each acknowledged.
+async fn insert_all<C: LedgerCluster>(s: &Strong<C>, ids: impl IntoIterator<Item = u64>) {
+    let mut client = s.client().await;
+    for id in ids {
+        client
+            .query_drop(format!("INSERT INTO sbtest.ledger (id) VALUES ({id})"))
+            .await
+            .unwrap();
+    }
+}
+
 /// The server of the test whose `server_id` is `id`.
 fn by_id<C: LedgerCluster>(s: &Strong<C>, id: u32) -> &C::Server {
     s.topology
@@ -412,14 +423,7 @@ pub async fn a_replica_with_a_fenced_tail_does_not_cover_the_next_epoch<C: Ledge
         [0, 1, 2].map(|i| servers[i].server_id())
     };
     let server = |s: &Strong<C>, id: u32| by_id(s, id).addr();
-    let mut client = s.client().await;
-    for id in 1..=5 {
-        client
-            .query_drop(format!("INSERT INTO sbtest.ledger (id) VALUES ({id})"))
-            .await
-            .unwrap();
-    }
-    drop(client);
+    insert_all(&s, 1..=5).await;
     // `next` stops receiving: at quorum 2 the next commits reach `tailed` and park.
     s.topology.server_mut(next).stop_io();
     s.wait_semisync(1);
@@ -448,14 +452,7 @@ pub async fn a_replica_with_a_fenced_tail_does_not_cover_the_next_epoch<C: Ledge
     call(&s, "/reinstate", &follow_body(&server(&s, first)));
     s.proxy.reload(|config| config.durability.quorum = 1);
     s.wait_semisync(1);
-    let mut client = s.client().await;
-    for id in 201..=203 {
-        client
-            .query_drop(format!("INSERT INTO sbtest.ledger (id) VALUES ({id})"))
-            .await
-            .unwrap();
-    }
-    drop(client);
+    insert_all(&s, 201..=203).await;
     s.topology.server_mut(next).kill();
     // Made a primary by hand (a manager's choice), the replica with the tail is refused.
     s.topology.server_mut(tailed).make_primary_by_hand();
