@@ -4,6 +4,8 @@
 //! commits ten thousand transactions is released once a replica holds the last of them; an
 //! error with code 65535 reaches the client as the server sent it, and the session goes on.
 //! Each release is witnessed by the replica's own received GTIDs at the moment of the answer.
+//! A session also sees through strongsync what it sees direct, down to its counters, its
+//! profile and the query cache: strongsync runs no statement of its own in it.
 
 use std::time::Duration;
 
@@ -45,7 +47,12 @@ impl Flavoured for Topology {
     const HIDDEN_NEEDS_PROBE: bool = false;
 
     fn direct_url(&self) -> String {
-        self.primary.url(APP_USER, APP_PASSWORD)
+        // As the proxy's URL: TCP all the way, without mysql_async's `SELECT @@socket` to look
+        // for a socket (a statement the primary would count).
+        format!(
+            "{}?prefer_socket=false",
+            self.primary.url(APP_USER, APP_PASSWORD)
+        )
     }
 }
 
@@ -251,6 +258,9 @@ const SCRIPT: &[&str] = &[
     "XA PREPARE 'cmp{t}'",
     "XA COMMIT 'cmp{t}'",
     "SELECT ROW_COUNT()",
+    "LOAD DATA LOCAL INFILE '{f}' INTO TABLE {t} (v)",
+    "SELECT ROW_COUNT()",
+    "SHOW WARNINGS",
     "SELECT @@session.session_track_system_variables, @@session.session_track_state_change",
     "SET optimizer_trace = 'enabled=on'",
     "SELECT COUNT(*) FROM {t} WHERE v > 2",
@@ -289,16 +299,22 @@ async fn rows_of(conn: &mut mysql_async::Conn, sql: &str) -> Vec<Vec<String>> {
     rows
 }
 
+/// What `LOAD DATA` reads in the [`SCRIPT`]: three rows, one of them not a number (a warning).
+const INFILE: &str = "1\nnot a number\n3\n";
+
 /// Runs the [`SCRIPT`] on a connection to `url` against table `table`, with a reset and a
 /// change of user on the way; what it saw, with the table's name taken out.
 async fn seen(url: &str, table: &str) -> Vec<(String, Vec<Vec<String>>)> {
-    let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(url).unwrap())
-        .await
-        .unwrap();
+    let infile = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(infile.path(), INFILE).unwrap();
+    let path = infile.path().to_str().unwrap().to_owned();
+    let opts = mysql_async::OptsBuilder::from_opts(mysql_async::Opts::from_url(url).unwrap())
+        .local_infile_handler(Some(mysql_async::WhiteListFsHandler::new(&[&path][..])));
+    let mut conn = mysql_async::Conn::new(opts).await.unwrap();
     let mut seen = Vec::new();
     let mut run = async |conn: &mut mysql_async::Conn, steps: &[&str]| {
         for step in steps {
-            let sql = step.replace("{t}", table);
+            let sql = step.replace("{t}", table).replace("{f}", &path);
             let rows = rows_of(conn, &sql).await;
             let rows = rows
                 .into_iter()
@@ -306,7 +322,11 @@ async fn seen(url: &str, table: &str) -> Vec<(String, Vec<Vec<String>>)> {
                     "SHOW PROFILES" => r.last().into_iter().cloned().collect(),
                     _ => r,
                 })
-                .map(|r| r.into_iter().map(|v| v.replace(table, "{t}")).collect())
+                .map(|r| {
+                    r.into_iter()
+                        .map(|v| v.replace(table, "{t}").replace(&path, "{f}"))
+                        .collect()
+                })
                 .collect();
             seen.push((step.to_string(), rows));
         }
@@ -433,4 +453,81 @@ async fn mariadb_set_up_from_the_defaults_each_commit_waits() {
 #[tokio::test(flavor = "multi_thread")]
 async fn mysql_set_up_from_the_defaults_each_commit_waits() {
     set_up_from_the_defaults_each_commit_waits::<MySqlTopology>().await;
+}
+
+// === Invisible to the query cache (MariaDB) ===
+
+/// Cacheable reads around the statements after which strongsync used to ask in the session:
+/// each read is stored, found, or passed over by the query cache as it is direct.
+const CACHED_SCRIPT: &[&str] = &[
+    "SELECT COUNT(*) FROM sbtest.{t}",
+    "SELECT COUNT(*) FROM sbtest.{t}",
+    "SET @a = 1",
+    "SELECT COUNT(*) FROM sbtest.{t}",
+    "INSERT INTO sbtest.{t} (v) VALUES (1)",
+    "SELECT COUNT(*) FROM sbtest.{t}",
+    "CREATE TEMPORARY TABLE tt (a INT)",
+    "SELECT COUNT(*) FROM sbtest.{t}",
+    "SELECT COUNT(*) FROM tt",
+    "USE sbtest",
+    "SELECT COUNT(*) FROM {t}",
+    "SELECT @@last_gtid IS NOT NULL",
+];
+
+/// The query cache's global counters, by name.
+fn qcache(primary: &support::mariadb::MariaDb) -> std::collections::BTreeMap<String, i64> {
+    primary
+        .sql("SHOW GLOBAL STATUS WHERE Variable_name IN ('Qcache_hits', 'Qcache_inserts', 'Qcache_not_cached', 'Qcache_queries_in_cache')")
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(name, value)| (name.to_string(), value.parse().unwrap()))
+        .collect()
+}
+
+/// What running the [`CACHED_SCRIPT`] on `url` against `table` did to the query cache's
+/// counters.
+async fn cache_counted(
+    primary: &support::mariadb::MariaDb,
+    url: &str,
+    table: &str,
+) -> std::collections::BTreeMap<String, i64> {
+    let before = qcache(primary);
+    let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(url).unwrap())
+        .await
+        .unwrap();
+    for step in CACHED_SCRIPT {
+        conn.query_drop(step.replace("{t}", table)).await.unwrap();
+    }
+    conn.disconnect().await.unwrap();
+    let after = qcache(primary);
+    after
+        .iter()
+        .map(|(name, n)| (name.clone(), n - before[name]))
+        .collect()
+}
+
+/// The query cache counts the same for a session through strongsync as direct: strongsync
+/// runs no statement in the session, and, set up from the primary's defaults, none of its
+/// own elsewhere while the session runs (the primary's watch is told to look only at start).
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_the_query_cache_counts_through_strongsync_what_it_counts_direct() {
+    let s = Strong::<Topology>::launch(2, None, |config, topology| {
+        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.probe = topology.probe_account();
+        config.failover.check_interval = Duration::from_secs(3600);
+    });
+    wait_for_defaults(&s);
+    let primary = &s.topology.primary;
+    primary.sql(
+        "SET GLOBAL query_cache_type = ON; \
+         CREATE TABLE sbtest.qc_direct (id INT AUTO_INCREMENT PRIMARY KEY, v INT); \
+         CREATE TABLE sbtest.qc_through (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+    );
+    let direct = cache_counted(primary, &s.topology.direct_url(), "qc_direct").await;
+    let through = cache_counted(primary, &s.proxy.url(APP_USER, APP_PASSWORD), "qc_through").await;
+    assert!(
+        direct["Qcache_hits"] > 0 && direct["Qcache_inserts"] > 0,
+        "the query cache is in use: {direct:?}"
+    );
+    assert_eq!(direct, through, "direct, then through strongsync");
 }
