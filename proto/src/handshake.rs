@@ -31,6 +31,8 @@ pub struct ServerGreeting<'a> {
     pub collation: u8,
     /// Name of the authentication plugin the scramble is meant for.
     pub auth_plugin: &'a [u8],
+    /// The scramble (nonce) of this connection's authentication.
+    pub scramble: [u8; crate::auth::SCRAMBLE_LEN],
 }
 
 /// Where the capability fields sit in a greeting payload.
@@ -54,10 +56,56 @@ pub struct ClientResponse<'a> {
     pub mariadb_capabilities: Option<MariadbCapabilities>,
     /// Login user (empty for an SSLRequest).
     pub user: &'a [u8],
+    /// What the client's plugin answered the greeting's scramble with (empty for an
+    /// SSLRequest).
+    pub auth_data: &'a [u8],
     /// Initial database, if the client sent one.
     pub database: Option<&'a [u8]>,
     /// Client authentication plugin, if the client named one.
     pub auth_plugin: Option<&'a [u8]>,
+}
+
+/// The authentication part of a `COM_CHANGE_USER` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeUser<'a> {
+    /// The new user.
+    pub user: &'a [u8],
+    /// What the client's plugin answered the connection's scramble with.
+    pub auth_data: &'a [u8],
+    /// The client's plugin, if it named one.
+    pub auth_plugin: Option<&'a [u8]>,
+}
+
+impl<'a> ChangeUser<'a> {
+    /// Parses a `COM_CHANGE_USER` payload (command byte included) from a client that
+    /// negotiated `capabilities`.
+    ///
+    /// # Errors
+    /// [`ProtoError::Truncated`] for a request that ends early.
+    pub fn parse(payload: &'a [u8], capabilities: CapabilityFlags) -> Result<Self, ProtoError> {
+        let mut r = Reader::new(payload);
+        r.u8("change user command")?;
+        let user = r.null_str("change user name")?;
+        let auth_data = if capabilities.contains(CapabilityFlags::CLIENT_SECURE_CONNECTION) {
+            let n = r.u8("change user auth data")?;
+            r.take(usize::from(n), "change user auth data")?
+        } else {
+            r.null_str("change user auth data")?
+        };
+        r.null_str("change user database")?;
+        let mut auth_plugin = None;
+        if !r.is_empty() {
+            r.u16("change user character set")?;
+            if capabilities.contains(CapabilityFlags::CLIENT_PLUGIN_AUTH) && !r.is_empty() {
+                auth_plugin = Some(r.null_str("change user auth plugin")?);
+            }
+        }
+        Ok(ChangeUser {
+            user,
+            auth_data,
+            auth_plugin,
+        })
+    }
 }
 
 // === impl ServerGreeting ===
@@ -81,7 +129,9 @@ impl<'a> ServerGreeting<'a> {
         }
         let server_version = r.null_str("greeting server version")?;
         let connection_id = r.u32("greeting connection id")?;
-        r.take(8 + 1, "greeting scramble")?;
+        let mut scramble = [0; crate::auth::SCRAMBLE_LEN];
+        scramble[..8].copy_from_slice(r.take(8, "greeting scramble")?);
+        r.take(1, "greeting filler")?;
         let caps_lower = r.position();
         let lower = r.u16("greeting capabilities")?;
         let collation = r.u8("greeting collation")?;
@@ -103,7 +153,9 @@ impl<'a> ServerGreeting<'a> {
             .then(|| MariadbCapabilities::from_bits_retain(ext));
         if capabilities.contains(CapabilityFlags::CLIENT_SECURE_CONNECTION) {
             let part2 = usize::from(auth_data_len).saturating_sub(8).max(13);
-            r.take(part2, "greeting scramble")?;
+            let rest = r.take(part2, "greeting scramble")?;
+            let n = rest.len().min(crate::auth::SCRAMBLE_LEN - 8);
+            scramble[8..8 + n].copy_from_slice(&rest[..n]);
         }
         let auth_plugin = if capabilities.contains(CapabilityFlags::CLIENT_PLUGIN_AUTH) {
             // Some servers end the name with the packet instead of a NUL.
@@ -119,6 +171,7 @@ impl<'a> ServerGreeting<'a> {
             mariadb_capabilities,
             collation,
             auth_plugin,
+            scramble,
         };
         let layout = GreetingLayout {
             caps_lower,
@@ -193,6 +246,7 @@ impl<'a> ClientResponse<'a> {
             collation,
             mariadb_capabilities,
             user: &[],
+            auth_data: &[],
             database: None,
             auth_plugin: None,
         };
@@ -200,14 +254,15 @@ impl<'a> ClientResponse<'a> {
             return Ok(response); // SSLRequest
         }
         response.user = r.null_str("handshake response user")?;
-        if capabilities.contains(CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA) {
-            r.lenenc_str("handshake response auth data")?;
-        } else if capabilities.contains(CapabilityFlags::CLIENT_SECURE_CONNECTION) {
-            let n = r.u8("handshake response auth data")?;
-            r.take(usize::from(n), "handshake response auth data")?;
-        } else {
-            r.null_str("handshake response auth data")?;
-        }
+        response.auth_data =
+            if capabilities.contains(CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA) {
+                r.lenenc_str("handshake response auth data")?
+            } else if capabilities.contains(CapabilityFlags::CLIENT_SECURE_CONNECTION) {
+                let n = r.u8("handshake response auth data")?;
+                r.take(usize::from(n), "handshake response auth data")?
+            } else {
+                r.null_str("handshake response auth data")?
+            };
         if capabilities.contains(CapabilityFlags::CLIENT_CONNECT_WITH_DB) && !r.is_empty() {
             response.database = Some(r.null_str("handshake response database")?);
         }

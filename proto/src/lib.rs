@@ -10,6 +10,7 @@
 //! | [`wire`] | the protocol's integer and string encodings (fixed, length-encoded, NUL-terminated) |
 //! | [`capabilities`] | capability flags and which ones the proxy lets each leg negotiate |
 //! | [`handshake`] | the server greeting (HandshakeV10), SSLRequest and HandshakeResponse41 |
+//! | [`auth`] | which packets of an authentication exchange carry a password in clear |
 //! | [`command`] | command bytes of the command phase |
 //! | [`ok`] | OK / EOF / ERR packets and the session-state block inside OK |
 //! | [`gtid`] | GTIDs as MariaDB (`domain-server-seq`) and MySQL (`uuid:n`) report them |
@@ -23,6 +24,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod binlog;
 pub mod capabilities;
 pub mod command;

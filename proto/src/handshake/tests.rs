@@ -3,7 +3,9 @@
 
 use mysql_common::constants::{StatusFlags, UTF8MB4_GENERAL_CI};
 use mysql_common::io::ParseBuf;
-use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
+use mysql_common::packets::{
+    AuthPlugin, ComChangeUser, ComChangeUserMoreData, HandshakePacket, HandshakeResponse,
+};
 use mysql_common::proto::{MyDeserialize, MySerialize};
 use proptest::prelude::*;
 
@@ -37,6 +39,7 @@ fn greeting_fields_and_in_place_capability_rewrite() {
     let parsed = ServerGreeting::parse(&payload).unwrap();
     assert_eq!(parsed.server_version, VERSION);
     assert_eq!(parsed.connection_id, 42);
+    assert_eq!(&parsed.scramble, b"abcdefghijklmnopqrst");
     assert_eq!(parsed.capabilities.bits(), 0x81ff_f7fe);
     assert_eq!(parsed.mariadb_capabilities.map(|c| c.bits()), Some(0x1d));
     assert_eq!(parsed.auth_plugin, b"mysql_native_password");
@@ -155,4 +158,42 @@ proptest! {
         let _ = ClientResponse::parse(&bytes);
         let _ = ClientResponse::is_ssl_request(&bytes);
     }
+}
+
+#[test]
+fn a_change_user_request_names_its_plugin_and_auth_data() {
+    let caps = CapabilityFlags::CLIENT_PROTOCOL_41
+        | CapabilityFlags::CLIENT_SECURE_CONNECTION
+        | CapabilityFlags::CLIENT_PLUGIN_AUTH;
+    let request = ComChangeUser::new()
+        .with_user(Some(&b"app"[..]))
+        .with_auth_plugin_data(Some(&b"secret\0"[..]))
+        .with_database(Some(&b"db"[..]))
+        .with_more_data(Some(ComChangeUserMoreData::new(45).with_auth_plugin(Some(
+            AuthPlugin::Other(b"mysql_clear_password".into()),
+        ))));
+    let mut payload = Vec::new();
+    request.serialize(&mut payload);
+    let parsed = ChangeUser::parse(&payload, caps).unwrap();
+    assert_eq!(parsed.user, b"app");
+    assert_eq!(parsed.auth_data, b"secret\0");
+    assert_eq!(parsed.auth_plugin, Some(&b"mysql_clear_password"[..]));
+
+    let bare = ComChangeUser::new().with_user(Some(&b"app"[..]));
+    let mut payload = Vec::new();
+    bare.serialize(&mut payload);
+    let parsed = ChangeUser::parse(&payload, caps).unwrap();
+    assert_eq!((parsed.auth_data, parsed.auth_plugin), (&b""[..], None));
+    assert!(ChangeUser::parse(&payload[..3], caps).is_err());
+}
+
+#[test]
+fn a_response_carries_its_auth_data() {
+    let caps = CapabilityFlags::CLIENT_PROTOCOL_41
+        | CapabilityFlags::CLIENT_SECURE_CONNECTION
+        | CapabilityFlags::CLIENT_PLUGIN_AUTH
+        | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA;
+    let payload = response(caps, None);
+    let parsed = ClientResponse::parse(&payload).unwrap();
+    assert_eq!(parsed.auth_data, &[7u8; 20][..]);
 }
