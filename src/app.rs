@@ -25,7 +25,7 @@ use crate::frontend::{self, InFlight, Shared};
 use crate::health::PrimaryHealth;
 use crate::metrics::Metrics;
 use crate::probe::Probe;
-use crate::tls::{self, TlsError};
+use crate::tls::{self, ClientTls, PrimaryTlsConnector, TlsError};
 
 /// A running proxy.
 pub struct Proxy {
@@ -102,8 +102,23 @@ impl ProxyBuilder {
     pub async fn start(self) -> Result<Proxy, StartError> {
         let ProxyBuilder { config, hook } = self;
         config.validate()?;
-        let tls = config.tls.files()?.map(tls::acceptor).transpose()?;
+        tls::install_default_provider();
+        let client_tls = ClientTls::new(&config.tls, config.failover.state_file.as_deref())?;
+        match &client_tls {
+            Some(t) => info!(certificate = %t.cert, sha256 = %t.fingerprint, "TLS for clients"),
+            None => warn!("TLS for clients is off (tls.disabled): a client that sends its password in clear is refused, and caching_sha2_password clients must ask for the server's RSA key"),
+        }
+        let tls_status = admin::TlsStatus {
+            clients: client_tls
+                .as_ref()
+                .map_or_else(|| "off".to_owned(), |t| t.cert.to_string()),
+            clients_sha256: client_tls.as_ref().map(|t| t.fingerprint.clone()),
+            primary: config.primary_tls.to_string(),
+        };
+        let tls = client_tls.map(|t| t.acceptor);
         let admin_tls = tls.clone().filter(|_| config.admin_tls);
+        let primary_tls =
+            PrimaryTlsConnector::new(config.primary_tls, config.primary_tls_ca.as_deref())?;
         // The SQL port first: once the admin port answers, clients can connect.
         let (listener, local_addr) = bind(config.listen).await?;
         let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
@@ -130,13 +145,15 @@ impl ProxyBuilder {
         let shared = Arc::new(Shared {
             config: config.clone(),
             tls,
+            primary_tls: primary_tls.clone(),
+            password_key: tls::PasswordKey::default(),
             hook: hook(Arc::clone(&durability)),
             durability: Arc::clone(&durability),
             metrics: Arc::clone(&metrics),
             primary_health: Arc::clone(&primary_health),
             hard_stop: hard.clone(),
             in_flight: Arc::clone(&in_flight),
-            probe: config.probe.account()?.map(|account| {
+            probe: config.probe_account()?.map(|account| {
                 Arc::new(Probe::new(
                     control.watch(),
                     &account,
@@ -155,6 +172,7 @@ impl ProxyBuilder {
             metrics: Arc::clone(&metrics),
             primary: primary_health,
             control: Arc::clone(&control),
+            tls: tls_status,
         };
         let listening = admin::Listening {
             max_connections: config.limits.max_admin_connections,

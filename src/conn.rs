@@ -439,13 +439,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         std::mem::take(&mut self.written)
     }
 
-    /// Closes the write side (FIN) without sending what is queued: it must no longer reach
-    /// the peer.
-    pub async fn abandon(&mut self) {
-        self.discard_pending();
-        let _ = self.stream.shutdown().await;
-    }
-
     /// Drops what is queued and not written.
     pub fn discard_pending(&mut self) {
         self.wbuf.clear();
@@ -464,6 +457,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
     /// The socket.
     pub fn get_ref(&self) -> &S {
         &self.stream
+    }
+
+    /// The socket, to close it in a way of its own.
+    pub fn get_mut_stream(&mut self) -> &mut S {
+        &mut self.stream
     }
 }
 

@@ -63,6 +63,31 @@ pub enum Error {
         /// The timeout.
         after: Duration,
     },
+    /// `primary_tls` asks for TLS and the primary does not offer it.
+    #[error("the primary at {addr} offers no TLS, and primary_tls = \"{mode}\" requires it: configure TLS on the primary (ssl_cert and ssl_key) or set primary_tls = \"preferred\"")]
+    PrimaryTlsUnavailable {
+        /// The primary's address.
+        addr: String,
+        /// The mode in force.
+        mode: crate::config::PrimaryTls,
+    },
+    /// The TLS handshake with the primary failed: its certificate refused, most often.
+    #[error("TLS to the primary at {addr} failed (primary_tls = \"{mode}\"): {source}")]
+    PrimaryTls {
+        /// The primary's address.
+        addr: String,
+        /// The mode in force.
+        mode: crate::config::PrimaryTls,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// strongsync did not pass the client's password on (see [`PasswordRefused`]).
+    #[error("{0}")]
+    Password(PasswordRefused),
+    /// strongsync's RSA key for passwords could not be made.
+    #[error("{0}")]
+    PasswordKey(String),
     /// The primary closed the connection.
     #[error("primary closed the connection")]
     PrimaryClosed,
@@ -114,6 +139,44 @@ impl From<crate::durability::Refused> for Error {
             crate::durability::Refused::Fenced { epoch } => Error::Fenced { epoch },
             crate::durability::Refused::Retired { epoch, now } => Error::Retired { epoch, now },
         }
+    }
+}
+
+/// Why strongsync did not pass a client's password on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PasswordRefused {
+    /// The client sent it in clear over plain TCP to strongsync.
+    FromClient,
+    /// The client sent it in clear over TLS, and strongsync's connection to the primary is
+    /// plain.
+    ToPrimary,
+    /// The client encrypted it with a server key it had already, which strongsync cannot
+    /// read, while the primary wants it in clear over strongsync's secure connection.
+    ForeignKey,
+    /// What the client encrypted for strongsync's key does not decrypt.
+    Undecryptable,
+}
+
+impl PasswordRefused {
+    /// Why, as the metric labels it.
+    pub fn label(self) -> &'static str {
+        match self {
+            PasswordRefused::FromClient => "clear_from_client",
+            PasswordRefused::ToPrimary => "clear_to_primary",
+            PasswordRefused::ForeignKey => "foreign_key",
+            PasswordRefused::Undecryptable => "undecryptable",
+        }
+    }
+}
+
+impl std::fmt::Display for PasswordRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PasswordRefused::FromClient => "the client sent its password in clear over a connection without TLS, and strongsync does not pass a clear password on: connect with TLS (strongsync offers it unless tls.disabled), or let the client ask for the server's RSA key (mysql --get-server-public-key)",
+            PasswordRefused::ToPrimary => "the client sent its password in clear, and strongsync's connection to the primary has no TLS, so strongsync does not pass it on: configure TLS on the primary and leave primary_tls at \"preferred\" or stronger, or connect strongsync to the primary's Unix socket",
+            PasswordRefused::ForeignKey => "the client encrypted its password with a server RSA key it already had, which strongsync cannot read, and the primary wants the password itself over strongsync's TLS: let the client ask for the key (drop --server-public-key-path), or connect with TLS",
+            PasswordRefused::Undecryptable => "the client's password does not decrypt with the RSA key strongsync sent it",
+        })
     }
 }
 
@@ -212,8 +275,16 @@ impl Error {
             | Error::ClientTls(_)
             | Error::HandshakeTimeout(_)
             | Error::ClientReadTimeout(_)
-            | Error::ClientWriteTimeout(_) => Side::Client,
+            | Error::ClientWriteTimeout(_)
+            | Error::Password(
+                PasswordRefused::FromClient
+                | PasswordRefused::ForeignKey
+                | PasswordRefused::Undecryptable,
+            ) => Side::Client,
             Error::PrimaryConnect { .. }
+            | Error::PrimaryTlsUnavailable { .. }
+            | Error::PrimaryTls { .. }
+            | Error::Password(PasswordRefused::ToPrimary)
             | Error::PrimaryConnectTimeout { .. }
             | Error::PrimaryClosed
             | Error::PrimaryIo(_)
@@ -223,7 +294,8 @@ impl Error {
             | Error::NotAcknowledged(_)
             | Error::Shutdown
             | Error::Fenced { .. }
-            | Error::Retired { .. } => Side::Proxy,
+            | Error::Retired { .. }
+            | Error::PasswordKey(_) => Side::Proxy,
         }
     }
 
@@ -262,7 +334,13 @@ impl Error {
             // ER_UNKNOWN_ERROR: Connector/C (3.3.9+) rejects client-range codes (2000-2999)
             // from a server as forged, so CR_CONN_HOST_ERROR cannot be used; the message
             // names the primary.
-            Error::PrimaryConnect { .. } | Error::PrimaryConnectTimeout { .. } => (1105, b"HY000"),
+            Error::PrimaryConnect { .. }
+            | Error::PrimaryConnectTimeout { .. }
+            | Error::PrimaryTlsUnavailable { .. }
+            | Error::PrimaryTls { .. } => (1105, b"HY000"),
+            // ER_ACCESS_DENIED_ERROR, as the server refuses a login: the client's tools know it.
+            Error::Password(_) => (1045, b"28000"),
+            Error::PasswordKey(_) => (1105, b"HY000"),
             Error::PrimaryProtocol(_) => (1158, b"08S01"), // ER_NET_READ_ERROR
             // ER_MASTER_FATAL_ERROR_READING_BINLOG: what a primary answers a dump it refuses.
             Error::ReplicaSetup(_) => (1236, b"HY000"),
@@ -375,6 +453,19 @@ mod tests {
                 Error::Retired { epoch: 1, now: 2 },
                 Some(1927),
                 "belongs to epoch 1",
+            ),
+            (
+                Error::Password(PasswordRefused::ToPrimary),
+                Some(1045),
+                "primary_tls",
+            ),
+            (
+                Error::PrimaryTlsUnavailable {
+                    addr: "db1:3306".into(),
+                    mode: crate::config::PrimaryTls::Required,
+                },
+                Some(1105),
+                "primary_tls = \"required\"",
             ),
             (Error::ClientWriteTimeout(Duration::from_secs(60)), None, ""),
             (Error::ClientClosed, None, ""),

@@ -230,7 +230,7 @@ fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags)
         config
             .as_ref()
             .filter(|c| c.admin_tls)
-            .and_then(|c| c.tls.cert.clone())
+            .and_then(|c| c.tls.certificate_file(c.failover.state_file.as_deref()))
     });
     let limits = CallLimits::of(config.as_ref().unwrap_or(&Config::default()));
     let port = match AdminPort::new(addr, token_file.as_deref(), ca.as_deref(), limits) {

@@ -255,6 +255,17 @@ metrics! {
         /// Client connections (replicas' included) that logged in with the compressed protocol
         /// (CLIENT_COMPRESS, zlib).
         pub compressed_logins: IntCounter = "strongsync_compressed_logins_total" [],
+        /// Logins that went over TLS, by leg: `client` (the client's or replica's connection
+        /// to strongsync) and `primary` (strongsync's connection to the primary for it).
+        pub tls_logins: IntCounterVec = "strongsync_tls_logins_total" ["leg"],
+        /// Logins whose password strongsync did not pass on, by why: `clear_from_client` (in
+        /// clear over plain TCP to strongsync), `clear_to_primary` (strongsync's connection to
+        /// the primary is plain), `foreign_key` (encrypted with a key strongsync cannot read),
+        /// `undecryptable`.
+        pub passwords_refused: IntCounterVec = "strongsync_passwords_refused_total" ["why"],
+        /// Passwords a client on a plain connection encrypted with strongsync's RSA key, handed
+        /// to the primary in clear over strongsync's TLS (or its Unix socket).
+        pub passwords_relayed_by_key: IntCounter = "strongsync_passwords_relayed_by_key_total" [],
         /// 1 while strongsync has fenced its primary: nothing of it is relayed or
         /// acknowledged, and statements are refused, until it follows a new primary.
         pub fenced: IntGauge = "strongsync_fenced" [],

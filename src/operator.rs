@@ -405,6 +405,18 @@ fn render_status(s: &Value) -> String {
     if let Some(tracking) = s["session_tracking"].as_str() {
         let _ = writeln!(out, "session tracking: {tracking}");
     }
+    if s["tls"].is_object() {
+        let pin = s["tls"]["clients_sha256"]
+            .as_str()
+            .map(|sha| format!(", sha256 {sha}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "TLS: clients {}{pin}; primary_tls {}",
+            text(&s["tls"]["clients"]),
+            text(&s["tls"]["primary"])
+        );
+    }
     if let Some(why) = s["commits_untracked"].as_str() {
         let _ = writeln!(out, "COMMITS UNTRACKED: {why}: every response is bounded");
     }

@@ -205,11 +205,10 @@ impl Rounds {
         }
         let asked = tokio::time::timeout(self.timeout, async {
             if conn.is_none() {
-                let opts = opts_for(&primary, &self.account)
-                    // The one statement, prepared once per connection where the flavour
-                    // prepares it (`Flavour::bound_is_prepared`).
-                    .stmt_cache_size(1);
-                let opened = Conn::new(opts).await?;
+                // The one statement, prepared once per connection where the flavour prepares
+                // it (`Flavour::bound_is_prepared`).
+                let opened =
+                    connect(&primary, &self.account, |opts| opts.stmt_cache_size(1)).await?;
                 *conn = Some(ProbeConn {
                     epoch,
                     conn: opened,
@@ -311,18 +310,41 @@ async fn send_rounds(rounds: Weak<Rounds>, wake: Arc<Notify>) {
     }
 }
 
-/// How to reach `primary` (`host:port` or a Unix socket's path) as `account`.
-pub(crate) fn opts_for(primary: &str, account: &ProbeAccount) -> OptsBuilder {
-    let builder = OptsBuilder::default()
+/// Logs in to the server at `primary` as `account`, with TLS as `account.tls` says (under
+/// `preferred`, plain when the server offers none); `options` adds to the connection's options.
+///
+/// # Errors
+/// The login's error.
+pub(crate) async fn connect(
+    primary: &str,
+    account: &ProbeAccount,
+    options: impl Fn(OptsBuilder) -> OptsBuilder,
+) -> Result<Conn, mysql_async::Error> {
+    let mut builder = OptsBuilder::default()
         .user(Some(account.user.clone()))
         .pass(Some(account.password.clone()))
         .prefer_socket(false);
-    if crate::primary::is_socket_path(primary) {
+    builder = if crate::primary::is_socket_path(primary) {
+        // A Unix socket is secure already: no TLS on it.
         builder.socket(Some(primary))
     } else {
         let (host, port) = primary.rsplit_once(':').unwrap_or((primary, "3306"));
         builder
             .ip_or_hostname(host.trim_start_matches('[').trim_end_matches(']'))
             .tcp_port(port.parse().unwrap_or(3306))
+    };
+    let builder = options(builder);
+    let ssl = crate::tls::primary::ssl_opts(account.tls, account.tls_ca.as_deref())
+        .filter(|_| !crate::primary::is_socket_path(primary));
+    let Some(ssl) = ssl else {
+        return Conn::new(builder).await;
+    };
+    match Conn::new(builder.clone().ssl_opts(Some(ssl))).await {
+        Err(mysql_async::Error::Driver(mysql_async::DriverError::NoClientSslFlagFromServer))
+            if !account.tls.required() =>
+        {
+            Conn::new(builder).await
+        }
+        other => other,
     }
 }

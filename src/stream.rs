@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, BytesMut};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
@@ -42,6 +42,19 @@ impl ClientStream {
 }
 
 impl Conn<ClientStream> {
+    /// Closes the write side (FIN) at once without sending what is queued, which must no
+    /// longer reach the peer: nothing of it, not even what TLS holds encrypted and unsent, nor
+    /// TLS's own goodbye (which would wait behind it for a peer that may read nothing).
+    pub async fn abandon(&mut self) {
+        self.discard_pending();
+        let tcp = match self.get_mut_stream() {
+            ClientStream::Plain(tcp) => tcp,
+            ClientStream::Tls(tls) => &mut tls.get_mut().0.inner,
+            ClientStream::Detached => return,
+        };
+        let _ = tcp.shutdown().await;
+    }
+
     /// Switches a plain connection to TLS, starting the TLS handshake from any bytes already
     /// read past the SSLRequest.
     ///
@@ -60,51 +73,63 @@ impl Conn<ClientStream> {
     }
 }
 
-impl AsyncRead for ClientStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            ClientStream::Tls(s) => Pin::new(s).poll_read(cx, buf),
-            ClientStream::Detached => Poll::Ready(Err(detached())),
+/// `AsyncRead` and `AsyncWrite` for a transport enum by its variants, each holding a stream;
+/// its `Detached` variant (mid-upgrade) fails every call.
+macro_rules! transport_io {
+    ($ty:ident { $($variant:ident),+ }) => {
+        impl tokio::io::AsyncRead for $ty {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                match self.get_mut() {
+                    $($ty::$variant(s) => std::pin::Pin::new(s).poll_read(cx, buf),)+
+                    $ty::Detached => std::task::Poll::Ready(Err($crate::stream::detached())),
+                }
+            }
         }
-    }
+
+        impl tokio::io::AsyncWrite for $ty {
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                match self.get_mut() {
+                    $($ty::$variant(s) => std::pin::Pin::new(s).poll_write(cx, buf),)+
+                    $ty::Detached => std::task::Poll::Ready(Err($crate::stream::detached())),
+                }
+            }
+
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                match self.get_mut() {
+                    $($ty::$variant(s) => std::pin::Pin::new(s).poll_flush(cx),)+
+                    $ty::Detached => std::task::Poll::Ready(Err($crate::stream::detached())),
+                }
+            }
+
+            fn poll_shutdown(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                match self.get_mut() {
+                    $($ty::$variant(s) => std::pin::Pin::new(s).poll_shutdown(cx),)+
+                    $ty::Detached => std::task::Poll::Ready(Err($crate::stream::detached())),
+                }
+            }
+        }
+    };
 }
 
-impl AsyncWrite for ClientStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            ClientStream::Tls(s) => Pin::new(s).poll_write(cx, buf),
-            ClientStream::Detached => Poll::Ready(Err(detached())),
-        }
-    }
+pub(crate) use transport_io;
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_flush(cx),
-            ClientStream::Tls(s) => Pin::new(s).poll_flush(cx),
-            ClientStream::Detached => Poll::Ready(Err(detached())),
-        }
-    }
+transport_io!(ClientStream { Plain, Tls });
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ClientStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            ClientStream::Tls(s) => Pin::new(s).poll_shutdown(cx),
-            ClientStream::Detached => Poll::Ready(Err(detached())),
-        }
-    }
-}
-
-fn detached() -> io::Error {
+pub(crate) fn detached() -> io::Error {
     io::Error::new(io::ErrorKind::NotConnected, "TLS upgrade did not complete")
 }
 

@@ -231,10 +231,11 @@ fn tls_client_verifies_the_proxy_certificate_and_logs_in() {
 }
 
 #[test]
-fn without_a_certificate_verified_tls_fails_and_plain_clients_work() {
+fn without_a_configured_certificate_tls_is_on_with_a_self_signed_one() {
     let primary = start_primary();
     let proxy = TestProxy::start(&primary);
 
+    // Nobody vouches for strongsync's own certificate: a client that verifies refuses it.
     let out = mariadb(proxy.port(), APP_USER, APP_PASSWORD)
         .args(["--ssl", "--ssl-verify-server-cert"])
         .execute("SELECT CURRENT_USER()")
@@ -242,8 +243,9 @@ fn without_a_certificate_verified_tls_fails_and_plain_clients_work() {
     assert!(out.stderr.contains("ERROR 2026"), "{out}");
     assert_eq!(out.stdout, "", "no query ran");
 
-    // The default client (TLS if offered) and one that never asks both get a plain session.
-    for extra in [None, Some("--skip-ssl")] {
+    // The default client (TLS if offered) gets TLS without being told; one that never asks
+    // gets a plain session.
+    for (extra, tls) in [(None, true), (Some("--skip-ssl"), false)] {
         let out = mariadb(proxy.port(), APP_USER, APP_PASSWORD)
             .args(["--batch", "--skip-column-names"])
             .args(extra)
@@ -251,8 +253,21 @@ fn without_a_certificate_verified_tls_fails_and_plain_clients_work() {
             .expect_success();
         assert_eq!(lines(&out.stdout).first().copied(), Some("app@%"), "{out}");
         let ssl = ssl_status(&out.stdout);
-        assert!(ssl.contains("Not in use"), "{ssl:?}\n{out}");
+        assert_eq!(ssl.contains("Cipher in use"), tls, "{ssl:?}\n{out}");
     }
+}
+
+#[test]
+fn with_tls_disabled_the_greeting_offers_none() {
+    let primary = start_primary();
+    let mut config = TestProxy::config(&primary);
+    config.tls.disabled = true;
+    let proxy = TestProxy::start_with(config);
+    let out = mariadb(proxy.port(), APP_USER, APP_PASSWORD)
+        .args(["--batch", "--skip-column-names"])
+        .execute(r"SELECT CURRENT_USER(); \s")
+        .expect_success();
+    assert!(ssl_status(&out.stdout).contains("Not in use"), "{out}");
 }
 
 // --- 4. SQL file ---

@@ -266,7 +266,7 @@ fn check_config_prints_every_setting_the_definitions_have_but_the_password() {
     std::fs::write(
         &file,
         format!(
-            "primary = \"db:3306\"\nworker_threads = 1\n\
+            "primary = \"db:3306\"\nworker_threads = 1\nprimary_tls_ca = \"/etc/ca.pem\"\n\
              [tls]\ncert = \"/etc/tls.crt\"\nkey = \"/etc/tls.key\"\n\
              [durability]\nprimary_zone = \"a\"\nsession_quorum_floor = 1\n\
              [probe]\nuser = \"probe\"\npassword_file = {:?}\n\

@@ -83,8 +83,8 @@ fn primary_and_two_replicas_replicate_with_gtid_auto_position() {
         let status = topology.replica_status(idx);
         assert_eq!(status["Auto_Position"], "1", "replica {idx} auto-positions");
         assert_eq!(
-            status["Source_SSL_Allowed"], "No",
-            "replica {idx} in plain text"
+            status["Source_SSL_Allowed"], "Yes",
+            "replica {idx} over TLS"
         );
         let received = replica.received_transaction_set();
         assert!(

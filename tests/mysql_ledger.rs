@@ -322,14 +322,14 @@ fn row_id(round: u64, writer: u64, seq: u64) -> u64 {
 }
 
 /// Has `replica` replicate from the proxy on `port` from scratch: the account, plain text
-/// (the proxy offers no TLS; `GET_SOURCE_PUBLIC_KEY=1` for `caching_sha2_password`), GTID
+/// (over TLS, as strongsync offers it; `GET_SOURCE_PUBLIC_KEY=1` would serve a plain one), GTID
 /// auto-positioning, and retries for as long as a test may keep its source away.
 fn replicate_from(replica: &MySql, port: u16) {
     replica.sql(&format!(
         "STOP REPLICA; \
          CHANGE REPLICATION SOURCE TO SOURCE_HOST = '127.0.0.1', SOURCE_PORT = {port}, \
          SOURCE_USER = {}, SOURCE_PASSWORD = {}, SOURCE_AUTO_POSITION = 1, \
-         SOURCE_SSL = 0, GET_SOURCE_PUBLIC_KEY = 1, \
+         SOURCE_SSL = 1, GET_SOURCE_PUBLIC_KEY = 1, \
          SOURCE_CONNECT_RETRY = 1, SOURCE_RETRY_COUNT = 86400; \
          START REPLICA",
         sql_quote(REPL_USER),

@@ -745,6 +745,8 @@ fn probe_of(
     let account = strongsync::config::ProbeAccount {
         user: REPL_USER.into(),
         password: REPL_PASSWORD.into(),
+        tls: strongsync::config::PrimaryTls::Preferred,
+        tls_ca: None,
     };
     (
         strongsync::probe::Probe::new(upstream, &account, PATIENCE),

@@ -37,6 +37,19 @@ pub struct Admin {
     pub primary: Arc<PrimaryHealth>,
     /// The fence, the epoch and the primary followed.
     pub control: Arc<Control>,
+    /// TLS on each leg, as `/status` reports it.
+    pub tls: TlsStatus,
+}
+
+/// TLS on each leg, for `/status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TlsStatus {
+    /// The client leg's certificate (`configured (…)`, `self-signed (…)`), or `off`.
+    pub clients: String,
+    /// SHA-256 of that certificate, in hex: what a client pins.
+    pub clients_sha256: Option<String>,
+    /// `primary_tls`.
+    pub primary: String,
 }
 
 /// Largest body an admin call may carry.
@@ -119,6 +132,8 @@ struct Status {
     /// Responses that went without a bound of their own: their transaction read only a
     /// snapshot the quorum held.
     reads_in_snapshot: u64,
+    /// TLS on each leg.
+    tls: TlsStatus,
     primary: PrimaryStatus,
     replicas: Vec<Replica>,
 }
@@ -644,6 +659,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         reads_released: s.reads_released,
         reads_waited: s.reads_queued,
         reads_in_snapshot: s.reads_in_snapshot,
+        tls: admin.tls.clone(),
         primary: PrimaryStatus {
             address: admin.control.primary(),
             identity: admin.control.followed().identity.map(|i| i.to_string()),

@@ -1,8 +1,6 @@
 //! Strong sync's settings (`[durability]`) and the words of its policies. What they mean for a
 //! commit is strong sync's own business ([`crate::durability`]); here is what an operator sets.
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,33 +128,6 @@ pub enum WithoutQuorum {
     Wait,
     /// Apply `on_timeout` at once (with `block`, this still waits).
     Immediate,
-}
-
-/// The words of each policy, both ways.
-macro_rules! words {
-    ($ty:ident { $($variant:ident = $word:literal),* $(,)? }) => {
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(match self {
-                    $($ty::$variant => $word,)*
-                })
-            }
-        }
-
-        impl FromStr for $ty {
-            type Err = String;
-
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s {
-                    $($word => Ok($ty::$variant),)*
-                    other => Err(format!(
-                        "expected {}, got {other:?}",
-                        super::values::either(&[$($word),*])
-                    )),
-                }
-            }
-        }
-    };
 }
 
 words!(OnTimeout { Degrade = "degrade", Block = "block", Error = "error" });

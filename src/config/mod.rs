@@ -3,15 +3,43 @@
 //! environment variables, which win ([`load`]); checked as a whole ([`Config::validate`]).
 //! Nothing else reads the file, flags or the environment (`main.rs` hands the flags over).
 
+/// The words of each policy or mode, both ways (`Display` and `FromStr`).
+macro_rules! words {
+    ($ty:ident { $($variant:ident = $word:literal),* $(,)? }) => {
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(match self {
+                    $($ty::$variant => $word,)*
+                })
+            }
+        }
+
+        impl ::std::str::FromStr for $ty {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($word => Ok($ty::$variant),)*
+                    other => Err(format!(
+                        "expected {}, got {other:?}",
+                        super::values::either(&[$($word),*])
+                    )),
+                }
+            }
+        }
+    };
+}
+
 pub(crate) mod define;
 mod durability;
 pub mod load;
 mod reference;
+mod tls;
 mod topology;
 mod values;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -19,6 +47,7 @@ use thiserror::Error;
 use define::{settings, Meta, Section, SettingInfo};
 pub use durability::{AsyncReplicas, DurabilityConfig, OnTimeout, Visibility, WithoutQuorum};
 pub use reference::reference_table;
+pub use tls::{generated_files, PrimaryTls, TlsConfig, TlsFiles};
 pub use topology::{ReplicaConfig, ReplicaLabels, Topology};
 pub use values::Secret;
 
@@ -60,9 +89,18 @@ settings! {
         /// 1 costs the least CPU per byte saved. Read at start.
         #[setting(Meta::FILE.range(0, 9))]
         pub compression_level: u32 = 1,
-        /// TLS for clients (`[tls]`).
+        /// TLS for clients and replicas (`[tls]`): on by default.
         #[setting(Meta::FILE)]
         pub tls: TlsConfig = TlsConfig::default(),
+        /// TLS to the primary, as MySQL's clients name it: `disabled`, `preferred` (when the
+        /// primary offers it), `required`, `verify_ca` or `verify_identity` (both need
+        /// `primary_tls_ca`). A primary reached by its Unix socket needs none. Read at start.
+        #[setting(Meta::flag("primary-tls").value_name("MODE"))]
+        pub primary_tls: PrimaryTls = PrimaryTls::Preferred,
+        /// PEM file of the certificate authorities the primary's certificate is checked
+        /// against under `verify_ca` and `verify_identity`. Read at start.
+        #[setting(Meta::flag("primary-tls-ca"))]
+        pub primary_tls_ca: Option<PathBuf> = None,
         /// Bounds on what one peer can make the proxy hold (`[limits]`).
         #[setting(Meta::FILE)]
         pub limits: Limits = Limits::default(),
@@ -82,20 +120,6 @@ settings! {
         /// (`[[replica]]`).
         #[setting(Meta::FILE)]
         pub replica: Vec<ReplicaConfig> = Vec::new(),
-    }
-}
-
-settings! {
-    /// Certificate and key for TLS on the client leg (both or neither); without them clients
-    /// connect in plain text.
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct TlsConfig in "tls" {
-        /// PEM certificate chain, leaf first; with `tls.key`, clients may use TLS.
-        #[setting(Meta::flag("tls-cert"))]
-        pub cert: Option<PathBuf> = None,
-        /// PEM private key (PKCS#8, PKCS#1 or SEC1) for `tls.cert`.
-        #[setting(Meta::flag("tls-key"))]
-        pub key: Option<PathBuf> = None,
     }
 }
 
@@ -237,15 +261,6 @@ settings! {
     }
 }
 
-/// PEM files for the client-facing TLS endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TlsFiles<'a> {
-    /// Certificate chain, leaf first.
-    pub cert: &'a Path,
-    /// Private key.
-    pub key: &'a Path,
-}
-
 /// strongsync's own account on the primary, as the probe logs in.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ProbeAccount {
@@ -253,6 +268,10 @@ pub struct ProbeAccount {
     pub user: String,
     /// Password (read from `probe.password_file` when that is given).
     pub password: String,
+    /// How its connections use TLS: `primary_tls`, as the sessions' do.
+    pub tls: PrimaryTls,
+    /// `primary_tls_ca`.
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// A configuration that cannot work, with the setting at fault.
@@ -398,10 +417,27 @@ impl Config {
         if self.admin_listen == self.listen && self.listen.port() != 0 {
             return invalid("admin_listen", "must differ from listen");
         }
-        if self.admin_tls && self.tls.files()?.is_none() {
+        if self.primary_tls.verifies() && self.primary_tls_ca.is_none() {
+            return invalid(
+                "primary_tls",
+                "verify_ca and verify_identity check the primary's certificate against primary_tls_ca: set it",
+            );
+        }
+        if self.tls.disabled && self.tls.files()?.is_some() {
+            return invalid(
+                "tls.disabled",
+                "TLS for clients is off, yet tls.cert and tls.key are set: remove one or the other",
+            );
+        }
+        if self.admin_tls
+            && self
+                .tls
+                .certificate_file(self.failover.state_file.as_deref())
+                .is_none()
+        {
             return invalid(
                 "admin_tls",
-                "the admin port's HTTPS uses the [tls] certificate and key: set tls.cert and tls.key",
+                "the admin port's HTTPS uses the clients' certificate, which strongsync's commands must be able to read: set tls.cert and tls.key, or failover.state_file (next to which strongsync keeps the certificate it makes)",
             );
         }
         Ok(())
@@ -409,6 +445,31 @@ impl Config {
 }
 
 impl Config {
+    /// The probe's account (`[probe]`), connecting as `primary_tls` says.
+    ///
+    /// # Errors
+    /// As [`ProbeConfig::account`].
+    pub fn probe_account(&self) -> Result<Option<ProbeAccount>, ConfigError> {
+        Ok(self.probe.account()?.map(|a| self.over_primary_tls(a)))
+    }
+
+    /// The account promote uses on the replicas (`failover.user`), connecting as
+    /// `primary_tls` says (each candidate may become the primary).
+    ///
+    /// # Errors
+    /// As [`FailoverConfig::account`].
+    pub fn failover_account(&self) -> Result<Option<ProbeAccount>, ConfigError> {
+        Ok(self.failover.account()?.map(|a| self.over_primary_tls(a)))
+    }
+
+    fn over_primary_tls(&self, account: ProbeAccount) -> ProbeAccount {
+        ProbeAccount {
+            tls: self.primary_tls,
+            tls_ca: self.primary_tls_ca.clone(),
+            ..account
+        }
+    }
+
     /// Checks that the quorum rule can be met by the replicas the file names, and that a
     /// session's bounds make sense.
     fn validate_rule(&self) -> Result<(), ConfigError> {
@@ -474,23 +535,6 @@ impl Config {
             );
         }
         Ok(())
-    }
-}
-
-// === impl TlsConfig ===
-
-impl TlsConfig {
-    /// The certificate and key, if TLS is configured.
-    ///
-    /// # Errors
-    /// [`ConfigError::Missing`] if only one of the two is given.
-    pub fn files(&self) -> Result<Option<TlsFiles<'_>>, ConfigError> {
-        match (&self.cert, &self.key) {
-            (Some(cert), Some(key)) => Ok(Some(TlsFiles { cert, key })),
-            (None, None) => Ok(None),
-            (Some(_), None) => Err(ConfigError::Missing { key: "tls.key" }),
-            (None, Some(_)) => Err(ConfigError::Missing { key: "tls.cert" }),
-        }
     }
 }
 
@@ -579,6 +623,8 @@ impl AccountKeys {
             Some(password) => Ok(Some(ProbeAccount {
                 user: user.clone(),
                 password: password.0.clone(),
+                tls: PrimaryTls::Preferred,
+                tls_ca: None,
             })),
             None => Err(ConfigError::Missing {
                 key: self.password_file,
@@ -619,6 +665,7 @@ impl std::fmt::Debug for ProbeAccount {
         f.debug_struct("ProbeAccount")
             .field("user", &self.user)
             .field("password", &"(hidden)")
+            .field("tls", &self.tls)
             .finish()
     }
 }

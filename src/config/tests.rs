@@ -1,6 +1,8 @@
 //! Settings from TOML and overrides, resolved and validated; every error names its key.
 
 use super::load::{from_toml, Flags};
+use std::path::Path;
+
 use super::*;
 
 fn parse(toml: &str) -> Result<Config, ConfigError> {

@@ -156,6 +156,7 @@ text!(
     super::WithoutQuorum => "BEHAVIOUR",
     super::Visibility => "MODE",
     super::AsyncReplicas => "WHEN",
+    super::PrimaryTls => "MODE",
 );
 
 impl Value for PathBuf {

@@ -12,7 +12,7 @@ use strongsync_proto::gtid::GtidPosition;
 use super::error::CandidateError;
 use crate::config::ProbeAccount;
 use crate::flavour::{Flavour, GtidModeProblem, Inspected, ServerIdentity};
-use crate::probe::opts_for;
+use crate::probe::connect as connect_to;
 
 /// What the server said.
 #[derive(Debug, Clone)]
@@ -63,7 +63,7 @@ pub async fn connect(
     account: &ProbeAccount,
     timeout: Duration,
 ) -> Result<Conn, CandidateError> {
-    tokio::time::timeout(timeout, Conn::new(opts_for(addr, account)))
+    tokio::time::timeout(timeout, connect_to(addr, account, |opts| opts))
         .await
         .map_err(|_| CandidateError::ConnectTimeout {
             addr: addr.to_owned(),

@@ -147,9 +147,9 @@ impl Control {
             token,
             fence_drain: config.failover.fence_drain,
             fenced_reads: config.failover.fenced_reads,
-            account: config.probe.account()?,
+            account: config.probe_account()?,
             connect_timeout: config.timeouts.primary_connect,
-            promote_account: config.failover.account()?,
+            promote_account: config.failover_account()?,
             replicas: config
                 .replica
                 .iter()

@@ -16,7 +16,7 @@ use tracing::{debug, warn};
 use crate::config::Timeouts;
 use crate::conn::{Conn, ReadDeadline};
 use crate::durability::{Durability, Epoch};
-use crate::error::Error;
+use crate::error::{Error, PasswordRefused};
 use crate::metrics::Metrics;
 use crate::primary::{self, PrimaryStream};
 use crate::stream::ClientStream;
@@ -92,6 +92,32 @@ impl Legs {
     /// The client's connection, for reading what it says of itself.
     pub(super) fn client_ref(&self) -> &Conn<ClientStream> {
         &self.client
+    }
+
+    /// The connection to the primary, for reading what it is.
+    pub(super) fn primary_ref(&self) -> &Conn<PrimaryStream> {
+        &self.primary
+    }
+
+    /// A password in clear may go on from the client to the primary: both legs are secure
+    /// (the client's TLS; the primary's TLS or Unix socket).
+    ///
+    /// # Errors
+    /// [`Error::Password`] naming the plain leg.
+    pub(super) fn clear_password_may_pass(&self) -> Result<(), Error> {
+        if !self.client.get_ref().is_tls() {
+            return Err(Error::Password(PasswordRefused::FromClient));
+        }
+        if !self.primary.get_ref().is_secure() {
+            return Err(Error::Password(PasswordRefused::ToPrimary));
+        }
+        Ok(())
+    }
+
+    /// The client's leg is plain and the primary's secure: a client that asks for the
+    /// server's key gets strongsync's, since the primary wants the password in clear.
+    pub(super) fn answers_key_requests(&self) -> bool {
+        !self.client.get_ref().is_tls() && self.primary.get_ref().is_secure()
     }
 
     /// The epoch of the connection to the primary.
@@ -320,6 +346,12 @@ impl Legs {
         if let Some(error) = &error {
             if let Some(kind) = error.malformed_kind() {
                 metrics.malformed(kind);
+            }
+            if let Error::Password(why) = error {
+                metrics
+                    .passwords_refused
+                    .with_label_values(&[why.label()])
+                    .inc();
             }
             if error.is_routine() {
                 debug!(%error, "session ended");

@@ -1,15 +1,18 @@
 //! Connecting a client: the primary's greeting shown to the client with capabilities
-//! rewritten, TLS on the client leg, and the authentication exchange relayed untouched until
-//! the primary says OK or ERR. The proxy never sees a password; the same relay serves
-//! `COM_CHANGE_USER` ([`relay_auth`]). A [`Login`] takes both connections and, once the primary
-//! accepts the client, hands them on as a [`LoggedIn`].
+//! rewritten, TLS on each leg, and the authentication exchange relayed untouched until the
+//! primary says OK or ERR. A password in clear goes on only where both legs are secure
+//! ([`PasswordWatch`]); the same relay serves `COM_CHANGE_USER` ([`relay_auth`]). A [`Login`]
+//! takes both connections and, once the primary accepts the client, hands them on as a
+//! [`LoggedIn`].
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bytes::BufMut;
+use strongsync_proto::auth::{FromClient, PasswordWatch, AUTH_MORE_DATA};
 use strongsync_proto::capabilities::{self, CapabilityFlags, MariadbCapabilities, StatusFlags};
-use strongsync_proto::handshake::{ClientResponse, ServerGreeting};
+use strongsync_proto::handshake::{ClientResponse, ServerGreeting, SSL_REQUEST_LEN};
 use strongsync_proto::ok::{OkPacket, TrackingFilter, ERR_HEADER, OK_HEADER};
 use strongsync_proto::packet::Packet;
 use strongsync_proto::resultset::Layout;
@@ -21,9 +24,12 @@ use super::Shared;
 use crate::conn::Conn;
 use crate::durability::Epoch;
 use crate::error::Error;
+use crate::error::PasswordRefused;
 use crate::flavour::Flavour;
+use crate::metrics::Metrics;
 use crate::primary::{self, PrimaryStream};
 use crate::stream::ClientStream;
+use crate::tls::{PasswordKey, PrimaryTlsConnector};
 
 /// A client logging in.
 pub(super) struct Login {
@@ -39,6 +45,12 @@ pub(super) struct Login {
     client_ext_caps: Option<MariadbCapabilities>,
     /// The primary leg negotiated session tracking.
     primary_tracks: bool,
+    /// The primary's greeting offers TLS.
+    primary_offers_tls: bool,
+    /// The greeting's scramble, which a password is masked with.
+    scramble: [u8; strongsync_proto::auth::SCRAMBLE_LEN],
+    /// Where a password may be in the exchange.
+    passwords: PasswordWatch,
 }
 
 /// A client the primary accepted, with both connections and what the login settled.
@@ -48,6 +60,8 @@ pub(super) struct LoggedIn {
     flavour: Flavour,
     client: ClientCaps,
     primary_tracks: bool,
+    /// The scramble of the connection, which a `COM_CHANGE_USER` answers too.
+    scramble: [u8; strongsync_proto::auth::SCRAMBLE_LEN],
     /// The status flags of the primary's OK.
     status: StatusFlags,
 }
@@ -136,6 +150,9 @@ impl Login {
             client_caps: CapabilityFlags::empty(),
             client_ext_caps: None,
             primary_tracks: false,
+            primary_offers_tls: false,
+            scramble: [0; strongsync_proto::auth::SCRAMBLE_LEN],
+            passwords: PasswordWatch::new(None, &[]),
         }
     }
 
@@ -189,6 +206,7 @@ impl Login {
                 ext: self.client_ext_caps,
             },
             primary_tracks: self.primary_tracks,
+            scramble: *self.passwords.scramble(),
             status,
         })
     }
@@ -214,7 +232,13 @@ impl Login {
                 .contains(CapabilityFlags::CLIENT_SESSION_TRACK),
             ..TrackingFilter::default()
         };
-        relay_auth(&mut self.legs, self.primary_tracks, filter).await
+        let auth = Auth {
+            primary_tracks: self.primary_tracks,
+            filter,
+            key: &self.shared.password_key,
+            metrics: &self.shared.metrics,
+        };
+        relay_auth(&mut self.legs, auth, &mut self.passwords).await
     }
 
     async fn show_greeting(&mut self, greeting: &Packet) -> Result<(), Error> {
@@ -225,6 +249,8 @@ impl Login {
         self.primary_tracks = parsed
             .capabilities
             .contains(CapabilityFlags::CLIENT_SESSION_TRACK);
+        self.primary_offers_tls = parsed.capabilities.contains(CapabilityFlags::CLIENT_SSL);
+        self.scramble = parsed.scramble;
         tracing::Span::current().record("conn_id", parsed.connection_id);
         let offered =
             capabilities::offered_to_client(parsed.capabilities, self.shared.tls.is_some());
@@ -244,18 +270,24 @@ impl Login {
     async fn start_tls(&mut self) -> Result<(), Error> {
         let Some(acceptor) = self.shared.tls.clone() else {
             return Err(Error::ClientProtocol(ProtoError::Unsupported {
-                what: "TLS (the proxy has no certificate configured and did not offer it)",
+                what: "TLS (strongsync runs with tls.disabled and did not offer it)",
             }));
         };
         self.legs
             .client()
             .start_tls(&acceptor)
             .await
-            .map_err(Error::ClientTls)
+            .map_err(Error::ClientTls)?;
+        self.shared
+            .metrics
+            .tls_logins
+            .with_label_values(&["client"])
+            .inc();
+        Ok(())
     }
 
     /// Passes the client's HandshakeResponse to the primary with its capabilities adjusted
-    /// for the primary leg.
+    /// for the primary leg, over TLS when `primary_tls` asks and the primary offers it.
     async fn forward_login(&mut self, response: &Packet) -> Result<(), Error> {
         let mut payload = response.payload().to_vec();
         let parsed = ClientResponse::parse(&payload).map_err(Error::ClientProtocol)?;
@@ -265,15 +297,77 @@ impl Login {
             self.client_caps
                 .contains(CapabilityFlags::CLIENT_DEPRECATE_EOF),
         );
-        let caps = capabilities::requested_from_primary(parsed.capabilities, false);
+        let tls = self.primary_leg_tls()?;
+        let caps = capabilities::requested_from_primary(parsed.capabilities, tls);
         let ext = parsed
             .mariadb_capabilities
             .map(capabilities::requested_from_primary_mariadb);
         self.client_ext_caps = ext;
+        self.passwords = PasswordWatch::new(parsed.auth_plugin, &self.scramble);
+        let clear = self.passwords.client_sent(parsed.auth_data) == FromClient::ClearPassword;
         ClientResponse::set_capabilities(&mut payload, caps, ext);
+        if tls {
+            // The SSLRequest is the response's fixed part, with the same capabilities.
+            self.start_primary_tls(&payload[..SSL_REQUEST_LEN]).await?;
+        }
+        if clear {
+            self.legs.clear_password_may_pass()?;
+        }
         let seq = self.legs.next_primary_seq();
         self.legs.primary().write_packet(seq, &payload);
         self.legs.flush_primary().await
+    }
+
+    /// Whether the primary leg goes over TLS: as `primary_tls` asks and the primary offers,
+    /// never on its Unix socket (secure already).
+    ///
+    /// # Errors
+    /// [`Error::PrimaryTlsUnavailable`]: the mode requires TLS and the primary offers none.
+    fn primary_leg_tls(&self) -> Result<bool, Error> {
+        let mode = self.shared.primary_tls.mode();
+        if !mode.wanted() || self.legs.primary_ref().get_ref().is_secure() {
+            return Ok(false);
+        }
+        if self.primary_offers_tls {
+            return Ok(true);
+        }
+        if mode.required() {
+            return Err(Error::PrimaryTlsUnavailable {
+                addr: self.legs.epoch().primary().to_owned(),
+                mode,
+            });
+        }
+        Ok(false)
+    }
+
+    /// Sends the primary `ssl_request` and starts TLS on its leg.
+    async fn start_primary_tls(&mut self, ssl_request: &[u8]) -> Result<(), Error> {
+        let tls = &self.shared.primary_tls;
+        let Some(connector) = tls.connector() else {
+            return Ok(());
+        };
+        let addr = self.legs.epoch().primary().to_owned();
+        let failed = |source| Error::PrimaryTls {
+            addr: addr.clone(),
+            mode: tls.mode(),
+            source,
+        };
+        let name = PrimaryTlsConnector::server_name(&addr)
+            .map_err(|e| failed(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
+        let seq = self.legs.next_primary_seq();
+        self.legs.primary().write_packet(seq, ssl_request);
+        self.legs.flush_primary().await?;
+        self.legs
+            .primary()
+            .start_tls(connector, name)
+            .await
+            .map_err(failed)?;
+        self.shared
+            .metrics
+            .tls_logins
+            .with_label_values(&["primary"])
+            .inc();
+        Ok(())
     }
 }
 
@@ -299,6 +393,11 @@ impl LoggedIn {
         self.primary_tracks
     }
 
+    /// The connection's scramble.
+    pub(super) fn scramble(&self) -> [u8; strongsync_proto::auth::SCRAMBLE_LEN] {
+        self.scramble
+    }
+
     /// The status flags of the primary's OK to the login.
     pub(super) fn status(&self) -> StatusFlags {
         self.status
@@ -313,6 +412,11 @@ impl LoggedIn {
 // === impl ClientCaps ===
 
 impl ClientCaps {
+    /// The capabilities themselves.
+    pub(super) fn capabilities(self) -> CapabilityFlags {
+        self.caps
+    }
+
     /// The client negotiated `CLIENT_DEPRECATE_EOF` (so did the primary leg: the proxy
     /// passes the client's choice on).
     pub(super) fn deprecate_eof(self) -> bool {
@@ -335,14 +439,26 @@ impl ClientCaps {
     }
 }
 
+/// What an authentication exchange's relay needs besides the connections.
+pub(super) struct Auth<'a> {
+    /// The primary leg negotiated session tracking.
+    pub primary_tracks: bool,
+    /// What of the OK's tracker data the client gets.
+    pub filter: TrackingFilter,
+    /// strongsync's RSA key for passwords.
+    pub key: &'a PasswordKey,
+    pub metrics: &'a Metrics,
+}
+
 /// Relays an authentication exchange (auth switch, more data, any plugin's rounds) in both
 /// directions until the primary answers OK or ERR; that answer goes to the client too, its
-/// tracker data as `filter` lets it through. Sequence ids are renumbered per leg, which also
-/// covers TLS on one leg only.
+/// tracker data as `auth.filter` lets it through. Sequence ids are renumbered per leg, which
+/// also covers TLS on one leg only, and packets strongsync answers or rewrites itself. A
+/// password goes on only where both legs are secure ([`relay_password`]).
 pub(super) async fn relay_auth(
     legs: &mut Legs,
-    primary_tracks: bool,
-    filter: TrackingFilter,
+    auth: Auth<'_>,
+    passwords: &mut PasswordWatch,
 ) -> Result<AuthOutcome, Error> {
     loop {
         match legs.next_from_either().await? {
@@ -351,9 +467,9 @@ pub(super) async fn relay_auth(
                 let seq = legs.next_client_seq();
                 let outcome = match packet.first_byte() {
                     Some(OK_HEADER) => {
-                        let ok = OkPacket::parse(packet.payload(), primary_tracks)
+                        let ok = OkPacket::parse(packet.payload(), auth.primary_tracks)
                             .map_err(Error::PrimaryProtocol)?;
-                        forward_ok(legs.client(), &packet, &ok, seq, filter);
+                        forward_ok(legs.client(), &packet, &ok, seq, auth.filter);
                         Some(AuthOutcome::Accepted(ok.status))
                     }
                     Some(ERR_HEADER) => {
@@ -361,6 +477,7 @@ pub(super) async fn relay_auth(
                         Some(AuthOutcome::Refused)
                     }
                     _ => {
+                        passwords.server_sent(packet.payload());
                         legs.client().forward_as(&packet, seq);
                         None
                     }
@@ -372,11 +489,59 @@ pub(super) async fn relay_auth(
             }
             Either::Client(packet) => {
                 legs.take_client_seq(&packet)?;
-                legs.pass_to_primary(&packet);
-                legs.flush_primary().await?;
+                relay_password(legs, &auth, passwords, &packet).await?;
             }
         }
     }
+}
+
+/// Passes one client packet of an exchange on, unless it holds a password that must not go:
+/// in clear, only where both legs are secure. Where the client's leg is plain and the
+/// primary's secure, the primary wants the password in clear, so a client that asks for the
+/// server's RSA key gets strongsync's, and what it encrypts with it goes on decrypted.
+async fn relay_password(
+    legs: &mut Legs,
+    auth: &Auth<'_>,
+    passwords: &mut PasswordWatch,
+    packet: &Packet,
+) -> Result<(), Error> {
+    let terminate = legs.answers_key_requests();
+    match passwords.client_sent(packet.payload()) {
+        FromClient::KeyRequest if terminate => {
+            let pem = auth
+                .key
+                .public_pem()
+                .await
+                .map_err(|e| Error::PasswordKey(e.to_string()))?;
+            let seq = legs.next_client_seq();
+            legs.client().write_packet_with(seq, |buf| {
+                buf.put_u8(AUTH_MORE_DATA);
+                buf.put_slice(pem);
+            });
+            passwords.key_sent();
+            return legs.flush_client().await;
+        }
+        FromClient::EncryptedForProxy => {
+            let mut password = auth
+                .key
+                .decrypt(packet.payload())
+                .await
+                .map_err(|_| Error::Password(PasswordRefused::Undecryptable))?;
+            passwords.unmask(&mut password);
+            let seq = legs.next_primary_seq();
+            legs.primary().write_packet(seq, &password);
+            password.fill(0);
+            auth.metrics.passwords_relayed_by_key.inc();
+            return legs.flush_primary().await;
+        }
+        FromClient::EncryptedForServer if terminate => {
+            return Err(Error::Password(PasswordRefused::ForeignKey));
+        }
+        FromClient::ClearPassword => legs.clear_password_may_pass()?,
+        FromClient::Forward | FromClient::KeyRequest | FromClient::EncryptedForServer => {}
+    }
+    legs.pass_to_primary(packet);
+    legs.flush_primary().await
 }
 
 /// Queues an OK for the client with the tracker data `filter` does not let through removed

@@ -42,6 +42,11 @@ pub(crate) struct Shared {
     pub config: Config,
     /// Present when the client leg offers TLS.
     pub tls: Option<TlsAcceptor>,
+    /// How the sessions' connections to the primary use TLS.
+    pub primary_tls: crate::tls::PrimaryTlsConnector,
+    /// The RSA key clients on plain connections encrypt their passwords with where the
+    /// primary wants them in clear.
+    pub password_key: crate::tls::PasswordKey,
     /// Decides when a response that reported a commit may be released.
     pub hook: Arc<dyn CommitHook>,
     /// Strong sync: replica pipes report to it.

@@ -8,8 +8,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::BufMut;
+use strongsync_proto::auth::{FromClient, PasswordWatch};
 use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::command::{self, *};
+use strongsync_proto::handshake::ChangeUser;
 use strongsync_proto::packet::Packet;
 use strongsync_proto::response::ResponseReader;
 use strongsync_proto::reveals_nothing;
@@ -21,7 +23,7 @@ use tracing::debug;
 use super::bound::Bounds;
 use super::in_flight::InFlightGuard;
 use super::legs::Legs;
-use super::login::{relay_auth, ClientCaps, LoggedIn};
+use super::login::{relay_auth, Auth, ClientCaps, LoggedIn};
 use super::pipe::ReplicaPipe;
 use super::relay::{Command, ResponseRelay};
 use super::replica::{AcceptedDump, ReplicaSetup};
@@ -41,6 +43,8 @@ pub(super) struct Session {
     client: ClientCaps,
     /// The primary leg negotiated session tracking.
     primary_tracks: bool,
+    /// The connection's scramble, for a `COM_CHANGE_USER`'s password.
+    scramble: [u8; strongsync_proto::auth::SCRAMBLE_LEN],
     /// How the primary reports the session's commits.
     tracker: Tracker,
     /// Whether the transaction in progress reads only a snapshot the read barrier bounded.
@@ -66,7 +70,7 @@ enum Phase {
     /// Relaying the response to a command.
     Responding(Command),
     /// Relaying a `COM_CHANGE_USER` authentication exchange.
-    ChangingUser,
+    ChangingUser(PasswordWatch),
     /// The primary accepted a binlog dump: the connection becomes a replica pipe.
     Dumping(AcceptedDump),
     /// The session's epoch ended while it was idle: the connection to the retired primary is
@@ -107,6 +111,7 @@ impl Session {
             connection_id: logged_in.connection_id(),
             flavour: logged_in.flavour(),
             primary_tracks: logged_in.primary_tracks(),
+            scramble: logged_in.scramble(),
             last_status: logged_in.status(),
             legs: logged_in.into_legs(),
             shared,
@@ -130,9 +135,9 @@ impl Session {
                 Phase::Responding(command) => self.relay_response(command).await,
                 // A re-authentication is a login: the same limit keeps a client from stalling
                 // in the middle of one.
-                Phase::ChangingUser => {
+                Phase::ChangingUser(passwords) => {
                     let limit = self.shared.config.timeouts.client_handshake;
-                    tokio::time::timeout(limit, self.change_user())
+                    tokio::time::timeout(limit, self.change_user(passwords))
                         .await
                         .unwrap_or(Err(Error::HandshakeTimeout(limit)))
                 }
@@ -222,6 +227,9 @@ impl Session {
             }
             Err(error) => return Err(error),
         }
+        let passwords = (cmd == COM_CHANGE_USER)
+            .then(|| self.change_user_passwords(packet.payload()))
+            .transpose()?;
         if let Some(negotiation) = self.replica.negotiation(packet.payload()) {
             let layout = self.client.layout();
             self.replica
@@ -266,12 +274,14 @@ impl Session {
                 self.legs.flush_primary().await?;
             }
         }
-        Ok(match cmd {
-            COM_CHANGE_USER => Phase::ChangingUser,
-            _ => match ResponseReader::for_command(packet.payload(), self.client.deprecate_eof()) {
-                Some(reader) => Phase::Responding(Command::new(reader, reveals_nothing, check)),
-                None => Phase::Idle,
-            },
+        Ok(match passwords {
+            Some(passwords) => Phase::ChangingUser(passwords),
+            None => {
+                match ResponseReader::for_command(packet.payload(), self.client.deprecate_eof()) {
+                    Some(reader) => Phase::Responding(Command::new(reader, reveals_nothing, check)),
+                    None => Phase::Idle,
+                }
+            }
         })
     }
 
@@ -315,11 +325,34 @@ impl Session {
         })
     }
 
+    /// Where a `COM_CHANGE_USER` request may carry a password in clear, starting with its own
+    /// auth data (which goes on only where both legs are secure). A request that does not
+    /// parse is the primary's to refuse.
+    ///
+    /// # Errors
+    /// [`Error::ClearPassword`].
+    fn change_user_passwords(&self, payload: &[u8]) -> Result<PasswordWatch, Error> {
+        let Ok(request) = ChangeUser::parse(payload, self.client.capabilities()) else {
+            return Ok(PasswordWatch::new(None, &self.scramble));
+        };
+        let passwords = PasswordWatch::new(request.auth_plugin, &self.scramble);
+        if passwords.client_sent(request.auth_data) == FromClient::ClearPassword {
+            self.legs.clear_password_may_pass()?;
+        }
+        Ok(passwords)
+    }
+
     /// Re-authentication after `COM_CHANGE_USER` (already forwarded); the new user's session
     /// starts without the proxy's tracking, so it is set up again.
-    async fn change_user(&mut self) -> Result<Phase, Error> {
-        let outcome =
-            relay_auth(&mut self.legs, self.primary_tracks, self.tracker.filter()).await?;
+    async fn change_user(&mut self, mut passwords: PasswordWatch) -> Result<Phase, Error> {
+        let auth = Auth {
+            primary_tracks: self.primary_tracks,
+            filter: self.tracker.filter(),
+            key: &self.shared.password_key,
+            metrics: &self.shared.metrics,
+        };
+        let outcome = relay_auth(&mut self.legs, auth, &mut passwords).await?;
+        self.scramble = *passwords.scramble();
         if let super::login::AuthOutcome::Accepted(status) = outcome {
             self.last_status = status;
         }

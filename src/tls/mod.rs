@@ -1,23 +1,34 @@
-//! TLS for the client leg: loads the configured certificate and key into a rustls acceptor.
+//! TLS on both legs: the certificate clients and replicas see ([`clients`]), and how
+//! strongsync's own connections to the primary use TLS ([`primary`]).
 
-use std::fs::File;
-use std::io::{self, BufReader};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+pub mod clients;
+pub mod password_key;
+pub mod primary;
+
+use std::io;
+use std::path::PathBuf;
 
 use thiserror::Error;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio_rustls::rustls::{self, ServerConfig};
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
 
-use crate::config::TlsFiles;
+pub use clients::{ClientCert, ClientTls};
+pub use password_key::PasswordKey;
+pub use primary::PrimaryTlsConnector;
 
-/// Why the TLS endpoint could not be set up.
+/// Why TLS could not be set up.
 #[derive(Debug, Error)]
 pub enum TlsError {
     /// A file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
         /// The file.
         path: PathBuf,
         /// Why.
@@ -29,42 +40,44 @@ pub enum TlsError {
     /// The key file holds no private key.
     #[error("{0} contains no PEM private key")]
     NoKey(PathBuf),
-    /// rustls refused the pair.
+    /// Of the certificate strongsync made and its key, only one is there.
+    #[error("{present} exists but {missing} does not: remove the first to have both made again, or restore the second")]
+    HalfGenerated {
+        /// The one found.
+        present: PathBuf,
+        /// The one missing.
+        missing: PathBuf,
+    },
+    /// The certificate could not be made.
+    #[error("cannot make a self-signed certificate: {0}")]
+    Generate(String),
+    /// rustls refused the material.
     #[error("invalid certificate or key: {0}")]
     Rustls(#[from] rustls::Error),
+    /// The CA file holds nothing rustls takes as a trust anchor.
+    #[error("primary_tls_ca {path}: {problem}")]
+    Authorities {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
-/// Builds the acceptor for `files`.
-///
-/// # Errors
-/// [`TlsError`] naming the file or the problem.
-pub fn acceptor(files: TlsFiles<'_>) -> Result<TlsAcceptor, TlsError> {
-    let certs = rustls_pemfile::certs(&mut reader(files.cert)?)
-        .collect::<Result<Vec<CertificateDer<'static>>, _>>()
-        .map_err(|source| TlsError::Read {
-            path: files.cert.to_owned(),
-            source,
-        })?;
-    if certs.is_empty() {
-        return Err(TlsError::NoCertificate(files.cert.to_owned()));
-    }
-    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut reader(files.key)?)
-        .map_err(|source| TlsError::Read {
-            path: files.key.to_owned(),
-            source,
-        })?
-        .ok_or_else(|| TlsError::NoKey(files.key.to_owned()))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)?;
-    Ok(TlsAcceptor::from(Arc::new(config)))
+/// The one crypto provider strongsync's TLS uses, on both legs.
+fn provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+    std::sync::Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn reader(path: &Path) -> Result<BufReader<File>, TlsError> {
-    File::open(path)
-        .map(BufReader::new)
+/// Makes ring the process's default provider, for the clients built without one given
+/// (`mysql_async`'s). Harmless when one is installed already.
+pub fn install_default_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn reader(path: &std::path::Path) -> Result<io::BufReader<std::fs::File>, TlsError> {
+    std::fs::File::open(path)
+        .map(io::BufReader::new)
         .map_err(|source| TlsError::Read {
             path: path.to_owned(),
             source,

@@ -78,10 +78,7 @@ impl TestCerts {
 
     /// The server certificate and key as the proxy's TLS setting.
     pub fn tls_config(&self) -> TlsConfig {
-        TlsConfig {
-            cert: Some(self.cert.clone()),
-            key: Some(self.key.clone()),
-        }
+        TlsConfig::with_files(&self.cert, &self.key)
     }
 }
 

@@ -740,7 +740,7 @@ impl LedgerServer for MySql {
         self.sql(&format!(
             "CHANGE REPLICATION SOURCE TO SOURCE_HOST = '127.0.0.1', SOURCE_PORT = {proxy_port}, \
              SOURCE_USER = '{REPL_USER}', SOURCE_PASSWORD = '{REPL_PASSWORD}', \
-             SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 0, GET_SOURCE_PUBLIC_KEY = 1, \
+             SOURCE_AUTO_POSITION = 1, SOURCE_SSL = 1, GET_SOURCE_PUBLIC_KEY = 1, \
              SOURCE_CONNECT_RETRY = 1; START REPLICA"
         ));
         self.set_semi_sync_replica(true);

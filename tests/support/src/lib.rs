@@ -12,6 +12,7 @@ pub mod deploy;
 pub mod failover;
 pub mod failover_rounds;
 pub mod fake_replica;
+pub mod logins;
 pub mod mariadb;
 pub mod mysql;
 pub mod mysql_gtid;

@@ -135,15 +135,14 @@ impl MySqlTopology {
         self.replicas[idx].replica_status()
     }
 
-    /// Points replica `idx` at the primary and starts it. Plain text (`SOURCE_SSL=0`), as it
-    /// will be through a proxy that offers no TLS; `GET_SOURCE_PUBLIC_KEY=1` lets
-    /// `caching_sha2_password` send the password RSA-encrypted when the server has not cached
-    /// it yet.
+    /// Points replica `idx` at the primary and starts it, over TLS (`SOURCE_SSL=1`), as it
+    /// stays once pointed at strongsync; `GET_SOURCE_PUBLIC_KEY=1` would let
+    /// `caching_sha2_password` send the password RSA-encrypted on a plain connection.
     fn replicate_from_primary(&self, idx: usize) {
         self.replicas[idx].sql(&format!(
             "CHANGE REPLICATION SOURCE TO SOURCE_HOST = '127.0.0.1', SOURCE_PORT = {}, \
              SOURCE_USER = {}, SOURCE_PASSWORD = {}, SOURCE_AUTO_POSITION = 1, \
-             SOURCE_SSL = 0, GET_SOURCE_PUBLIC_KEY = 1, \
+             SOURCE_SSL = 1, GET_SOURCE_PUBLIC_KEY = 1, \
              SOURCE_CONNECT_RETRY = 1, SOURCE_RETRY_COUNT = {SOURCE_RETRY_COUNT}; \
              START REPLICA",
             self.primary.port(),

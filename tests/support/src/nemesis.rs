@@ -25,7 +25,7 @@ const AROUND: u64 = 1 << 62;
 const WRITERS: u64 = 8;
 
 /// An admin call that must go through; its JSON answer.
-fn call(s: &Strong<impl LedgerCluster>, path: &str, body: &str) -> serde_json::Value {
+pub(crate) fn call(s: &Strong<impl LedgerCluster>, path: &str, body: &str) -> serde_json::Value {
     let answer = admin::post(s.proxy.admin_addr(), path, Some(TOKEN), body);
     assert_eq!(answer.status, 200, "{path}: {}", answer.body);
     serde_json::from_str(&answer.body).unwrap()
@@ -58,7 +58,7 @@ async fn insert_all<C: LedgerCluster>(s: &Strong<C>, ids: impl IntoIterator<Item
 }
 
 /// The server of the test whose `server_id` is `id`.
-fn by_id<C: LedgerCluster>(s: &Strong<C>, id: u32) -> &C::Server {
+pub(crate) fn by_id<C: LedgerCluster>(s: &Strong<C>, id: u32) -> &C::Server {
     s.topology
         .servers()
         .into_iter()

@@ -60,6 +60,9 @@ struct Shared {
     cut: Mutex<CancellationToken>,
     /// Bytes let through, per direction.
     forwarded: [AtomicU64; 2],
+    /// Every byte let through since [`TcpRelay::capture`], both directions in the order they
+    /// crossed; `None` while nothing is captured.
+    captured: Mutex<Option<Vec<u8>>>,
     accepted: AtomicUsize,
     open: AtomicUsize,
     /// The local ports of the connections it made to the target, newest last.
@@ -86,6 +89,7 @@ impl TcpRelay {
             rewrites: Mutex::new([None, None]),
             cut: Mutex::new(shutdown.child_token()),
             forwarded: [AtomicU64::new(0), AtomicU64::new(0)],
+            captured: Mutex::new(None),
             accepted: AtomicUsize::new(0),
             open: AtomicUsize::new(0),
             target_ports: Mutex::new(Vec::new()),
@@ -174,6 +178,22 @@ impl TcpRelay {
         let fresh = self.shutdown.child_token();
         let old = std::mem::replace(&mut *self.shared.cut.lock().unwrap(), fresh);
         old.cancel();
+    }
+
+    /// Keeps a copy of every byte let through from now on, both ways: what a packet capture
+    /// on this leg would show.
+    pub fn capture(&self) {
+        *self.shared.captured.lock().unwrap() = Some(Vec::new());
+    }
+
+    /// The bytes captured since [`capture`](Self::capture) (empty if it was not called).
+    pub fn captured(&self) -> Vec<u8> {
+        self.shared
+            .captured
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or_default()
     }
 
     /// Bytes forwarded so far going `direction`, counted as they are let through: once
@@ -373,6 +393,9 @@ async fn pipe(
                 if stalled.changed().await.is_err() {
                     return;
                 }
+            }
+            if let Some(captured) = shared.captured.lock().unwrap().as_mut() {
+                captured.extend_from_slice(&chunk);
             }
             if to.write_all(&chunk).await.is_err() {
                 return;

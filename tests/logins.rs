@@ -1,0 +1,19 @@
+//! Every client logs in through strongsync with its defaults, on MariaDB 10.11 and MySQL 9.7:
+//! after `FLUSH PRIVILEGES` and right after a promote (a cold `caching_sha2_password` cache on
+//! MySQL), with TLS on both legs by default and no password in clear on any leg. MySQL offers
+//! TLS from its first start, so there every account may log in only over TLS, which proves
+//! strongsync's own legs to the servers are TLS whatever the client's is.
+
+use support::logins::every_client_logs_in_after_a_flush_and_a_promote;
+use support::mysql_topology::MySqlTopology;
+use support::topology::Topology;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_every_client_logs_in_after_a_flush_and_a_promote() {
+    every_client_logs_in_after_a_flush_and_a_promote::<Topology>(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_every_client_logs_in_after_a_flush_and_a_promote() {
+    every_client_logs_in_after_a_flush_and_a_promote::<MySqlTopology>(true).await;
+}
