@@ -11,7 +11,8 @@ import subprocess
 import sys
 import tempfile
 
-from . import compression, matrix, memory, profile, report, servers, snapshot, sysbench
+from . import (compression, matrix, memory, orm, profile, report, servers, snapshot, sysbench,
+               tls)
 from .procs import BenchError, raise_open_files_limit
 from .topology import MODES, THREAD_HANDLINGS, Topology
 
@@ -172,6 +173,32 @@ def parser():
     comp.add_argument("--tables", type=int, default=4)
     comp.add_argument("--table-size", type=int, default=10_000)
 
+    loop = sub.add_parser("orm", help="an ORM's connection set-up loop (connect, four SETs, a "
+                          "transaction) direct, through HAProxy and through strongsync: latency "
+                          "and the primary's statements per loop")
+    common(loop)
+    loop.add_argument("--threads", type=int, default=16, help="[16]")
+    loop.add_argument("--rounds", type=int, default=3, help="[3]")
+    loop.add_argument("--time", type=int, default=10, help="seconds measured per run [10]")
+    loop.add_argument("--warmup", type=int, default=2, help="[2]")
+    loop.add_argument("--tables", type=int, default=4)
+    loop.add_argument("--table-size", type=int, default=10_000)
+
+    t = sub.add_parser("tls", help="what TLS costs on each leg: connecting and point selects, "
+                       "direct plain and TLS, through strongsync with each leg plain or TLS "
+                       "(use --server mysql, whose primary offers TLS)")
+    common(t)
+    t.add_argument("--threads", type=int, default=16, help="[16]")
+    t.add_argument("--rounds", type=int, default=3, help="[3]")
+    t.add_argument("--time", type=int, default=10, help="seconds per run [10]")
+    t.add_argument("--tables", type=int, default=4)
+    t.add_argument("--table-size", type=int, default=10_000)
+    t.add_argument("--server-key", choices=["ecdsa", "rsa"], default="ecdsa",
+                   help="strongsync's certificate: ECDSA P-256 (the kind it makes itself) or the "
+                        "primary's own RSA 2048 one [ecdsa]")
+    # Over the primary's Unix socket strongsync needs (and uses) no TLS.
+    t.set_defaults(primary_via="tcp")
+
     r = sub.add_parser("report", help="rebuild summary.md, summary.csv and qps.png of a run")
     r.add_argument("dir")
     r.add_argument("--no-chart", action="store_true")
@@ -199,6 +226,10 @@ def modes_of(args):
         return snapshot.MODES
     if args.command == "compression":
         return [compression.MODE]
+    if args.command == "orm":
+        return orm.MODES
+    if args.command == "tls":
+        return [tls.MODE]
     return [args.mode] if args.command == "profile" else []
 
 
@@ -206,7 +237,7 @@ def workloads_of(args):
     """The workloads whose tables a command needs."""
     if args.command == "matrix":
         return args.workloads
-    if args.command in ("snapshot", "compression"):
+    if args.command in ("snapshot", "compression", "orm", "tls"):
         return ["point_select"]
     return [args.workload] if args.command == "profile" else []
 
@@ -369,7 +400,7 @@ def run(args, flavour):
     print(f"bench: servers in {workdir}, results in {out_dir}", flush=True)
     try:
         topology.up()
-        if args.command in ("matrix", "profile", "snapshot", "compression"):
+        if args.command in ("matrix", "profile", "snapshot", "compression", "orm", "tls"):
             sysbench.prepare(topology.primary, workloads_of(args), args,
                              os.path.join(out_dir, "sysbench.log"))
         if args.command == "matrix":
@@ -381,6 +412,10 @@ def run(args, flavour):
             print(snapshot.run(topology, tool, args, out_dir))
         elif args.command == "compression":
             print(compression.run(topology, args, out_dir))
+        elif args.command == "orm":
+            print(orm.run(topology, args, out_dir))
+        elif args.command == "tls":
+            print(tls.run(topology, args, out_dir))
         else:
             result = memory.run(topology, park_bin, args.connections, out_dir,
                                 args.catchup_timeout)

@@ -80,7 +80,16 @@ def prepare(primary, workloads, settings, log):
 
 def run(workload, port, threads, seconds, warmup, tables, log):
     """One timed run on `tables` (see `tables_for`); its report, parsed."""
-    argv = ["sysbench", WORKLOADS[workload], *common_args(port, tables),
+    try:
+        return run_script(WORKLOADS[workload], port, threads, seconds, warmup, tables, log)
+    except BenchError as e:
+        raise BenchError(f"sysbench {workload} at {threads} threads failed: {e}") from None
+
+
+def run_script(script, port, threads, seconds, warmup, tables, log):
+    """One timed run of a sysbench `script` (bundled, by name, or a file) on `tables`; its
+    report, parsed."""
+    argv = ["sysbench", script, *common_args(port, tables),
             f"--threads={threads}", f"--time={warmup + seconds}", "--report-interval=0",
             "--percentile=95", "--db-ps-mode=auto", "run"]
     if warmup > 0:
@@ -91,7 +100,7 @@ def run(workload, port, threads, seconds, warmup, tables, log):
     with open(log, "a") as f:
         f.write(f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}\n")
     if done.returncode != 0:
-        raise BenchError(f"sysbench {workload} at {threads} threads failed: see {log}")
+        raise BenchError(f"see {log}")
     return parse(done.stdout)
 
 

@@ -171,6 +171,9 @@ class Strongsync:
         self.log_path = os.path.join(root, "strongsync.log")
         self.process = None
         self.settings = None
+        self.primary_tls = "disabled"
+        # (certificate, key) for the client leg; None: the one strongsync makes.
+        self.tls_files = None
 
     def write_config(self, quorum, on_timeout, ack_timeout, visibility):
         passthrough = quorum is None
@@ -179,6 +182,9 @@ class Strongsync:
 primary = "{self.primary_address}"
 admin_listen = "127.0.0.1:{self.admin_port}"
 log_level = "warn"
+# Like for like: the references (direct, HAProxy) reach the primary in plain TCP. `bench/run
+# tls` measures what TLS costs.
+primary_tls = "{self.primary_tls}"
 {f"worker_threads = {self.workers}" if self.workers else ""}
 shutdown_grace = "5s"
 
@@ -195,6 +201,12 @@ max_connections = {self.max_connections}
 [probe]
 user = "{PROBE_USER}"
 password = "{PROBE_PASSWORD}"
+""")
+            if self.tls_files:
+                f.write(f"""
+[tls]
+cert = "{self.tls_files[0]}"
+key = "{self.tls_files[1]}"
 """)
         self.settings = (quorum, on_timeout, ack_timeout, visibility)
 

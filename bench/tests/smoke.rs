@@ -344,3 +344,47 @@ fn the_snapshot_bench_reads_in_transactions_and_bounds_them_once_only_where_it_s
     let summary = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
     assert!(summary.contains("| visibility-snapshot |"), "{summary}");
 }
+
+/// The ORM loop runs in each mode, and the primary runs the client's statements and nothing
+/// of strongsync's in its sessions: beyond what direct's run made, strongsync's runs make only
+/// its look at the primary on its own connection (two queries a second at most), however many
+/// loops ran.
+#[test]
+fn the_orm_loop_counts_the_primarys_statements_and_strongsync_adds_none_per_loop() {
+    let out = tempfile::tempdir().unwrap();
+    let out_arg = format!("--out={}", out.path().display());
+    let seconds = 2.0;
+    bench_run(&[
+        "orm",
+        "--rounds=1",
+        "--time=2",
+        "--warmup=0",
+        "--threads=2",
+        "--tables=1",
+        "--table-size=1000",
+        &out_arg,
+    ]);
+    let rows = std::fs::read_to_string(out.path().join("runs.json")).unwrap();
+    let runs: Vec<String> = rows
+        .split('}')
+        .filter(|r| r.contains("\"mode\""))
+        .map(|r| format!("{r}}}"))
+        .collect();
+    let modes = ["async", "haproxy", "passthrough", "strongsync"];
+    assert_eq!(runs.len(), modes.len(), "{rows}");
+    for (run, mode) in runs.iter().zip(modes) {
+        assert!(run.contains(&format!("\"mode\": \"{mode}\"")), "{run}");
+        let loops = json_number(run, "loops");
+        assert!(loops > 0.0, "{run}");
+        let beyond = json_number(run, "beyond_direct");
+        match mode {
+            "async" | "haproxy" => assert_eq!(beyond, 0.0, "{run}"),
+            _ => assert!(
+                (0.0..=2.0 * (seconds + 1.0)).contains(&beyond) && beyond < loops,
+                "{run}"
+            ),
+        }
+    }
+    let summary = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    assert!(summary.contains("| strongsync |"), "{summary}");
+}
