@@ -17,6 +17,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::admin::{self, Admin};
+use crate::cluster::{self, Cluster, ClusterError};
 use crate::commit::CommitHook;
 use crate::config::{Config, ConfigError};
 use crate::durability::{Durability, WaitObserver};
@@ -52,6 +53,9 @@ pub enum StartError {
     /// The state file or the admin token cannot be used.
     #[error(transparent)]
     Control(#[from] ControlStartError),
+    /// The cluster's settings cannot be used.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
     /// A port could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
@@ -142,6 +146,24 @@ impl ProxyBuilder {
         let hard = CancellationToken::new();
         let in_flight = Arc::new(InFlight::default());
         let tracker = TaskTracker::new();
+        // In a cluster the instance acts only once it holds the lease; the campaign runs
+        // until the hard stop, which gives the lease up for the next leader.
+        let (standing, member) = if config.cluster.enabled() {
+            let cluster = Cluster::new(
+                &config,
+                local_addr,
+                admin_addr,
+                Arc::clone(&durability),
+                Arc::clone(&metrics),
+            )?;
+            info!(name = %cluster.me().name, endpoints = ?config.cluster.endpoints, "one of a cluster: acting only while leading it");
+            let standing = cluster.standing();
+            let member = Some(cluster.me().clone());
+            tracker.spawn(cluster.run(hard.clone()));
+            (standing, member)
+        } else {
+            (cluster::alone(), None)
+        };
         let shared = Arc::new(Shared {
             config: config.clone(),
             tls,
@@ -160,6 +182,7 @@ impl ProxyBuilder {
                     config.timeouts.primary_connect,
                 ))
             }),
+            standing: standing.clone(),
         });
         tracker.spawn(frontend::serve(
             listener,
@@ -173,6 +196,8 @@ impl ProxyBuilder {
             primary: primary_health,
             control: Arc::clone(&control),
             tls: tls_status,
+            standing,
+            member,
         };
         let listening = admin::Listening {
             max_connections: config.limits.max_admin_connections,

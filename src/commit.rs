@@ -112,6 +112,12 @@ pub enum Cutoff {
         /// The fenced primary's epoch.
         epoch: u64,
     },
+    /// This instance lost its cluster's lease while the commit waited: it releases nothing;
+    /// the leader knows what became of it.
+    NotLeading {
+        /// The commit's epoch.
+        epoch: u64,
+    },
 }
 
 impl fmt::Display for NotAcknowledged {
@@ -124,6 +130,9 @@ impl fmt::Display for NotAcknowledged {
             read,
         } = self;
         match cause {
+            Cutoff::NotLeading { epoch } => {
+                return write!(f, "this strongsync instance lost its cluster's lease (epoch {epoch}) while transaction(s) {gtids} waited: not acknowledged here, though the replicas may hold them (ask the leader: strongsync outcome {gtids})");
+            }
             Cutoff::Timeout => {}
             Cutoff::Shutdown => f.write_str("proxy shutting down: ")?,
             Cutoff::Fenced { epoch } => {

@@ -122,6 +122,13 @@ pub enum Error {
         /// The fenced primary's epoch.
         epoch: u64,
     },
+    /// This instance does not lead its cluster (it lost its lease, or never held it): it
+    /// serves nothing, and the connection is closed so that the client reaches the leader.
+    #[error("this strongsync instance does not lead its cluster now{}: reconnect through the cluster's address to reach the leader", leader.as_deref().map(|l| format!(" (the leader is {l})")).unwrap_or_default())]
+    NotLeading {
+        /// The leader, as it advertises itself, if one is known.
+        leader: Option<String>,
+    },
     /// The connection's epoch is over: strongsync follows another primary now, and a
     /// connection opened to the old one never reaches it again.
     #[error("this connection belongs to epoch {epoch}, whose primary strongsync no longer follows (it follows the primary of epoch {now}); reconnect")]
@@ -138,6 +145,7 @@ impl From<crate::durability::Refused> for Error {
         match refused {
             crate::durability::Refused::Fenced { epoch } => Error::Fenced { epoch },
             crate::durability::Refused::Retired { epoch, now } => Error::Retired { epoch, now },
+            crate::durability::Refused::NotLeading { .. } => Error::NotLeading { leader: None },
         }
     }
 }
@@ -295,6 +303,7 @@ impl Error {
             | Error::Shutdown
             | Error::Fenced { .. }
             | Error::Retired { .. }
+            | Error::NotLeading { .. }
             | Error::PasswordKey(_) => Side::Proxy,
         }
     }
@@ -318,7 +327,11 @@ impl Error {
     pub fn is_routine(&self) -> bool {
         matches!(
             self,
-            Error::ClientClosed | Error::Shutdown | Error::Fenced { .. } | Error::Retired { .. }
+            Error::ClientClosed
+                | Error::Shutdown
+                | Error::Fenced { .. }
+                | Error::Retired { .. }
+                | Error::NotLeading { .. }
         )
     }
 
@@ -347,7 +360,9 @@ impl Error {
             Error::TooManyConnections { .. } => (1040, b"08004"), // ER_CON_COUNT_ERROR
             // ER_ERROR_DURING_COMMIT: the commit happened on the fenced primary and its fate
             // is not known, which no other cut-off shares.
-            Error::NotAcknowledged(e) if matches!(e.cause, Cutoff::Fenced { .. }) => {
+            Error::NotAcknowledged(e)
+                if matches!(e.cause, Cutoff::Fenced { .. } | Cutoff::NotLeading { .. }) =>
+            {
                 (1180, b"HY000")
             }
             Error::NotAcknowledged(_) => (1105, b"HY000"), // ER_UNKNOWN_ERROR
@@ -355,7 +370,7 @@ impl Error {
             Error::Fenced { .. } => (1290, b"HY000"),
             // ER_CONNECTION_KILLED: the connection is closed after it, as after a KILL, and
             // connection pools open a new one (which reaches the new primary).
-            Error::Retired { .. } => (1927, b"70100"),
+            Error::Retired { .. } | Error::NotLeading { .. } => (1927, b"70100"),
             Error::Shutdown => (1053, b"08S01"), // ER_SERVER_SHUTDOWN
             // The peer is gone, its socket is broken or it reads nothing: nobody to tell. A
             // replica in the middle of a dump is only disconnected: it reconnects by itself,

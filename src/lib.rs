@@ -20,6 +20,8 @@
 //!   timeout policy and the STRONG/DEGRADED state.
 //! - [`failover`]: the fence, the primary followed and its epoch, the state file that keeps
 //!   them (and strong sync's positions) across a restart, and the admin token.
+//! - [`cluster`]: several instances with one leader, by a lease in etcd.
+//! - [`tls`]: TLS on the client leg and the primary leg, and the key for passwords.
 //! - [`operator`]: the operator's commands (`strongsync status`, `fence`, `outcome`), which
 //!   call the admin port.
 //! - [`app`]: wiring, cancellation tree, reload and graceful stop; [`config`]: every setting
@@ -32,6 +34,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod cluster;
 pub mod commit;
 pub mod config;
 pub mod conn;

@@ -156,7 +156,9 @@ metrics! {
         /// `timeout` (the policy released it), `degraded` (released at once while DEGRADED),
         /// `unresolved` (what it committed could be neither learnt nor bounded), `client_gone`
         /// (the client left while parked), `shutdown`, `none_asked` (its session asked for no
-        /// quorum), `fenced` (the primary was fenced: the client got the fence's error).
+        /// quorum), `fenced` (the primary was fenced: the client got the fence's error),
+        /// `not_leading` (this instance did not hold its cluster's lease: the client got an
+        /// error).
         pub commits_released: IntCounterVec = "strongsync_commits_released_total" ["outcome"],
         /// Sessions whose commit OK is held right now.
         pub parked: IntGauge = "strongsync_parked_sessions" [],
@@ -266,6 +268,12 @@ metrics! {
         /// Passwords a client on a plain connection encrypted with strongsync's RSA key, handed
         /// to the primary in clear over strongsync's TLS (or its Unix socket).
         pub passwords_relayed_by_key: IntCounter = "strongsync_passwords_relayed_by_key_total" [],
+        /// 1 while this instance leads its cluster (holds the etcd lease); always 0 without a
+        /// `[cluster]`.
+        pub leader: IntGauge = "strongsync_leader" [],
+        /// Renewals of the leader's lease, by result: `ok`, `failed` (no answer in time: the
+        /// next one tries again while the deadline allows), `expired` (etcd had let it go).
+        pub lease_renewals: IntCounterVec = "strongsync_lease_renewals_total" ["result"],
         /// 1 while strongsync has fenced its primary: nothing of it is relayed or
         /// acknowledged, and statements are refused, until it follows a new primary.
         pub fenced: IntGauge = "strongsync_fenced" [],

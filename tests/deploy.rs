@@ -245,7 +245,8 @@ fn printed_keys(table: &toml::Table, prefix: &str, keys: &mut BTreeSet<String>) 
         };
         match value {
             toml::Value::Table(inner) if prefix.is_empty() => printed_keys(inner, &path, keys),
-            toml::Value::Array(tables) => {
+            // An array of tables (`[[replica]]`); an array of values is one setting.
+            toml::Value::Array(tables) if tables.iter().all(toml::Value::is_table) => {
                 for inner in tables.iter().filter_map(toml::Value::as_table) {
                     printed_keys(inner, &path, keys);
                 }
@@ -273,7 +274,11 @@ fn check_config_prints_every_setting_the_definitions_have_but_the_password() {
              [failover]\nadmin_token_file = \"/run/token\"\nstate_file = \"/var/lib/s.json\"\n\
              user = \"promoter\"\npassword_file = {:?}\n\
              [[replica]]\nserver_id = 2\nzone = \"a\"\nlabels = {{ role = \"dr\" }}\n\
-             address = \"10.0.0.2:3306\"\n",
+             address = \"10.0.0.2:3306\"\n\
+             [cluster]\nendpoints = [\"http://10.0.0.5:2379\"]\nname = \"a\"\n\
+             advertise = \"10.0.0.1:3307\"\nca = \"/etc/ca.pem\"\ncert = \"/etc/c.pem\"\n\
+             key = \"/etc/k.pem\"\nuser = \"strongsync\"\npassword_file = {:?}\n",
+            password.display().to_string(),
             password.display().to_string(),
             password.display().to_string()
         ),

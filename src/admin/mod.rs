@@ -21,6 +21,7 @@ use strongsync_proto::gtid::Domain;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::Standing;
 use crate::durability::{Durability, DurabilityStatus, GtidOutcome, State};
 use crate::failover::{AdminToken, Control, Refusal};
 use crate::health::PrimaryHealth;
@@ -39,6 +40,10 @@ pub struct Admin {
     pub control: Arc<Control>,
     /// TLS on each leg, as `/status` reports it.
     pub tls: TlsStatus,
+    /// Where this instance stands in its cluster.
+    pub standing: tokio::sync::watch::Receiver<crate::cluster::Standing>,
+    /// This instance, in a cluster.
+    pub member: Option<crate::cluster::Member>,
 }
 
 /// TLS on each leg, for `/status`.
@@ -134,6 +139,9 @@ struct Status {
     reads_in_snapshot: u64,
     /// TLS on each leg.
     tls: TlsStatus,
+    /// This instance in its cluster (absent alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<ClusterStatus>,
     primary: PrimaryStatus,
     replicas: Vec<Replica>,
 }
@@ -168,6 +176,29 @@ struct UnresolvedRelease {
     /// GTIDs learnt (and waited for), if any.
     gtids: String,
     seconds_ago: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct ClusterStatus {
+    /// This instance's name.
+    name: String,
+    /// `leading`, `following` or `unreachable` (etcd does not answer).
+    standing: &'static str,
+    /// The leader as it advertises itself, if one is known.
+    leader: Option<crate::cluster::Member>,
+    /// The lease, while this instance leads.
+    lease: Option<LeaseStatus>,
+    /// Why etcd is unreachable.
+    problem: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct LeaseStatus {
+    /// Its id in etcd, in hex as `etcdctl` shows it.
+    id: String,
+    ttl_seconds: u64,
+    /// Whether the instance may act now (its deadline, on its own clock, is ahead).
+    acting: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -246,6 +277,16 @@ async fn metrics(AppState(admin): AppState<Admin>) -> Response {
 }
 
 async fn readyz(AppState(admin): AppState<Admin>) -> Response {
+    // Only the leader serves: a load balancer, a Service or a VIP routes to it alone.
+    if !admin.durability.lease().may_act() {
+        let standing = admin.standing.borrow().clone();
+        let leader = standing
+            .leader()
+            .map(|l| format!(" (the leader is {} at {})", l.name, l.advertise))
+            .unwrap_or_default();
+        let reason = format!("not ready: {} in its cluster{leader}\n", standing.label());
+        return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
+    }
     if let Err(problem) = admin.primary.check().await {
         let reason = format!(
             "not ready: primary {} unreachable: {problem}\n",
@@ -660,6 +701,29 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         reads_waited: s.reads_queued,
         reads_in_snapshot: s.reads_in_snapshot,
         tls: admin.tls.clone(),
+        cluster: admin.member.as_ref().map(|me| {
+            let standing = admin.standing.borrow().clone();
+            ClusterStatus {
+                name: me.name.clone(),
+                standing: standing.label(),
+                leader: match &standing {
+                    Standing::Leading { .. } => Some(me.clone()),
+                    other => other.leader().cloned(),
+                },
+                lease: match &standing {
+                    Standing::Leading { lease, ttl } => Some(LeaseStatus {
+                        id: format!("{lease:x}"),
+                        ttl_seconds: ttl.as_secs(),
+                        acting: admin.durability.lease().may_act(),
+                    }),
+                    _ => None,
+                },
+                problem: match standing {
+                    Standing::Unreachable { problem } => Some(problem),
+                    _ => None,
+                },
+            }
+        }),
         primary: PrimaryStatus {
             address: admin.control.primary(),
             identity: admin.control.followed().identity.map(|i| i.to_string()),

@@ -76,6 +76,7 @@ fn resolve(table: toml::Table, flags: &Flags, beneath: &Flags) -> Result<Config,
     config.take_all(layer)?;
     config.probe.read_password_file()?;
     config.failover.read_password_file()?;
+    config.cluster.read_password_file()?;
     config.validate()?;
     Ok(config)
 }

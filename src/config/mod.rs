@@ -30,6 +30,7 @@ macro_rules! words {
     };
 }
 
+mod cluster;
 pub(crate) mod define;
 mod durability;
 pub mod load;
@@ -44,6 +45,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+pub use cluster::ClusterConfig;
 use define::{settings, Meta, Section, SettingInfo};
 pub use durability::{AsyncReplicas, DurabilityConfig, OnTimeout, Visibility, WithoutQuorum};
 pub use reference::reference_table;
@@ -116,6 +118,9 @@ settings! {
         /// Fencing, following a new primary, and the state file (`[failover]`).
         #[setting(Meta::FILE)]
         pub failover: FailoverConfig = FailoverConfig::default(),
+        /// Several instances, one leader by an etcd lease (`[cluster]`).
+        #[setting(Meta::FILE)]
+        pub cluster: ClusterConfig = ClusterConfig::default(),
         /// Replicas by the `server_id` they replicate with, with their zones and labels
         /// (`[[replica]]`).
         #[setting(Meta::FILE)]
@@ -399,6 +404,7 @@ impl Config {
         self.tls.files()?;
         self.probe.account()?;
         self.failover.account()?;
+        self.cluster.validate()?;
         let l = &self.limits;
         if l.max_handshake_packet_size > l.max_packet_size {
             return invalid(
@@ -587,6 +593,56 @@ impl FailoverConfig {
     }
 }
 
+impl ClusterConfig {
+    /// The etcd account, if one is configured.
+    ///
+    /// # Errors
+    /// As [`ProbeConfig::account`].
+    pub fn account(&self) -> Result<Option<ProbeAccount>, ConfigError> {
+        CLUSTER_KEYS.account(&self.user, &self.password, &self.password_file)
+    }
+
+    /// As [`ProbeConfig::read_password_file`].
+    ///
+    /// # Errors
+    /// As [`ProbeConfig::read_password_file`].
+    pub fn read_password_file(&mut self) -> Result<(), ConfigError> {
+        CLUSTER_KEYS.read_password(&mut self.password, &self.password_file)
+    }
+
+    /// Checks the lease's timing and the TLS pair.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, problem: &str| {
+            Err(ConfigError::Invalid {
+                key,
+                problem: problem.to_owned(),
+            })
+        };
+        if self.lease_ttl < std::time::Duration::from_secs(2) {
+            return invalid(
+                "cluster.lease_ttl",
+                "at least 2s: etcd does not keep a shorter lease",
+            );
+        }
+        if self.lease_margin * 2 >= self.lease_ttl {
+            return invalid(
+                "cluster.lease_margin",
+                "must be less than half of cluster.lease_ttl, or the leader renews too late to ever act",
+            );
+        }
+        match (&self.cert, &self.key) {
+            (Some(_), None) => return Err(ConfigError::Missing { key: "cluster.key" }),
+            (None, Some(_)) => {
+                return Err(ConfigError::Missing {
+                    key: "cluster.cert",
+                })
+            }
+            _ => {}
+        }
+        self.account().map(|_| ())
+    }
+}
+
 /// The keys of an account's settings (a user and its password, inline or in a file).
 struct AccountKeys {
     user: &'static str,
@@ -598,6 +654,12 @@ const PROBE_KEYS: AccountKeys = AccountKeys {
     user: "probe.user",
     password: "probe.password",
     password_file: "probe.password_file",
+};
+
+const CLUSTER_KEYS: AccountKeys = AccountKeys {
+    user: "cluster.user",
+    password: "cluster.password",
+    password_file: "cluster.password_file",
 };
 
 const FAILOVER_KEYS: AccountKeys = AccountKeys {

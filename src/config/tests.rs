@@ -218,6 +218,22 @@ fn bad_files_are_refused_naming_the_key() {
             "primary = \"db:3306\"\n[tls]\ncert = \"a.pem\"",
             vec!["tls.key"],
         ),
+        (
+            "primary = \"db:3306\"\n[cluster]\nendpoints = [\"http://e:2379\"]\nlease_ttl = \"4s\"\nlease_margin = \"2s\"",
+            vec!["cluster.lease_margin", "half of cluster.lease_ttl"],
+        ),
+        (
+            "primary = \"db:3306\"\n[cluster]\nlease_ttl = \"1s\"",
+            vec!["cluster.lease_ttl", "at least 2s"],
+        ),
+        (
+            "primary = \"db:3306\"\n[cluster]\nendpoints = [7]",
+            vec!["cluster.endpoints", "non-empty strings"],
+        ),
+        (
+            "primary = \"db:3306\"\nprimary_tls = \"verify_ca\"",
+            vec!["primary_tls", "primary_tls_ca"],
+        ),
         ("listen = \"127.0.0.1:1\"", vec!["missing setting primary"]),
         (
             "primary = \"db:3306\"\n[limits]\nmax_connections = \"many\"",

@@ -239,6 +239,44 @@ impl Value for BTreeMap<String, String> {
     }
 }
 
+/// A list of addresses: an array of strings in the file, comma-separated in a flag.
+impl Value for Vec<String> {
+    const VALUE_NAME: &'static str = "URL,...";
+
+    fn from_file(value: toml::Value) -> Result<Self, String> {
+        match value {
+            toml::Value::Array(items) => items
+                .into_iter()
+                .map(|item| match item {
+                    toml::Value::String(text) if !text.trim().is_empty() => {
+                        Ok(text.trim().to_owned())
+                    }
+                    other => Err(format!("expected non-empty strings, not {other}")),
+                })
+                .collect(),
+            toml::Value::String(text) => Self::from_flag(&text),
+            other => Err(format!(
+                "expected an array of strings, not {}",
+                other.type_str()
+            )),
+        }
+    }
+
+    fn from_flag(text: &str) -> Result<Self, String> {
+        Ok(text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
+
+    fn to_file(&self) -> Option<toml::Value> {
+        (!self.is_empty())
+            .then(|| toml::Value::Array(self.iter().cloned().map(toml::Value::String).collect()))
+    }
+}
+
 impl Value for Secret {
     const VALUE_NAME: &'static str = "PASSWORD";
 

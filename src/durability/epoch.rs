@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::Durability;
+use super::{Durability, LeaseClock};
 
 /// One epoch: its number, the primary followed in it, and what fires when it ends.
 #[derive(Debug)]
@@ -42,6 +42,11 @@ pub enum Refused {
         epoch: u64,
         /// The epoch in force.
         now: u64,
+    },
+    /// This instance does not hold its cluster's lease now: it acts on nothing.
+    NotLeading {
+        /// The connection's epoch.
+        epoch: u64,
     },
 }
 
@@ -102,6 +107,11 @@ impl Durability {
         Arc::clone(&self.lock().epoch)
     }
 
+    /// Until when this instance may relay and release (the cluster's lease keeper moves it).
+    pub fn lease(&self) -> &LeaseClock {
+        &self.lease
+    }
+
     /// The number of the epoch in force (one atomic read).
     pub fn epoch_number(&self) -> u64 {
         self.epoch_now.load(Ordering::SeqCst)
@@ -136,11 +146,15 @@ impl Durability {
         if self.fenced.load(Ordering::SeqCst) && !fenced_reads {
             return Err(Refused::Fenced { epoch });
         }
+        if !self.lease.may_act() {
+            return Err(Refused::NotLeading { epoch });
+        }
         Ok(pass)
     }
 
     /// Whether a statement may go to the primary of `epoch` now: the check of
-    /// [`pass`](Self::pass), without counting a write (two atomic reads).
+    /// [`pass`](Self::pass), without counting a write (three atomic reads and, in a cluster,
+    /// the clock).
     ///
     /// # Errors
     /// [`Refused`].
@@ -151,6 +165,9 @@ impl Durability {
         }
         if self.fenced.load(Ordering::SeqCst) && !fenced_reads {
             return Err(Refused::Fenced { epoch });
+        }
+        if !self.lease.may_act() {
+            return Err(Refused::NotLeading { epoch });
         }
         Ok(())
     }
@@ -200,6 +217,12 @@ impl std::fmt::Display for Refused {
             Refused::Fenced { epoch } => write!(f, "primary of epoch {epoch} fenced"),
             Refused::Retired { epoch, now } => {
                 write!(f, "epoch {epoch} is over (strongsync is in epoch {now})")
+            }
+            Refused::NotLeading { epoch } => {
+                write!(
+                    f,
+                    "epoch {epoch}: strongsync does not hold its cluster's lease"
+                )
             }
         }
     }

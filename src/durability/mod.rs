@@ -15,6 +15,7 @@ mod epoch;
 mod fence;
 mod index;
 mod lag;
+mod lease;
 mod outcome;
 mod persisted;
 mod policy;
@@ -51,6 +52,7 @@ pub use degraded::{DomainRange, ReleasedWithoutQuorum};
 pub use epoch::{Epoch, Pass, Refused};
 pub use fence::Fence;
 use index::{GtidIndex, Lookup};
+pub use lease::LeaseClock;
 pub use outcome::GtidOutcome;
 pub use persisted::{Persisted, PersistedReplica};
 pub use policy::{Outcome, SessionQuorum, State, OUTCOMES};
@@ -122,6 +124,9 @@ pub struct Durability {
     /// Replica pipes registered now (the fence waits for them to close).
     pipes: tokio::sync::watch::Sender<usize>,
     observer: Option<Arc<dyn WaitObserver>>,
+    /// Until when this instance may relay and release: always alone, while it holds the
+    /// lease in a cluster.
+    lease: LeaseClock,
 }
 
 /// What is read of the settings on every commit, response or replica packet, derived from
@@ -249,6 +254,7 @@ impl Durability {
             session_defaults: SessionDefaults::default(),
             pipes: tokio::sync::watch::Sender::new(0),
             observer,
+            lease: LeaseClock::always(),
         })
     }
 
@@ -389,6 +395,13 @@ impl Durability {
     pub fn release_for_shutdown(&self) {
         self.begin_shutdown();
         self.releasing.store(true, Ordering::Relaxed);
+        waking(|woken| self.lock().waiters.all(woken));
+    }
+
+    /// This instance stopped leading its cluster (its lease lapsed or was lost): every parked
+    /// commit looks again and, the lease's clock saying no, is answered with an error.
+    pub fn stopped_leading(&self) {
+        self.lease.stop();
         waking(|woken| self.lock().waiters.all(woken));
     }
 

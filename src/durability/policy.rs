@@ -47,10 +47,13 @@ pub enum Outcome {
     /// strongsync fenced the primary while it waited (or before it came): released with the
     /// fence's error.
     Fenced,
+    /// This instance did not hold its cluster's lease when it would have released it:
+    /// answered with an error naming what it committed.
+    NotLeading,
 }
 
 /// Every outcome, in the order of the counters.
-pub const OUTCOMES: [Outcome; 8] = [
+pub const OUTCOMES: [Outcome; 9] = [
     Outcome::Quorum,
     Outcome::Timeout,
     Outcome::Degraded,
@@ -59,6 +62,7 @@ pub const OUTCOMES: [Outcome; 8] = [
     Outcome::Shutdown,
     Outcome::NoneAsked,
     Outcome::Fenced,
+    Outcome::NotLeading,
 ];
 
 // === impl DurabilityConfig ===
@@ -120,6 +124,7 @@ impl Outcome {
             Outcome::Shutdown => "shutdown",
             Outcome::NoneAsked => "none_asked",
             Outcome::Fenced => "fenced",
+            Outcome::NotLeading => "not_leading",
         }
     }
 

@@ -1213,3 +1213,45 @@ async fn even_relaying_only_nothing_of_a_fenced_primary_is_acknowledged() {
     ));
     assert_eq!(d.outcome(&gtid(4)), GtidOutcome::Tail);
 }
+
+#[tokio::test(start_paused = true)]
+async fn without_its_lease_an_instance_relays_nothing_and_releases_nothing() {
+    let d = service(1, OnTimeout::Block);
+    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    d.lease()
+        .allow_until(tokio::time::Instant::now() + Duration::from_secs(8));
+    assert!(d.pass(1, false).is_ok());
+    let waiting = park(&d, commit(&[5])).await;
+    // The lease lapses while the commit waits (nothing renewed it: a pause, a partition);
+    // then its quorum comes.
+    tokio::time::advance(Duration::from_secs(9)).await;
+    assert_eq!(
+        d.pass(1, false).err(),
+        Some(crate::durability::Refused::NotLeading { epoch: 1 })
+    );
+    a.transaction_relayed(Some(gtid(5)), at(500));
+    a.acknowledged(at(500), Some(at(500)), None).unwrap();
+    match waiting.await.unwrap() {
+        Release::Fail(error) => {
+            assert_eq!(error.cause, crate::commit::Cutoff::NotLeading { epoch: 1 });
+            assert!(error.to_string().contains("strongsync outcome 0-1-5"));
+        }
+        other => panic!("released without the lease: {other:?}"),
+    }
+    assert_eq!(d.status().released["not_leading"], 1);
+    // Renewed: it acts again.
+    d.lease()
+        .allow_until(tokio::time::Instant::now() + Duration::from_secs(8));
+    assert_eq!(Arc::clone(&d).wait(commit(&[5])).await, Release::Proceed);
+    // A commit parked when the keeper gives the lease up is answered at once, not left to wait
+    // for a quorum that no pipe of this instance relays any more.
+    let waiting = park(&d, commit(&[6])).await;
+    d.stopped_leading();
+    match waiting.await.unwrap() {
+        Release::Fail(error) => {
+            assert_eq!(error.cause, crate::commit::Cutoff::NotLeading { epoch: 1 });
+        }
+        other => panic!("released without the lease: {other:?}"),
+    }
+    assert_eq!(d.status().released["not_leading"], 2);
+}

@@ -78,6 +78,7 @@ impl Durability {
         if self.fast.passthrough.load(Ordering::Relaxed)
             && !self.fenced()
             && commit.epoch == self.epoch_number()
+            && self.lease.may_act()
         {
             return Release::Proceed;
         }
@@ -86,8 +87,22 @@ impl Durability {
         let mut parked = Parked::new(&self, commit.kind);
         // A session's own quorum is for its commits; what a read may reveal is others'.
         let asked = commit.quorum.filter(|_| commit.kind == WaitKind::Commit);
-        let (outcome, release, quorum) =
+        let (mut outcome, mut release, quorum) =
             self.decide(&gtids, asked, commit.epoch, &mut parked).await;
+        // Looked at last, on the clock: an instance whose lease lapsed while the commit
+        // waited (or that was paused past it) releases nothing.
+        if release == Release::Proceed && !self.lease.may_act() {
+            outcome = Outcome::NotLeading;
+            release = Release::Fail(NotAcknowledged {
+                gtids: list(&gtids),
+                quorum,
+                waited: parked.since.elapsed(),
+                cause: Cutoff::NotLeading {
+                    epoch: commit.epoch,
+                },
+                read: commit.kind == WaitKind::Read,
+            });
+        }
         // A commit's error names what it committed, not the others' transactions its
         // response was also bounded by.
         let release = match release {
@@ -252,6 +267,19 @@ impl Durability {
                 read: kind == WaitKind::Read,
             };
             return Look::Released(Outcome::Fenced, Release::Fail(error));
+        }
+        if !self.lease.may_act() {
+            // This instance does not lead now: whatever the quorum holds, it releases nothing.
+            let error = NotAcknowledged {
+                gtids: list(gtids),
+                quorum: k,
+                waited: Duration::ZERO,
+                cause: Cutoff::NotLeading {
+                    epoch: inner.epoch.number(),
+                },
+                read: kind == WaitKind::Read,
+            };
+            return Look::Released(Outcome::NotLeading, Release::Fail(error));
         }
         if self.releasing.load(Ordering::Relaxed) {
             let error = NotAcknowledged {

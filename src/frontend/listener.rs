@@ -81,6 +81,18 @@ async fn handle(tcp: TcpStream, peer: SocketAddr, shared: Arc<Shared>, cancel: C
         ClientStream::Plain(tcp),
         shared.config.limits.max_handshake_packet_size,
     );
+    if !shared.durability.lease().may_act() {
+        // Another instance leads the cluster (or none does): the client is told which.
+        let leader = shared
+            .standing
+            .borrow()
+            .leader()
+            .map(|l| l.advertise.clone());
+        let error = Error::NotLeading { leader };
+        tracing::debug!(%error, "client turned away");
+        close_with(client, &error).await;
+        return;
+    }
     if let Some(fence) = shared
         .durability
         .fenced()

@@ -60,4 +60,7 @@ pub(crate) struct Shared {
     pub in_flight: Arc<InFlight>,
     /// strongsync's own connection to the primary, if an account is configured.
     pub probe: Option<Arc<Probe>>,
+    /// Where this instance stands in its cluster (alone without one): who leads, for the
+    /// clients it turns away.
+    pub standing: tokio::sync::watch::Receiver<crate::cluster::Standing>,
 }

@@ -183,7 +183,7 @@ impl ReplicaPipe {
             }
         }
         let limit = self.shared.config.timeouts.client_write;
-        if matches!(result, Err(Error::Fenced { .. })) {
+        if matches!(result, Err(Error::Fenced { .. } | Error::NotLeading { .. })) {
             // What is queued came from the fenced primary: it goes nowhere. The replica
             // reconnects by itself and is let in once strongsync follows a new primary.
             self.replica.abandon().await;
@@ -547,7 +547,11 @@ impl ReplicaPipe {
         // even the rest of a large write under way (checked before every write).
         let durability = &self.shared.durability;
         let number = self.epoch.number();
-        let open = || !durability.fenced() && durability.epoch_number() == number;
+        let open = || {
+            !durability.fenced()
+                && durability.epoch_number() == number
+                && durability.lease().may_act()
+        };
         let flushed = self
             .replica
             .flush_within_while(limit, open, self.fenced.as_mut())
@@ -561,8 +565,12 @@ impl ReplicaPipe {
     }
 
     fn fenced_error(&self) -> Error {
-        Error::Fenced {
-            epoch: self.epoch.number(),
+        if self.shared.durability.lease().may_act() {
+            Error::Fenced {
+                epoch: self.epoch.number(),
+            }
+        } else {
+            Error::NotLeading { leader: None }
         }
     }
 

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clientlib;
 pub mod cluster;
 pub mod deploy;
+pub mod etcd;
 pub mod failover;
 pub mod failover_rounds;
 pub mod fake_replica;

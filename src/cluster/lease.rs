@@ -1,0 +1,217 @@
+//! The leader's lease, as Patroni keeps it: a key bound to an etcd lease, created only where
+//! no instance holds it (`create_revision == 0`), and renewed every third of its time to live.
+//! Each renewal moves the instance's own deadline to when it sent the renewal, plus the time to
+//! live etcd granted, less the margin: measured from before the request left, so the instance
+//! stops acting before etcd can have let the lease expire, however long the answer took. A
+//! renewal that fails or comes too late ends the leadership; the instance then campaigns again
+//! like any other.
+
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::{Cluster, Member, Standing, CALL_TIMEOUT};
+
+/// How long an instance that could not reach etcd waits before it tries again.
+const RETRY: Duration = Duration::from_millis(500);
+
+/// What a campaign found.
+enum Campaign {
+    /// This instance holds the lease `id`, valid for `ttl` from `sent`.
+    Won {
+        id: i64,
+        ttl: Duration,
+        sent: Instant,
+    },
+    /// Another instance leads.
+    Lost(Option<Member>),
+}
+
+impl Cluster {
+    /// Takes part until `cancel` fires: campaigns for the lease whenever no instance holds it,
+    /// leads while it holds it, and gives it up at the end.
+    pub async fn run(self: std::sync::Arc<Self>, cancel: CancellationToken) {
+        let mut client = loop {
+            match Client::connect(&self.endpoints, Some(self.options.clone())).await {
+                Ok(client) => break client,
+                Err(e) => {
+                    self.unreachable(&e);
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = tokio::time::sleep(RETRY) => {}
+                    }
+                }
+            }
+        };
+        while !cancel.is_cancelled() {
+            match tokio::time::timeout(CALL_TIMEOUT, self.campaign(&mut client)).await {
+                Ok(Ok(Campaign::Won { id, ttl, sent })) => {
+                    self.lead(&mut client, id, ttl, sent, &cancel).await;
+                }
+                Ok(Ok(Campaign::Lost(leader))) => {
+                    self.standing.send_replace(Standing::Following { leader });
+                    // Looks again in a third of a lease: a leader that goes is replaced
+                    // within its lease's expiry and this.
+                    tokio::select! {
+                        () = cancel.cancelled() => {}
+                        () = tokio::time::sleep(self.ttl / 3) => {}
+                    }
+                }
+                Ok(Err(e)) => {
+                    self.unreachable(&e);
+                    tokio::select! {
+                        () = cancel.cancelled() => {}
+                        () = tokio::time::sleep(RETRY) => {}
+                    }
+                }
+                Err(_) => {
+                    self.unreachable(&"no answer from etcd");
+                    tokio::select! {
+                        () = cancel.cancelled() => {}
+                        () = tokio::time::sleep(RETRY) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Grants a lease and puts the leader key on it if no instance holds the key.
+    async fn campaign(&self, client: &mut Client) -> Result<Campaign, etcd_client::Error> {
+        let sent = Instant::now();
+        let ttl_secs = i64::try_from(self.ttl.as_secs().max(2)).unwrap_or(i64::MAX);
+        let grant = client.lease_grant(ttl_secs, None).await?;
+        let key = self.key("leader");
+        let me = serde_json::to_vec(&self.me).unwrap_or_default();
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key.clone(),
+                me,
+                Some(PutOptions::new().with_lease(grant.id())),
+            )])
+            .or_else([TxnOp::get(key, None)]);
+        let answer = client.txn(txn).await?;
+        if answer.succeeded() {
+            let ttl = Duration::from_secs(u64::try_from(grant.ttl()).unwrap_or(0));
+            return Ok(Campaign::Won {
+                id: grant.id(),
+                ttl,
+                sent,
+            });
+        }
+        // Not needed: another instance leads.
+        let _ = client.lease_revoke(grant.id()).await;
+        let leader = answer.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(get) => get
+                .kvs()
+                .first()
+                .and_then(|kv| serde_json::from_slice::<Member>(kv.value()).ok()),
+            _ => None,
+        });
+        Ok(Campaign::Lost(leader))
+    }
+
+    /// Leads on lease `id` until a renewal fails or comes too late, or `cancel` fires (then
+    /// the lease is given up at once, for another instance to take without waiting it out).
+    async fn lead(
+        &self,
+        client: &mut Client,
+        id: i64,
+        ttl: Duration,
+        sent: Instant,
+        cancel: &CancellationToken,
+    ) {
+        let lease = self.durability.lease();
+        lease.allow_until(sent + ttl.saturating_sub(self.margin));
+        self.standing
+            .send_replace(Standing::Leading { lease: id, ttl });
+        self.metrics.leader.set(1);
+        info!(lease = id, ?ttl, name = %self.me.name, "leading the cluster");
+        let why = match self.keep(client, id, cancel).await {
+            Ok(()) => {
+                let _ = tokio::time::timeout(CALL_TIMEOUT, client.lease_revoke(id)).await;
+                "stopping"
+            }
+            Err(why) => why,
+        };
+        self.durability.stopped_leading();
+        self.metrics.leader.set(0);
+        self.standing
+            .send_replace(Standing::Following { leader: None });
+        warn!(
+            lease = id,
+            why, "no longer leading the cluster: relaying and releasing nothing"
+        );
+    }
+
+    /// Renews lease `id` every third of its time to live, moving the deadline, until a
+    /// renewal fails or the deadline comes first (`Err`, why), or `cancel` fires (`Ok`).
+    async fn keep(
+        &self,
+        client: &mut Client,
+        id: i64,
+        cancel: &CancellationToken,
+    ) -> Result<(), &'static str> {
+        let lease = self.durability.lease();
+        let mut stream = None;
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return Ok(()),
+                () = tokio::time::sleep(self.ttl / 3) => {}
+            }
+            if !lease.may_act() {
+                return Err("the lease's deadline passed before it was renewed");
+            }
+            let sent = Instant::now();
+            // No longer than the time to live: past the deadline the instance may not act
+            // anyway.
+            let answer = tokio::time::timeout(self.ttl, async {
+                if stream.is_none() {
+                    stream = Some(client.lease_keep_alive(id).await?);
+                }
+                let (keeper, answers) = stream.as_mut().expect("just opened");
+                keeper.keep_alive().await?;
+                answers.message().await
+            })
+            .await;
+            match answer {
+                Ok(Ok(Some(answer))) if answer.ttl() > 0 => {
+                    let granted = Duration::from_secs(u64::try_from(answer.ttl()).unwrap_or(0));
+                    lease.allow_until(sent + granted.saturating_sub(self.margin));
+                    self.metrics.lease_renewals.with_label_values(&["ok"]).inc();
+                }
+                Ok(Ok(Some(_))) => {
+                    self.metrics
+                        .lease_renewals
+                        .with_label_values(&["expired"])
+                        .inc();
+                    return Err("etcd says the lease expired");
+                }
+                Ok(Ok(None) | Err(_)) | Err(_) => {
+                    // The stream is done for: the next renewal opens another.
+                    stream = None;
+                    self.metrics
+                        .lease_renewals
+                        .with_label_values(&["failed"])
+                        .inc();
+                    if !lease.may_act() {
+                        return Err("the lease could not be renewed before its deadline");
+                    }
+                }
+            }
+        }
+    }
+
+    fn unreachable(&self, problem: &dyn std::fmt::Display) {
+        let problem = problem.to_string();
+        if !matches!(&*self.standing.borrow(), Standing::Unreachable { problem: p } if *p == problem)
+        {
+            warn!(%problem, "etcd does not answer: this instance follows no leader it knows of");
+        }
+        self.standing
+            .send_replace(Standing::Unreachable { problem });
+    }
+}
