@@ -134,9 +134,31 @@ impl ProxyBuilder {
             Arc::clone(&metrics) as Arc<dyn WaitObserver>,
         );
         durability.set_topology(config.topology()?);
-        let control = Control::start(&config, Arc::clone(&durability), Arc::clone(&metrics))?;
-        control.check_primary().await?;
-        info!(primary = %control.primary(), epoch = control.epoch(), "following");
+        // In a cluster the instance acts only once it holds the lease, and its state lives in
+        // etcd: it reads it when it wins the lease.
+        let cluster = config
+            .cluster
+            .enabled()
+            .then(|| {
+                Cluster::new(
+                    &config,
+                    local_addr,
+                    admin_addr,
+                    Arc::clone(&durability),
+                    Arc::clone(&metrics),
+                )
+            })
+            .transpose()?;
+        let control = Control::start(
+            &config,
+            Arc::clone(&durability),
+            Arc::clone(&metrics),
+            cluster.clone(),
+        )?;
+        if cluster.is_none() {
+            control.check_primary().await?;
+            info!(primary = %control.primary(), epoch = control.epoch(), "following");
+        }
         let primary_health = Arc::new(PrimaryHealth::new(
             control.watch(),
             config.timeouts.primary_connect,
@@ -146,23 +168,15 @@ impl ProxyBuilder {
         let hard = CancellationToken::new();
         let in_flight = Arc::new(InFlight::default());
         let tracker = TaskTracker::new();
-        // In a cluster the instance acts only once it holds the lease; the campaign runs
-        // until the hard stop, which gives the lease up for the next leader.
-        let (standing, member) = if config.cluster.enabled() {
-            let cluster = Cluster::new(
-                &config,
-                local_addr,
-                admin_addr,
-                Arc::clone(&durability),
-                Arc::clone(&metrics),
-            )?;
-            info!(name = %cluster.me().name, endpoints = ?config.cluster.endpoints, "one of a cluster: acting only while leading it");
-            let standing = cluster.standing();
-            let member = Some(cluster.me().clone());
-            tracker.spawn(cluster.run(hard.clone()));
-            (standing, member)
-        } else {
-            (cluster::alone(), None)
+        // The campaign runs until the hard stop, which gives the lease up for the next leader.
+        let (standing, member) = match &cluster {
+            Some(cluster) => {
+                info!(name = %cluster.me().name, endpoints = ?config.cluster.endpoints, "one of a cluster: acting only while leading it");
+                let takeover = Arc::clone(&control) as Arc<dyn cluster::Takeover>;
+                tracker.spawn(Arc::clone(cluster).run(takeover, hard.clone()));
+                (cluster.standing(), Some(cluster.me().clone()))
+            }
+            None => (cluster::alone(), None),
         };
         let shared = Arc::new(Shared {
             config: config.clone(),

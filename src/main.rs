@@ -276,12 +276,8 @@ fn init_state(file: Option<&std::path::Path>, flags: &Flags) -> ExitCode {
         }
     };
     match strongsync::failover::init_state(&config) {
-        Ok(path) => {
-            println!(
-                "created {}: epoch 1, following {}",
-                path.display(),
-                config.primary
-            );
+        Ok(place) => {
+            println!("created {place}: epoch 1, following {}", config.primary);
             ExitCode::SUCCESS
         }
         Err(err) => {

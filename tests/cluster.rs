@@ -1,7 +1,8 @@
 //! Several strongsync instances, one leader by a lease in a real etcd (three members on
 //! loopback): only the leader is ready and serves; the others turn clients away naming it;
-//! when the leader is killed, or paused past its lease, another takes over, and the paused one
-//! acts on nothing when it wakes.
+//! when the leader is killed, or paused past its lease, another takes over in an epoch of its
+//! own, from the state the last leader left in etcd, and the paused one acts on nothing when
+//! it wakes.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -12,10 +13,11 @@ use support::admin;
 use support::etcd::Etcd;
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::ports::free_port;
-use support::proxy::ProxyProcess;
+use support::proxy::{run_strongsync, ProxyProcess};
 
 const PATIENCE: Duration = Duration::from_secs(60);
 const TTL_SECS: u64 = 3;
+const TOKEN: &str = "cluster-admin-token-0123";
 
 /// One instance of the cluster, in front of `primary`.
 struct Instance {
@@ -24,7 +26,7 @@ struct Instance {
 }
 
 impl Instance {
-    fn start(primary: &MariaDb, etcd: &Etcd, name: &str) -> Instance {
+    fn start(primary: &MariaDb, etcd: &Etcd, name: &str, token: &std::path::Path) -> Instance {
         let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let (listen_text, endpoints) = (listen.to_string(), etcd.endpoints().join(","));
         let name = name.to_owned();
@@ -43,11 +45,17 @@ impl Instance {
                 &format!("{TTL_SECS}s"),
                 "--cluster-lease-margin",
                 "1s",
+                "--admin-token-file",
+                token.to_str().unwrap(),
             ],
             &[("STRONGSYNC_LOG_LEVEL", "info")],
             listen,
         );
         Instance { process, listen }
+    }
+
+    fn epoch(&self) -> u64 {
+        self.status()["epoch"].as_u64().unwrap()
     }
 
     fn admin(&self) -> SocketAddr {
@@ -90,13 +98,50 @@ fn the_leader(instances: &[Instance], alive: &[bool]) -> usize {
 async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_leader_is_replaced() {
     let primary = MariaDb::start(MariaDbOptions::default());
     let etcd = Etcd::start(3);
+    let dir = tempfile::tempdir().unwrap();
+    let token = admin::token_file(dir.path(), TOKEN);
     let mut instances: Vec<Instance> = ["a", "b", "c"]
         .iter()
-        .map(|name| Instance::start(&primary, &etcd, name))
+        .map(|name| Instance::start(&primary, &etcd, name, &token))
         .collect();
     let mut alive = vec![true; 3];
 
+    // No state in etcd: whoever wins the lease cannot take over, and nobody serves.
+    wait_for("a takeover refused for want of state", PATIENCE, || {
+        instances
+            .iter()
+            .any(|i| i.process.log().contains("the cluster has no state in etcd"))
+    });
+    assert!(instances.iter().all(|i| !i.ready()));
+    let endpoints = etcd.endpoints().join(",");
+    let init = [
+        "--primary",
+        &primary.addr(),
+        "--cluster-endpoints",
+        &endpoints,
+        "init-state",
+    ];
+    let created = run_strongsync(&init);
+    assert!(created.success(), "{created}");
+    assert!(
+        created
+            .stdout
+            .contains("etcd key /strongsync/default/state"),
+        "{created}"
+    );
+    let again = run_strongsync(&init);
+    assert!(
+        !again.success() && again.stderr.contains("exists already"),
+        "{again}"
+    );
+
     let first = the_leader(&instances, &alive);
+    // The takeover opened an epoch of the leader's own, and etcd keeps it.
+    assert_eq!(instances[first].epoch(), 2);
+    wait_for("etcd's state at epoch 2", PATIENCE, || {
+        etcd.get("/strongsync/default/state")
+            .is_some_and(|v| v.contains("\"epoch\":2"))
+    });
     let leader_name = instances[first].status()["cluster"]["name"]
         .as_str()
         .unwrap()
@@ -134,6 +179,7 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
         instances[second].current_user().await.unwrap(),
         format!("{APP_USER}@%")
     );
+    assert_eq!(instances[second].epoch(), 3);
 
     // Paused past its lease: a third takes over; the paused one, woken, acts on nothing.
     instances[second].process.signal(Signal::SIGSTOP);
@@ -166,5 +212,29 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
         instances[third].current_user().await.unwrap(),
         format!("{APP_USER}@%")
     );
+    assert_eq!(instances[third].epoch(), 4);
+
+    // A fence outlives the leader that raised it: the next one reads it from etcd, finds no
+    // replica to promote (none is configured) and stays fenced.
+    let fenced = admin::post(
+        instances[third].admin(),
+        "/fence",
+        Some(TOKEN),
+        r#"{"reason": "test"}"#,
+    );
+    assert_eq!(fenced.status, 200, "{}", fenced.body);
+    instances[third].process.stop_with(Signal::SIGKILL);
+    let fourth = second;
+    wait_for("the woken one to lead again, fenced", PATIENCE, || {
+        instances[fourth].ready() || instances[fourth].status()["fenced"] == true
+    });
+    let status = instances[fourth].status();
+    assert_eq!(status["fenced"], true, "{status}");
+    assert_eq!(status["cluster"]["standing"], "leading", "{status}");
+    let refused = instances[fourth]
+        .current_user()
+        .await
+        .expect_err("served while fenced");
+    assert!(refused.to_string().contains("fenced"), "{refused}");
     drop(etcd);
 }

@@ -263,39 +263,41 @@ fn check_config_prints_every_setting_the_definitions_have_but_the_password() {
     let dir = tempfile::tempdir().unwrap();
     let password = dir.path().join("probe-password");
     std::fs::write(&password, "s3cret\n").unwrap();
-    let file = dir.path().join("strongsync.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "primary = \"db:3306\"\nworker_threads = 1\nprimary_tls_ca = \"/etc/ca.pem\"\n\
-             [tls]\ncert = \"/etc/tls.crt\"\nkey = \"/etc/tls.key\"\n\
-             [durability]\nprimary_zone = \"a\"\nsession_quorum_floor = 1\n\
-             [probe]\nuser = \"probe\"\npassword_file = {:?}\n\
-             [failover]\nadmin_token_file = \"/run/token\"\nstate_file = \"/var/lib/s.json\"\n\
-             user = \"promoter\"\npassword_file = {:?}\n\
-             [[replica]]\nserver_id = 2\nzone = \"a\"\nlabels = {{ role = \"dr\" }}\n\
-             address = \"10.0.0.2:3306\"\n\
-             [cluster]\nendpoints = [\"http://10.0.0.5:2379\"]\nname = \"a\"\n\
-             advertise = \"10.0.0.1:3307\"\nca = \"/etc/ca.pem\"\ncert = \"/etc/c.pem\"\n\
-             key = \"/etc/k.pem\"\nuser = \"strongsync\"\npassword_file = {:?}\n",
-            password.display().to_string(),
-            password.display().to_string(),
-            password.display().to_string()
-        ),
-    )
-    .unwrap();
-    let out = run_strongsync(&["check-config", file.to_str().unwrap()]);
-    assert!(out.success(), "{out}");
-    assert!(!out.stdout.contains("s3cret"), "{out}");
-    let printed: toml::Table = out.stdout.parse().expect("check-config prints TOML");
+    let password = password.display().to_string();
+    let base = format!(
+        "primary = \"db:3306\"\nworker_threads = 1\nprimary_tls_ca = \"/etc/ca.pem\"\n\
+         [tls]\ncert = \"/etc/tls.crt\"\nkey = \"/etc/tls.key\"\n\
+         [durability]\nprimary_zone = \"a\"\nsession_quorum_floor = 1\n\
+         [probe]\nuser = \"probe\"\npassword_file = {password:?}\n\
+         [[replica]]\nserver_id = 2\nzone = \"a\"\nlabels = {{ role = \"dr\" }}\n\
+         address = \"10.0.0.2:3306\"\n\
+         [failover]\nadmin_token_file = \"/run/token\"\n\
+         user = \"promoter\"\npassword_file = {password:?}\n"
+    );
+    // A state file and a cluster exclude each other: one file with each.
+    let alone = format!("{base}state_file = \"/var/lib/s.json\"\n");
+    let clustered = format!(
+        "{base}[cluster]\nendpoints = [\"http://10.0.0.5:2379\"]\nname = \"a\"\n\
+         advertise = \"10.0.0.1:3307\"\nca = \"/etc/ca.pem\"\ncert = \"/etc/c.pem\"\n\
+         key = \"/etc/k.pem\"\nuser = \"strongsync\"\npassword_file = {password:?}\n"
+    );
     let mut keys = BTreeSet::new();
-    printed_keys(&printed, "", &mut keys);
+    let mut printed = toml::Table::new();
+    for (i, text) in [clustered, alone].iter().enumerate() {
+        let file = dir.path().join(format!("strongsync-{i}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let out = run_strongsync(&["check-config", file.to_str().unwrap()]);
+        assert!(out.success(), "{out}");
+        assert!(!out.stdout.contains("s3cret"), "{out}");
+        printed = out.stdout.parse().expect("check-config prints TOML");
+        printed_keys(&printed, "", &mut keys);
+    }
     let defined: BTreeSet<String> = strongsync::Config::settings()
         .iter()
         .filter(|s| !s.meta.secret)
         .map(|s| s.key.to_owned())
         .collect();
-    assert_eq!(keys, defined, "{}", out.stdout);
+    assert_eq!(keys, defined, "{printed}");
     // And it prints the defaults the definitions give.
     for setting in strongsync::Config::settings() {
         let Some(default) = setting.default.as_deref() else {

@@ -4,7 +4,8 @@
 //! live etcd granted, less the margin: measured from before the request left, so the instance
 //! stops acting before etcd can have let the lease expire, however long the answer took. A
 //! renewal that fails or comes too late ends the leadership; the instance then campaigns again
-//! like any other.
+//! like any other. A new leader acts only once its [takeover](super::Takeover) is done; the
+//! lease is kept meanwhile.
 
 use std::time::Duration;
 
@@ -13,7 +14,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::{Cluster, Member, Standing, CALL_TIMEOUT};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::{Cluster, Member, Standing, Takeover, CALL_TIMEOUT};
 
 /// How long an instance that could not reach etcd waits before it tries again.
 const RETRY: Duration = Duration::from_millis(500);
@@ -33,10 +37,13 @@ enum Campaign {
 impl Cluster {
     /// Takes part until `cancel` fires: campaigns for the lease whenever no instance holds it,
     /// leads while it holds it, and gives it up at the end.
-    pub async fn run(self: std::sync::Arc<Self>, cancel: CancellationToken) {
+    pub async fn run(self: Arc<Self>, takeover: Arc<dyn Takeover>, cancel: CancellationToken) {
         let mut client = loop {
             match Client::connect(&self.endpoints, Some(self.options.clone())).await {
-                Ok(client) => break client,
+                Ok(client) => {
+                    let _ = self.client.set(client.clone());
+                    break client;
+                }
                 Err(e) => {
                     self.unreachable(&e);
                     tokio::select! {
@@ -49,7 +56,8 @@ impl Cluster {
         while !cancel.is_cancelled() {
             match tokio::time::timeout(CALL_TIMEOUT, self.campaign(&mut client)).await {
                 Ok(Ok(Campaign::Won { id, ttl, sent })) => {
-                    self.lead(&mut client, id, ttl, sent, &cancel).await;
+                    self.lead(&mut client, id, ttl, sent, takeover.as_ref(), &cancel)
+                        .await;
                 }
                 Ok(Ok(Campaign::Lost(leader))) => {
                     self.standing.send_replace(Standing::Following { leader });
@@ -114,26 +122,50 @@ impl Cluster {
         Ok(Campaign::Lost(leader))
     }
 
-    /// Leads on lease `id` until a renewal fails or comes too late, or `cancel` fires (then
-    /// the lease is given up at once, for another instance to take without waiting it out).
+    /// Leads on lease `id` until a renewal fails or comes too late, the takeover fails, or
+    /// `cancel` fires (then the lease is given up at once, for another instance to take
+    /// without waiting it out). It acts only once `takeover` is done.
     async fn lead(
         &self,
         client: &mut Client,
         id: i64,
         ttl: Duration,
         sent: Instant,
+        takeover: &dyn Takeover,
         cancel: &CancellationToken,
     ) {
-        let lease = self.durability.lease();
-        lease.allow_until(sent + ttl.saturating_sub(self.margin));
+        let deadline = std::sync::Mutex::new(sent + ttl.saturating_sub(self.margin));
+        let acting = AtomicBool::new(false);
         self.standing
             .send_replace(Standing::Leading { lease: id, ttl });
-        self.metrics.leader.set(1);
-        info!(lease = id, ?ttl, name = %self.me.name, "leading the cluster");
-        let why = match self.keep(client, id, cancel).await {
+        info!(lease = id, ?ttl, name = %self.me.name, "won the cluster's lease: taking over");
+        let mut keeping = client.clone();
+        let keep = self.keep(&mut keeping, id, &deadline, &acting, cancel);
+        let take = takeover.take_over();
+        tokio::pin!(keep, take);
+        let mut taken = false;
+        let ended = loop {
+            tokio::select! {
+                ended = &mut keep => break ended,
+                done = &mut take, if !taken => {
+                    taken = true;
+                    if let Err(why) = done {
+                        tracing::error!(%why, "takeover failed: giving the lease up");
+                        break Ok(());
+                    }
+                    // Acting from now until the deadline the last renewal set.
+                    acting.store(true, Ordering::SeqCst);
+                    let until = *deadline.lock().unwrap_or_else(|p| p.into_inner());
+                    self.durability.lease().allow_until(until);
+                    self.metrics.leader.set(1);
+                    info!(lease = id, name = %self.me.name, "leading the cluster");
+                }
+            }
+        };
+        let why = match ended {
             Ok(()) => {
                 let _ = tokio::time::timeout(CALL_TIMEOUT, client.lease_revoke(id)).await;
-                "stopping"
+                "given up"
             }
             Err(why) => why,
         };
@@ -147,22 +179,27 @@ impl Cluster {
         );
     }
 
-    /// Renews lease `id` every third of its time to live, moving the deadline, until a
-    /// renewal fails or the deadline comes first (`Err`, why), or `cancel` fires (`Ok`).
+    /// Renews lease `id` every third of its time to live, moving `deadline` (and, once
+    /// `acting`, the gate's), until a renewal fails or the deadline comes first (`Err`, why),
+    /// or `cancel` fires (`Ok`).
     async fn keep(
         &self,
         client: &mut Client,
         id: i64,
+        deadline: &std::sync::Mutex<Instant>,
+        acting: &AtomicBool,
         cancel: &CancellationToken,
     ) -> Result<(), &'static str> {
         let lease = self.durability.lease();
+        let before_deadline =
+            || Instant::now() < *deadline.lock().unwrap_or_else(|p| p.into_inner());
         let mut stream = None;
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return Ok(()),
                 () = tokio::time::sleep(self.ttl / 3) => {}
             }
-            if !lease.may_act() {
+            if !before_deadline() {
                 return Err("the lease's deadline passed before it was renewed");
             }
             let sent = Instant::now();
@@ -180,7 +217,11 @@ impl Cluster {
             match answer {
                 Ok(Ok(Some(answer))) if answer.ttl() > 0 => {
                     let granted = Duration::from_secs(u64::try_from(answer.ttl()).unwrap_or(0));
-                    lease.allow_until(sent + granted.saturating_sub(self.margin));
+                    let until = sent + granted.saturating_sub(self.margin);
+                    *deadline.lock().unwrap_or_else(|p| p.into_inner()) = until;
+                    if acting.load(Ordering::SeqCst) {
+                        lease.allow_until(until);
+                    }
                     self.metrics.lease_renewals.with_label_values(&["ok"]).inc();
                 }
                 Ok(Ok(Some(_))) => {
@@ -197,7 +238,7 @@ impl Cluster {
                         .lease_renewals
                         .with_label_values(&["failed"])
                         .inc();
-                    if !lease.may_act() {
+                    if !before_deadline() {
                         return Err("the lease could not be renewed before its deadline");
                     }
                 }

@@ -3,12 +3,16 @@
 //! etcd decides; strongsync runs no consensus of its own.
 
 mod lease;
+mod store;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
+use std::future::Future;
+use std::pin::Pin;
+
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::sync::watch;
@@ -16,6 +20,8 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::durability::Durability;
 use crate::metrics::Metrics;
+
+pub use store::{create_state, StoreError};
 
 /// How long one call to etcd may take before the instance counts etcd as unreachable.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -71,10 +77,20 @@ pub enum ClusterError {
     Config(#[from] crate::config::ConfigError),
 }
 
+/// What a new leader does before it acts: read the state the last leader left, raise the
+/// epoch, and follow the primary or promote a replica. Until it is done, the instance holds
+/// the lease but relays and releases nothing.
+pub trait Takeover: Send + Sync {
+    /// Takes over; an error gives the lease up again (and says why).
+    fn take_over(&self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>>;
+}
+
 /// This instance's part in the cluster.
 pub struct Cluster {
     endpoints: Vec<String>,
     options: ConnectOptions,
+    /// Connected by [`run`](Self::run).
+    client: tokio::sync::OnceCell<Client>,
     prefix: String,
     me: Member,
     ttl: Duration,
@@ -126,35 +142,12 @@ impl Cluster {
             advertise,
             admin: admin.to_string(),
         };
-        let mut options = ConnectOptions::new()
-            .with_connect_timeout(CALL_TIMEOUT)
-            .with_timeout(CALL_TIMEOUT)
-            .with_keep_alive(Duration::from_secs(1), CALL_TIMEOUT)
-            // A member cut off from the others answers nothing rather than stale state.
-            .with_require_leader(true);
-        if let Some(account) = c.account()? {
-            options = options.with_user(account.user, account.password);
-        }
-        if c.ca.is_some() || c.cert.is_some() {
-            let read = |path: &std::path::Path| {
-                std::fs::read(path).map_err(|source| ClusterError::Read {
-                    path: path.to_owned(),
-                    source,
-                })
-            };
-            let mut tls = TlsOptions::new();
-            if let Some(ca) = &c.ca {
-                tls = tls.ca_certificate(Certificate::from_pem(read(ca)?));
-            }
-            if let (Some(cert), Some(key)) = (&c.cert, &c.key) {
-                tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
-            }
-            options = options.with_tls(tls);
-        }
+        let options = connect_options(config)?;
         durability.lease().stop();
         Ok(Arc::new(Cluster {
             endpoints: c.endpoints.clone(),
             options,
+            client: tokio::sync::OnceCell::new(),
             prefix: c.prefix.trim_end_matches('/').to_owned(),
             me,
             ttl: c.lease_ttl,
@@ -178,6 +171,41 @@ impl Cluster {
     fn key(&self, name: &str) -> String {
         format!("{}/{name}", self.prefix)
     }
+}
+
+/// How this instance connects to the etcd of `config`: its TLS and account, short timeouts,
+/// and only to a member that has a leader.
+///
+/// # Errors
+/// [`ClusterError`]: a TLS file that cannot be read, an account that is half given.
+pub fn connect_options(config: &Config) -> Result<ConnectOptions, ClusterError> {
+    let c = &config.cluster;
+    let mut options = ConnectOptions::new()
+        .with_connect_timeout(CALL_TIMEOUT)
+        .with_timeout(CALL_TIMEOUT)
+        .with_keep_alive(Duration::from_secs(1), CALL_TIMEOUT)
+        // A member cut off from the others answers nothing rather than stale state.
+        .with_require_leader(true);
+    if let Some(account) = c.account()? {
+        options = options.with_user(account.user, account.password);
+    }
+    if c.ca.is_some() || c.cert.is_some() {
+        let read = |path: &std::path::Path| {
+            std::fs::read(path).map_err(|source| ClusterError::Read {
+                path: path.to_owned(),
+                source,
+            })
+        };
+        let mut tls = TlsOptions::new();
+        if let Some(ca) = &c.ca {
+            tls = tls.ca_certificate(Certificate::from_pem(read(ca)?));
+        }
+        if let (Some(cert), Some(key)) = (&c.cert, &c.key) {
+            tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+        }
+        options = options.with_tls(tls);
+    }
+    Ok(options)
 }
 
 /// A watch of where an instance without a cluster stands: alone, for ever.

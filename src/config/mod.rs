@@ -423,6 +423,12 @@ impl Config {
         if self.admin_listen == self.listen && self.listen.port() != 0 {
             return invalid("admin_listen", "must differ from listen");
         }
+        if self.cluster.enabled() && self.failover.state_file.is_some() {
+            return invalid(
+                "failover.state_file",
+                "a cluster keeps its state in etcd, where every instance reads it: remove failover.state_file (or [cluster] endpoints)",
+            );
+        }
         if self.primary_tls.verifies() && self.primary_tls_ca.is_none() {
             return invalid(
                 "primary_tls",

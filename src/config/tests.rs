@@ -223,6 +223,10 @@ fn bad_files_are_refused_naming_the_key() {
             vec!["cluster.lease_margin", "half of cluster.lease_ttl"],
         ),
         (
+            "primary = \"db:3306\"\n[failover]\nstate_file = \"/s.json\"\n[cluster]\nendpoints = [\"http://e:2379\"]",
+            vec!["failover.state_file", "keeps its state in etcd"],
+        ),
+        (
             "primary = \"db:3306\"\n[cluster]\nlease_ttl = \"1s\"",
             vec!["cluster.lease_ttl", "at least 2s"],
         ),

@@ -18,6 +18,12 @@ pub enum ControlError {
     /// restart.
     #[error("{0}; the change is in force but would not survive a restart of strongsync")]
     NotSaved(#[source] StateError),
+    /// A cluster without state in etcd: a new deployment creates it.
+    #[error("the cluster has no state in etcd: create it once with `strongsync init-state --config FILE` (a fresh state could forget a fence, an epoch or a retired primary)")]
+    NoClusterState,
+    /// The cluster's state in etcd does not read.
+    #[error("the cluster's state in etcd is unreadable: {0}")]
+    ClusterStateCorrupt(String),
     /// No account to check a primary with.
     #[error("refused: following a primary needs the [probe] account, to check it first")]
     NoAccount,
@@ -227,6 +233,9 @@ pub enum ControlStartError {
     /// The state file to create exists already.
     #[error("state file {0} exists already: strongsync init-state creates only a new one")]
     Exists(PathBuf),
+    /// The cluster's state could not be created in etcd.
+    #[error("cluster: {0}")]
+    Cluster(String),
 }
 
 impl ControlError {

@@ -13,6 +13,7 @@ mod error;
 mod follow;
 mod promote;
 mod state;
+mod takeover;
 mod token;
 
 use std::path::PathBuf;
@@ -23,6 +24,7 @@ use strongsync_proto::gtid::GtidSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::cluster::Cluster;
 use crate::config::{Config, ProbeAccount};
 use crate::durability::{Durability, Fence};
 use crate::flavour::ServerIdentity;
@@ -33,11 +35,21 @@ pub use promote::{LookedAt, Seen};
 pub use state::{KnownPrimary, State, StateError};
 pub use token::{AdminToken, Refusal};
 
+/// Where the state is kept.
+enum Store {
+    /// Nowhere: a restart forgets it.
+    Memory,
+    /// `failover.state_file`.
+    File(PathBuf),
+    /// In etcd, written under the cluster's lease.
+    Cluster(Arc<Cluster>),
+}
+
 /// The fence, the epoch and the primary, and where they are kept.
 pub struct Control {
     durability: Arc<Durability>,
     metrics: Arc<Metrics>,
-    path: Option<PathBuf>,
+    store: Store,
     token: Option<AdminToken>,
     fence_drain: Duration,
     /// `failover.fenced_reads`: the fence does not wait for statements, which go on.
@@ -98,6 +110,7 @@ impl Control {
         config: &Config,
         durability: Arc<Durability>,
         metrics: Arc<Metrics>,
+        cluster: Option<Arc<Cluster>>,
     ) -> Result<Arc<Self>, ControlStartError> {
         let token = config
             .failover
@@ -105,16 +118,17 @@ impl Control {
             .as_deref()
             .map(AdminToken::read)
             .transpose()?;
-        let path = config.failover.state_file.clone();
-        let kept = match path.as_deref() {
-            Some(path) => {
-                let kept = State::load(path)?;
+        let (store, kept) = match (cluster, config.failover.state_file.clone()) {
+            // A new leader reads the state from etcd before it acts ([`Control::take_over`]).
+            (Some(cluster), _) => (Store::Cluster(cluster), State::fresh(&config.primary)),
+            (None, Some(path)) => {
+                let kept = State::load(&path)?;
                 info!(epoch = kept.epoch, primary = %kept.primary.address, fenced = kept.durability.fence.is_some(), "state file read back");
-                kept
+                (Store::File(path), kept)
             }
-            None => {
+            (None, None) => {
                 warn!("{NOT_PERSISTED}");
-                State::fresh(&config.primary)
+                (Store::Memory, State::fresh(&config.primary))
             }
         };
         if kept.primary.address != config.primary {
@@ -143,7 +157,7 @@ impl Control {
             )),
             durability,
             metrics,
-            path,
+            store,
             token,
             fence_drain: config.failover.fence_drain,
             fenced_reads: config.failover.fenced_reads,
@@ -184,7 +198,7 @@ impl Control {
 
     /// Whether changes are written to a state file.
     pub fn persists(&self) -> bool {
-        self.path.is_some()
+        !matches!(self.store, Store::Memory)
     }
 
     /// The primary followed now, and who it is if that is known (without waiting for a
@@ -381,7 +395,7 @@ impl Control {
     /// Writes the state file when strong sync's positions changed, at most every
     /// `interval`, until `cancel` fires (then once more).
     pub async fn write_behind(self: Arc<Self>, interval: Duration, cancel: CancellationToken) {
-        if self.path.is_none() {
+        if matches!(self.store, Store::Memory) {
             return;
         }
         let mut every = tokio::time::interval(interval);
@@ -403,13 +417,13 @@ impl Control {
         }
     }
 
-    /// Writes the state file now (if one is configured).
+    /// Writes the state now where it is kept (if anywhere).
     async fn save(&self, upstream: &mut Upstream) -> Result<(), ControlError> {
         *self.known.lock().unwrap_or_else(|p| p.into_inner()) =
             (upstream.primary.clone(), upstream.retired.clone());
-        let Some(path) = self.path.clone() else {
+        if matches!(self.store, Store::Memory) {
             return Ok(());
-        };
+        }
         let (version, durability) = self.durability.persisted();
         let state = State {
             epoch: upstream.epoch,
@@ -418,14 +432,24 @@ impl Control {
             durability,
         };
         let started = tokio::time::Instant::now();
-        let saved = tokio::task::spawn_blocking(move || state.save(&path))
-            .await
-            .unwrap_or_else(|join| {
-                Err(StateError::Io {
-                    path: self.path.clone().unwrap_or_default(),
-                    source: std::io::Error::other(join.to_string()),
-                })
-            });
+        let saved = match &self.store {
+            Store::Memory => Ok(()),
+            Store::File(path) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || state.save(&path))
+                    .await
+                    .unwrap_or_else(|join| {
+                        Err(StateError::Io {
+                            path: PathBuf::new(),
+                            source: std::io::Error::other(join.to_string()),
+                        })
+                    })
+            }
+            Store::Cluster(cluster) => cluster
+                .write_state(state.to_json())
+                .await
+                .map_err(StateError::Cluster),
+        };
         self.metrics
             .state_write
             .with_label_values::<&str>(&[])
@@ -441,7 +465,7 @@ impl Control {
                     .state_writes
                     .with_label_values(&["failed"])
                     .inc();
-                error!(error = %e, "state file not written");
+                error!(error = %e, "state not written");
                 Err(ControlError::NotSaved(e))
             }
         }
@@ -458,13 +482,32 @@ impl Control {
     }
 }
 
-/// Creates the state file of a new deployment from `config`: epoch 1, following its primary
-/// (`strongsync init-state`).
+/// Creates the state of a new deployment from `config`: epoch 1, following its primary
+/// (`strongsync init-state`): in etcd with a `[cluster]`, else in the state file. Returns
+/// where it went.
 ///
 /// # Errors
-/// [`ControlStartError`]: no state file is configured, or it exists already, or it cannot be
-/// written.
-pub fn init_state(config: &Config) -> Result<PathBuf, ControlStartError> {
+/// [`ControlStartError`]: no state file is configured, or the state exists already, or it
+/// cannot be written.
+pub fn init_state(config: &Config) -> Result<String, ControlStartError> {
+    if config.cluster.enabled() {
+        let options = crate::cluster::connect_options(config)
+            .map_err(|e| ControlStartError::Cluster(e.to_string()))?;
+        let state = State::fresh(&config.primary).to_json();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ControlStartError::Cluster(e.to_string()))?;
+        let key = runtime
+            .block_on(crate::cluster::create_state(
+                &config.cluster.endpoints,
+                options,
+                &config.cluster.prefix,
+                state,
+            ))
+            .map_err(|e| ControlStartError::Cluster(e.to_string()))?;
+        return Ok(format!("etcd key {key}"));
+    }
     let path = config
         .failover
         .state_file
@@ -478,7 +521,7 @@ pub fn init_state(config: &Config) -> Result<PathBuf, ControlStartError> {
         StateError::Exists { path } => ControlStartError::Exists(path),
         other => ControlStartError::State(other),
     })?;
-    Ok(path)
+    Ok(path.display().to_string())
 }
 
 #[cfg(test)]

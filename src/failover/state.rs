@@ -68,6 +68,9 @@ pub enum StateError {
         /// Why.
         source: io::Error,
     },
+    /// The cluster's state in etcd could not be read or written.
+    #[error("cluster state: {0}")]
+    Cluster(#[from] crate::cluster::StoreError),
     /// Its contents are not a state file strongsync can read.
     #[error("state file {path} is unreadable: {problem} (move it away only if you know the fence and epoch it held)")]
     Corrupt {
@@ -212,6 +215,20 @@ impl State {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
         let dir = std::fs::File::open(dir.unwrap_or(Path::new("."))).map_err(io_error)?;
         dir.sync_all().map_err(io_error)
+    }
+
+    /// The state as the JSON the file holds (and etcd, in a cluster).
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.to_disk()).unwrap_or_default()
+    }
+
+    /// The state the JSON of [`to_json`](Self::to_json) holds.
+    ///
+    /// # Errors
+    /// What is wrong with it.
+    pub fn from_json(json: &[u8]) -> Result<State, String> {
+        let disk: OnDisk = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+        State::from_disk(disk)
     }
 
     fn to_disk(&self) -> OnDisk {

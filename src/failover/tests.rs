@@ -12,7 +12,12 @@ fn config_with(path: Option<PathBuf>) -> Config {
 
 fn start(config: &Config) -> Result<(Arc<Control>, Arc<Durability>), ControlStartError> {
     let durability = Durability::new(config.durability.clone());
-    let control = Control::start(config, Arc::clone(&durability), Arc::new(Metrics::new()))?;
+    let control = Control::start(
+        config,
+        Arc::clone(&durability),
+        Arc::new(Metrics::new()),
+        None,
+    )?;
     Ok((control, durability))
 }
 

@@ -1,0 +1,107 @@
+//! The cluster's failover state in etcd, under its prefix: read by a new leader, and written
+//! only in a transaction guarded on the writer's lease (the leader key still holds this
+//! instance, on the lease it leads with), so that a deposed leader's write fails.
+
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, PutOptions, Txn, TxnOp};
+use thiserror::Error;
+
+use super::{Cluster, Standing, CALL_TIMEOUT};
+
+/// The state's key under the prefix.
+const STATE: &str = "state";
+
+/// Why the state could not be read or written.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// This instance does not hold the lease (any more): nothing it writes counts.
+    #[error("not written: this instance does not lead the cluster (its lease is gone)")]
+    NotLeading,
+    /// etcd did not answer, or refused.
+    #[error("etcd: {0}")]
+    Etcd(String),
+    /// A new cluster's state exists already.
+    #[error("the cluster's state exists already at {0}: init-state creates only a new one")]
+    Exists(String),
+}
+
+impl Cluster {
+    /// The state the last leader wrote, if any.
+    ///
+    /// # Errors
+    /// [`StoreError::Etcd`].
+    pub async fn read_state(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut client = self.client().await?;
+        let answer = tokio::time::timeout(CALL_TIMEOUT, client.get(self.key(STATE), None))
+            .await
+            .map_err(|_| StoreError::Etcd("no answer in time".into()))?
+            .map_err(|e| StoreError::Etcd(e.to_string()))?;
+        Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
+    }
+
+    /// Writes `state`, if this instance still leads on the lease it won.
+    ///
+    /// # Errors
+    /// [`StoreError::NotLeading`]: the guard failed (or this instance does not lead);
+    /// [`StoreError::Etcd`].
+    pub async fn write_state(&self, state: Vec<u8>) -> Result<(), StoreError> {
+        let Standing::Leading { lease, .. } = *self.standing.borrow() else {
+            return Err(StoreError::NotLeading);
+        };
+        let leader = self.key("leader");
+        let me = serde_json::to_vec(&self.me).unwrap_or_default();
+        let txn = Txn::new()
+            .when([
+                Compare::value(leader.clone(), CompareOp::Equal, me),
+                Compare::lease(leader, CompareOp::Equal, lease),
+            ])
+            .and_then([TxnOp::put(self.key(STATE), state, None)]);
+        let mut client = self.client().await?;
+        let answer = tokio::time::timeout(CALL_TIMEOUT, client.txn(txn))
+            .await
+            .map_err(|_| StoreError::Etcd("no answer in time".into()))?
+            .map_err(|e| StoreError::Etcd(e.to_string()))?;
+        if answer.succeeded() {
+            Ok(())
+        } else {
+            Err(StoreError::NotLeading)
+        }
+    }
+
+    async fn client(&self) -> Result<Client, StoreError> {
+        self.client
+            .get()
+            .cloned()
+            .ok_or_else(|| StoreError::Etcd("not connected yet".into()))
+    }
+}
+
+/// Writes a new cluster's state under `prefix` in the etcd at `endpoints`, unless one exists
+/// (`strongsync init-state` with a `[cluster]`).
+///
+/// # Errors
+/// [`StoreError::Exists`], [`StoreError::Etcd`].
+pub async fn create_state(
+    endpoints: &[String],
+    options: ConnectOptions,
+    prefix: &str,
+    state: Vec<u8>,
+) -> Result<String, StoreError> {
+    let key = format!("{}/{STATE}", prefix.trim_end_matches('/'));
+    let etcd = |e: etcd_client::Error| StoreError::Etcd(e.to_string());
+    let mut client = tokio::time::timeout(CALL_TIMEOUT, Client::connect(endpoints, Some(options)))
+        .await
+        .map_err(|_| StoreError::Etcd("no answer in time".into()))?
+        .map_err(etcd)?;
+    let txn = Txn::new()
+        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+        .and_then([TxnOp::put(key.clone(), state, Some(PutOptions::new()))]);
+    let answer = tokio::time::timeout(CALL_TIMEOUT, client.txn(txn))
+        .await
+        .map_err(|_| StoreError::Etcd("no answer in time".into()))?
+        .map_err(etcd)?;
+    if answer.succeeded() {
+        Ok(key)
+    } else {
+        Err(StoreError::Exists(key))
+    }
+}
