@@ -169,14 +169,14 @@ impl ProxyBuilder {
         let in_flight = Arc::new(InFlight::default());
         let tracker = TaskTracker::new();
         // The campaign runs until the hard stop, which gives the lease up for the next leader.
-        let (standing, member) = match &cluster {
+        let standing = match &cluster {
             Some(cluster) => {
                 info!(name = %cluster.me().name, endpoints = ?config.cluster.endpoints, "one of a cluster: acting only while leading it");
                 let takeover = Arc::clone(&control) as Arc<dyn cluster::Takeover>;
                 tracker.spawn(Arc::clone(cluster).run(takeover, hard.clone()));
-                (cluster.standing(), Some(cluster.me().clone()))
+                cluster.standing()
             }
-            None => (cluster::alone(), None),
+            None => cluster::alone(),
         };
         let shared = Arc::new(Shared {
             config: config.clone(),
@@ -211,7 +211,7 @@ impl ProxyBuilder {
             control: Arc::clone(&control),
             tls: tls_status,
             standing,
-            member,
+            cluster,
         };
         let listening = admin::Listening {
             max_connections: config.limits.max_admin_connections,

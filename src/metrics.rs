@@ -271,6 +271,8 @@ metrics! {
         /// 1 while this instance leads its cluster (holds the etcd lease); always 0 without a
         /// `[cluster]`.
         pub leader: IntGauge = "strongsync_leader" [],
+        /// 1 if this instance is one of a cluster (`[cluster]`), 0 if it runs alone.
+        pub cluster_member: IntGauge = "strongsync_cluster_member" [],
         /// Renewals of the leader's lease, by result: `ok`, `failed` (no answer in time: the
         /// next one tries again while the deadline allows), `expired` (etcd had let it go).
         pub lease_renewals: IntCounterVec = "strongsync_lease_renewals_total" ["result"],

@@ -396,6 +396,33 @@ fn render_status(s: &Value) -> String {
             "unreachable"
         }
     );
+    if s["cluster"].is_object() {
+        let c = &s["cluster"];
+        let members: Vec<String> = c["members"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|m| format!("{} ({})", text(&m["name"]), text(&m["advertise"])))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let lease = c["lease"]["id"]
+            .as_str()
+            .map(|id| format!(", lease {id} of {}s", text(&c["lease"]["ttl_seconds"])))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "cluster: {} is {}{lease}; leader {}; members {}",
+            text(&c["name"]),
+            text(&c["standing"]),
+            text(&c["leader"]["name"]),
+            if members.is_empty() {
+                text(&c["members_problem"])
+            } else {
+                members.join(", ")
+            }
+        );
+    }
     if s["persisted"].as_bool() == Some(false) {
         let _ = writeln!(
             out,

@@ -112,7 +112,10 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
             .iter()
             .any(|i| i.process.log().contains("the cluster has no state in etcd"))
     });
-    assert!(instances.iter().all(|i| !i.ready()));
+    for i in &instances {
+        let ready = admin::get(i.admin(), "/readyz");
+        assert_eq!(ready.status, 503, "{}\n{}", ready.body, i.process.log());
+    }
     let endpoints = etcd.endpoints().join(",");
     let init = [
         "--primary",
@@ -156,6 +159,10 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
         format!("{APP_USER}@%")
     );
     for (i, follower) in instances.iter().enumerate().filter(|(i, _)| *i != first) {
+        // A follower looks at the leader key every third of a lease.
+        wait_for("the follower to know the leader", PATIENCE, || {
+            follower.status()["cluster"]["leader"]["name"] == leader_name.as_str()
+        });
         let refused = follower
             .current_user()
             .await
@@ -168,7 +175,38 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
         assert_eq!(follower.status()["cluster"]["standing"], "following");
         let not_ready = admin::get(follower.admin(), "/readyz");
         assert_eq!(not_ready.status, 503, "{}", not_ready.body);
+        // Only the leader changes anything.
+        let fence = admin::post(follower.admin(), "/fence", Some(TOKEN), "{}");
+        assert_eq!(fence.status, 409, "{}", fence.body);
+        assert!(fence.body.contains("does not lead"), "{}", fence.body);
     }
+
+    // Any instance names them all, and the leader with its lease.
+    let listed = run_strongsync(&[
+        "status",
+        "--admin",
+        &instances[(first + 1) % 3].admin().to_string(),
+    ]);
+    assert!(listed.success(), "{listed}");
+    let line = listed
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("cluster:"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        line.contains(&format!("leader {leader_name}"))
+            && ["a", "b", "c"]
+                .iter()
+                .all(|n| line.contains(&format!("{n} ("))),
+        "{listed}"
+    );
+    let leader_status = instances[first].status();
+    assert_eq!(leader_status["cluster"]["standing"], "leading");
+    assert!(
+        leader_status["cluster"]["lease"]["id"].is_string(),
+        "{leader_status}"
+    );
 
     // Killed: another takes over once its lease expires.
     instances[first].process.stop_with(Signal::SIGKILL);

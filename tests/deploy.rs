@@ -328,3 +328,52 @@ fn check_config_prints_every_setting_the_definitions_have_but_the_password() {
         }
     }
 }
+
+/// The cluster's files: the instance's config is one strongsync accepts, and HAProxy accepts
+/// its routing, which checks each instance's /readyz on the admin port the config gives.
+#[test]
+fn the_cluster_layout_files_are_valid_and_route_by_readyz() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = read("cluster/strongsync.toml").replace("/etc/strongsync", "/nonexistent");
+    // The password files it names are the operator's: stand-ins here.
+    let text = text
+        .replace(
+            "/nonexistent/probe-password",
+            &dir.path().join("p").display().to_string(),
+        )
+        .replace(
+            "/nonexistent/failover-password",
+            &dir.path().join("p").display().to_string(),
+        );
+    std::fs::write(dir.path().join("p"), "secret\n").unwrap();
+    let file = dir.path().join("strongsync.toml");
+    std::fs::write(&file, text).unwrap();
+    let checked = run_strongsync(&["check-config", file.to_str().unwrap()]);
+    assert!(checked.success(), "{checked}");
+    let config: toml::Table = checked.stdout.parse().unwrap();
+    let admin_port = config["admin_listen"]
+        .as_str()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+
+    let haproxy = read("cluster/haproxy.cfg");
+    assert!(haproxy.contains("option httpchk GET /readyz"), "{haproxy}");
+    assert!(
+        haproxy.contains(&format!("check port {admin_port}")),
+        "{haproxy}"
+    );
+    let out = Command::new("haproxy")
+        .args(["-c", "-f"])
+        .arg(deploy_path("cluster/haproxy.cfg"))
+        .output()
+        .expect("run haproxy -c (Debian: haproxy)");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

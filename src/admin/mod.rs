@@ -42,8 +42,8 @@ pub struct Admin {
     pub tls: TlsStatus,
     /// Where this instance stands in its cluster.
     pub standing: tokio::sync::watch::Receiver<crate::cluster::Standing>,
-    /// This instance, in a cluster.
-    pub member: Option<crate::cluster::Member>,
+    /// This instance's part in its cluster, if it is one of one.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// TLS on each leg, for `/status`.
@@ -182,6 +182,10 @@ struct UnresolvedRelease {
 struct ClusterStatus {
     /// This instance's name.
     name: String,
+    /// Every instance present in etcd now (each keeps a key on a lease of its own).
+    members: Vec<crate::cluster::Member>,
+    /// Why the members could not be read.
+    members_problem: Option<String>,
     /// `leading`, `following` or `unreachable` (etcd does not answer).
     standing: &'static str,
     /// The leader as it advertises itself, if one is known.
@@ -617,6 +621,10 @@ fn json(status: StatusCode, value: &impl Serialize) -> Response {
 
 async fn status(AppState(admin): AppState<Admin>) -> Response {
     let reachable = admin.primary.check().await;
+    let members = match &admin.cluster {
+        Some(cluster) => Some(cluster.members().await),
+        None => None,
+    };
     let config = admin.durability.config();
     let s: DurabilityStatus = admin.durability.status();
     let status = Status {
@@ -701,10 +709,18 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         reads_waited: s.reads_queued,
         reads_in_snapshot: s.reads_in_snapshot,
         tls: admin.tls.clone(),
-        cluster: admin.member.as_ref().map(|me| {
+        cluster: admin.cluster.as_ref().map(|cluster| {
+            let me = cluster.me();
             let standing = admin.standing.borrow().clone();
+            let (members, members_problem) = match members {
+                Some(Ok(members)) => (members, None),
+                Some(Err(problem)) => (Vec::new(), Some(problem)),
+                None => (Vec::new(), None),
+            };
             ClusterStatus {
                 name: me.name.clone(),
+                members,
+                members_problem,
                 standing: standing.label(),
                 leader: match &standing {
                     Standing::Leading { .. } => Some(me.clone()),

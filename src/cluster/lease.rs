@@ -42,6 +42,7 @@ impl Cluster {
             match Client::connect(&self.endpoints, Some(self.options.clone())).await {
                 Ok(client) => {
                     let _ = self.client.set(client.clone());
+                    tokio::spawn(Arc::clone(&self).present(client.clone(), cancel.clone()));
                     break client;
                 }
                 Err(e) => {
@@ -58,6 +59,12 @@ impl Cluster {
                 Ok(Ok(Campaign::Won { id, ttl, sent })) => {
                     self.lead(&mut client, id, ttl, sent, takeover.as_ref(), &cancel)
                         .await;
+                    // Another instance may do better (or the operator fix what stopped this
+                    // one): it waits before it campaigns again.
+                    tokio::select! {
+                        () = cancel.cancelled() => {}
+                        () = tokio::time::sleep(self.ttl / 3) => {}
+                    }
                 }
                 Ok(Ok(Campaign::Lost(leader))) => {
                     self.standing.send_replace(Standing::Following { leader });
@@ -84,6 +91,10 @@ impl Cluster {
                 }
             }
         }
+    }
+
+    async fn present(self: Arc<Self>, client: Client, cancel: CancellationToken) {
+        self.stay_present(client, cancel).await;
     }
 
     /// Grants a lease and puts the leader key on it if no instance holds the key.
@@ -170,6 +181,7 @@ impl Cluster {
             Err(why) => why,
         };
         self.durability.stopped_leading();
+        takeover.stepped_down();
         self.metrics.leader.set(0);
         self.standing
             .send_replace(Standing::Following { leader: None });

@@ -3,6 +3,7 @@
 //! etcd decides; strongsync runs no consensus of its own.
 
 mod lease;
+mod members;
 mod store;
 
 use std::net::SocketAddr;
@@ -83,6 +84,10 @@ pub enum ClusterError {
 pub trait Takeover: Send + Sync {
     /// Takes over; an error gives the lease up again (and says why).
     fn take_over(&self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>>;
+
+    /// The instance no longer leads: what it holds in memory may be older than what the next
+    /// leader writes, and must not be written again before another takeover reads it.
+    fn stepped_down(&self);
 }
 
 /// This instance's part in the cluster.
@@ -144,6 +149,7 @@ impl Cluster {
         };
         let options = connect_options(config)?;
         durability.lease().stop();
+        metrics.cluster_member.set(1);
         Ok(Arc::new(Cluster {
             endpoints: c.endpoints.clone(),
             options,

@@ -135,6 +135,11 @@ impl Durability {
         }
         let waited = parked.since.elapsed();
         self.count(commit.kind, outcome, waited);
+        if commit.kind == WaitKind::Commit && release == Release::Proceed {
+            // Off unless asked for (`strongsync::release=debug`): which instance released
+            // what, in which epoch, for a ledger that checks no two instances released.
+            debug!(target: "strongsync::release", epoch = commit.epoch, gtids = %list(&gtids), outcome = outcome.label(), "commit released");
+        }
         if commit.kind == WaitKind::Commit {
             if let Some(observer) = &self.observer {
                 observer.commit_quorum(quorum);

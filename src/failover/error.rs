@@ -18,6 +18,9 @@ pub enum ControlError {
     /// restart.
     #[error("{0}; the change is in force but would not survive a restart of strongsync")]
     NotSaved(#[source] StateError),
+    /// This instance does not lead its cluster: the leader makes every change.
+    #[error("refused: this instance does not lead its cluster; call the leader (strongsync status names it)")]
+    NotLeading,
     /// A cluster without state in etcd: a new deployment creates it.
     #[error("the cluster has no state in etcd: create it once with `strongsync init-state --config FILE` (a fresh state could forget a fence, an epoch or a retired primary)")]
     NoClusterState,

@@ -64,6 +64,7 @@ impl Control {
     /// [`ControlError`]: a refusal before the fence changes nothing; one after it (the server
     /// lacks acknowledged transactions) leaves the old primary fenced.
     pub async fn follow(&self, call: &Follow) -> Result<FollowReport, ControlError> {
+        self.leading()?;
         let mut upstream = self.upstream.lock().await;
         self.follow_locked(&mut upstream, call).await
     }
@@ -260,6 +261,7 @@ impl Control {
     /// # Errors
     /// [`ControlError`]; the fence stays up after any failure past it.
     pub async fn promote(&self) -> Result<PromoteReport, ControlError> {
+        self.leading()?;
         let account = self
             .promote_account
             .as_ref()

@@ -65,6 +65,9 @@ pub struct Control {
     upstream: tokio::sync::Mutex<Upstream>,
     /// The primary sessions connect to now, with its epoch, for readers that must not wait.
     current: tokio::sync::watch::Sender<(u64, String)>,
+    /// In a cluster: this instance read the cluster's state since it last won the lease, so
+    /// what it holds may be written (until then it holds a placeholder, or an older state).
+    taken_over: std::sync::atomic::AtomicBool,
     /// The primary followed and those retired as last saved, for readers that must not wait
     /// for a change under way (a promote holds `upstream` for as long as it takes).
     known: std::sync::Mutex<(KnownPrimary, Vec<KnownPrimary>)>,
@@ -171,6 +174,7 @@ impl Control {
                 .collect(),
             apply_timeout: config.failover.promote_apply_timeout,
             upstream: tokio::sync::Mutex::new(upstream),
+            taken_over: std::sync::atomic::AtomicBool::new(false),
         });
         control.refresh_metrics();
         Ok(control)
@@ -218,6 +222,7 @@ impl Control {
     /// # Errors
     /// [`ControlError::NotSaved`]: fenced, but the state file could not be written.
     pub async fn fence(&self, reason: &str) -> Result<FenceReport, ControlError> {
+        self.leading()?;
         let mut upstream = self.upstream.lock().await;
         self.fence_locked(&mut upstream, reason).await
     }
@@ -264,6 +269,7 @@ impl Control {
     /// # Errors
     /// [`ControlError::NotRetired`] if it is not retired; [`ControlError::NotSaved`].
     pub async fn reinstate(&self, primary: &str) -> Result<bool, ControlError> {
+        self.leading()?;
         let mut upstream = self.upstream.lock().await;
         let primary = primary.trim();
         let Some(at) = upstream.retired.iter().position(|r| r.address == primary) else {
@@ -406,7 +412,7 @@ impl Control {
                 _ = every.tick() => false,
             };
             let mut upstream = self.upstream.lock().await;
-            if upstream.written != Some(self.durability.version()) {
+            if upstream.written != Some(self.durability.version()) && self.may_write() {
                 // A failure is counted and logged; the next tick tries again.
                 let _ = self.save(&mut upstream).await;
             }
@@ -423,6 +429,11 @@ impl Control {
             (upstream.primary.clone(), upstream.retired.clone());
         if matches!(self.store, Store::Memory) {
             return Ok(());
+        }
+        if !self.may_write() {
+            return Err(ControlError::NotSaved(StateError::Cluster(
+                crate::cluster::StoreError::NotLeading,
+            )));
         }
         let (version, durability) = self.durability.persisted();
         let state = State {
@@ -469,6 +480,23 @@ impl Control {
                 Err(ControlError::NotSaved(e))
             }
         }
+    }
+
+    /// Refuses a change on an instance of a cluster that does not lead it (or has not taken
+    /// over yet): only the leader fences, follows, promotes and reinstates.
+    fn leading(&self) -> Result<(), ControlError> {
+        if self.may_write() {
+            Ok(())
+        } else {
+            Err(ControlError::NotLeading)
+        }
+    }
+
+    /// Whether what this instance holds may be written where the state is kept: always alone;
+    /// in a cluster, only once it took over (and until it steps down).
+    fn may_write(&self) -> bool {
+        !matches!(self.store, Store::Cluster(_))
+            || self.taken_over.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Brings the fence's gauges up to date (on every change, and on each scrape: commits

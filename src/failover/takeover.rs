@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 
 use tracing::{info, warn};
 
@@ -15,6 +16,10 @@ use crate::cluster::Takeover;
 impl Takeover for Control {
     fn take_over(&self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
         Box::pin(async move { self.take_over_now().await.map_err(|e| e.to_string()) })
+    }
+
+    fn stepped_down(&self) {
+        self.taken_over.store(false, Ordering::SeqCst);
     }
 }
 
@@ -36,6 +41,8 @@ impl Control {
         let kept = State::from_json(&json).map_err(ControlError::ClusterStateCorrupt)?;
         let fenced = kept.durability.fence.is_some();
         let mut upstream = self.upstream.lock().await;
+        // From here on what this instance holds is the cluster's state: it may write it.
+        self.taken_over.store(true, Ordering::SeqCst);
         info!(epoch = kept.epoch, primary = %kept.primary.address, fenced, "takeover: the cluster's state read back");
         self.durability
             .start_epoch(kept.epoch, kept.primary.address.clone());
