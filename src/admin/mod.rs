@@ -1,5 +1,6 @@
-//! The admin HTTP port: `/metrics` (Prometheus), `/healthz` (the process runs), `/readyz` (the
-//! primary is reachable and a quorum of semisync replicas is connected), `/status` (JSON),
+//! The admin HTTP port: `/metrics` (Prometheus), `/healthz` (the process runs), `/leader` (this
+//! instance acts), `/readyz` (it acts, the primary is reachable and a quorum of semisync
+//! replicas is connected), `/status` (JSON),
 //! `/outcome?gtid=…` (what became of one commit); and `POST /fence`, `/follow`, `/promote` and
 //! `/reinstate`, which change state and so need the admin token. Separate from the SQL port;
 //! anything else gets 404 or 405. How connections are accepted and bounded is [`listener`].
@@ -255,6 +256,7 @@ pub async fn serve(listener: TcpListener, admin: Admin, how: Listening, cancel: 
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
+        .route("/leader", get(leader))
         .route("/status", get(status))
         .route("/outcome", get(outcome))
         .route("/fence", post(fence))
@@ -278,6 +280,17 @@ async fn metrics(AppState(admin): AppState<Admin>) -> Response {
         admin.metrics.encode(),
     )
         .into_response()
+}
+
+/// 200 on the instance that acts (the leader, or one alone), whatever its primary and
+/// replicas do: where replicas are routed, since the leader's `/readyz` waits for them.
+async fn leader(AppState(admin): AppState<Admin>) -> Response {
+    if admin.durability.lease().may_act() {
+        (StatusCode::OK, "leading\n").into_response()
+    } else {
+        let standing = admin.standing.borrow().label();
+        (StatusCode::SERVICE_UNAVAILABLE, format!("{standing}\n")).into_response()
+    }
 }
 
 async fn readyz(AppState(admin): AppState<Admin>) -> Response {

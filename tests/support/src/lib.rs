@@ -8,6 +8,7 @@ pub mod certs;
 pub mod cli;
 pub mod clientlib;
 pub mod cluster;
+pub mod cluster_ledger;
 pub mod deploy;
 pub mod etcd;
 pub mod failover;
