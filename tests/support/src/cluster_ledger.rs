@@ -13,9 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use nix::sys::signal::Signal;
+use tokio::time::Instant;
 
 use crate::admin;
 use crate::etcd::Etcd;
