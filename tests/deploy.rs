@@ -377,3 +377,91 @@ fn the_cluster_layout_files_are_valid_and_route_by_readyz() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The cluster on Kubernetes: its config is one strongsync accepts, with each pod's name and
+/// address from the environment; a pod is ready only while it leads, and the one Service for
+/// applications and replicas selects the instances.
+#[test]
+fn kubernetes_cluster_routes_to_the_leader_and_its_config_is_valid() {
+    let text = read("kubernetes/strongsync-cluster.yaml");
+    let documents: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("YAML"))
+        .collect();
+    let of_kind = |kind: &str| -> Vec<&Value> {
+        documents
+            .iter()
+            .filter(|d| d["kind"].as_str() == Some(kind))
+            .collect()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "a-secret-of-more-than-16-bytes\n").unwrap();
+    let toml_text = of_kind("ConfigMap")[0]["data"]["strongsync.toml"]
+        .as_str()
+        .unwrap()
+        .replace(
+            "/etc/strongsync-secrets/probe-password",
+            secret.to_str().unwrap(),
+        )
+        .replace(
+            "/etc/strongsync-secrets/failover-password",
+            secret.to_str().unwrap(),
+        )
+        .replace(
+            "/etc/strongsync-secrets/admin-token",
+            secret.to_str().unwrap(),
+        );
+    let file = dir.path().join("strongsync.toml");
+    std::fs::write(&file, toml_text).unwrap();
+
+    let set = of_kind("StatefulSet")[0];
+    let container = &set["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/leader");
+    let env: Vec<(&str, &str)> = container["env"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
+        .collect();
+    // The pod's own values, as the kubelet expands them.
+    let expanded: Vec<(&str, String)> = env
+        .iter()
+        .map(|(k, v)| {
+            (
+                *k,
+                v.replace("$(POD_NAME)", "strongsync-1")
+                    .replace("$(POD_IP)", "10.1.2.3"),
+            )
+        })
+        .collect();
+    let mut command = support::proxy::strongsync_command(&["check-config", file.to_str().unwrap()]);
+    for (k, v) in &expanded {
+        command.env(k, v);
+    }
+    let out = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config: toml::Table = stdout.parse().unwrap();
+    assert_eq!(config["cluster"]["name"].as_str(), Some("strongsync-1"));
+    assert_eq!(
+        config["cluster"]["advertise"].as_str(),
+        Some("10.1.2.3:3307")
+    );
+
+    let labels = &set["spec"]["template"]["metadata"]["labels"];
+    let db = of_kind("Service")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == "db")
+        .expect("the db Service");
+    for (key, value) in db["spec"]["selector"].as_mapping().unwrap() {
+        assert_eq!(
+            &labels[key.as_str().unwrap()],
+            value,
+            "the db Service selects the instances"
+        );
+    }
+}
