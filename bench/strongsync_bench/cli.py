@@ -11,8 +11,8 @@ import subprocess
 import sys
 import tempfile
 
-from . import (compression, matrix, memory, orm, profile, report, servers, snapshot, sysbench,
-               tls)
+from . import (cluster, compression, matrix, memory, orm, profile, report, servers, snapshot,
+               sysbench, tls)
 from .procs import BenchError, raise_open_files_limit
 from .topology import MODES, THREAD_HANDLINGS, Topology
 
@@ -173,6 +173,17 @@ def parser():
     comp.add_argument("--tables", type=int, default=4)
     comp.add_argument("--table-size", type=int, default=10_000)
 
+    clu = sub.add_parser("cluster", help="what being one of a cluster costs a commit: strongsync "
+                         "alone and as the leader of a cluster (a one-member etcd), in turn")
+    common(clu)
+    clu.add_argument("--threads", type=int, default=64, help="[64]")
+    clu.add_argument("--rounds", type=int, default=3, help="[3]")
+    clu.add_argument("--time", type=int, default=10, help="seconds measured per run [10]")
+    clu.add_argument("--settle", type=int, default=3,
+                     help="seconds of load before and after the window [3]")
+    clu.add_argument("--tables", type=int, default=4)
+    clu.add_argument("--table-size", type=int, default=10_000)
+
     loop = sub.add_parser("orm", help="an ORM's connection set-up loop (connect, four SETs, a "
                           "transaction) direct, through HAProxy and through strongsync: latency "
                           "and the primary's statements per loop")
@@ -230,6 +241,8 @@ def modes_of(args):
         return orm.MODES
     if args.command == "tls":
         return [tls.MODE]
+    if args.command == "cluster":
+        return [cluster.MODE]
     return [args.mode] if args.command == "profile" else []
 
 
@@ -239,6 +252,8 @@ def workloads_of(args):
         return args.workloads
     if args.command in ("snapshot", "compression", "orm", "tls"):
         return ["point_select"]
+    if args.command == "cluster":
+        return ["update_non_index"]
     return [args.workload] if args.command == "profile" else []
 
 
@@ -400,7 +415,8 @@ def run(args, flavour):
     print(f"bench: servers in {workdir}, results in {out_dir}", flush=True)
     try:
         topology.up()
-        if args.command in ("matrix", "profile", "snapshot", "compression", "orm", "tls"):
+        if args.command in ("matrix", "profile", "snapshot", "compression", "orm", "tls",
+                            "cluster"):
             sysbench.prepare(topology.primary, workloads_of(args), args,
                              os.path.join(out_dir, "sysbench.log"))
         if args.command == "matrix":
@@ -416,6 +432,8 @@ def run(args, flavour):
             print(orm.run(topology, args, out_dir))
         elif args.command == "tls":
             print(tls.run(topology, args, out_dir))
+        elif args.command == "cluster":
+            print(cluster.run(topology, args, out_dir))
         else:
             result = memory.run(topology, park_bin, args.connections, out_dir,
                                 args.catchup_timeout)

@@ -174,6 +174,8 @@ class Strongsync:
         self.primary_tls = "disabled"
         # (certificate, key) for the client leg; None: the one strongsync makes.
         self.tls_files = None
+        # etcd endpoints: strongsync as one of a cluster (`bench/run cluster`).
+        self.cluster_endpoints = None
 
     def write_config(self, quorum, on_timeout, ack_timeout, visibility):
         passthrough = quorum is None
@@ -201,6 +203,13 @@ max_connections = {self.max_connections}
 [probe]
 user = "{PROBE_USER}"
 password = "{PROBE_PASSWORD}"
+""")
+            if self.cluster_endpoints:
+                endpoints = ", ".join(f'"{e}"' for e in self.cluster_endpoints)
+                f.write(f"""
+[cluster]
+endpoints = [{endpoints}]
+prefix = "/strongsync/bench"
 """)
             if self.tls_files:
                 f.write(f"""
