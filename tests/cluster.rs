@@ -276,3 +276,52 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
     assert!(refused.to_string().contains("fenced"), "{refused}");
     drop(etcd);
 }
+
+/// With etcd's authentication on, the account `[cluster]` gives leads; a wrong password
+/// leaves an instance that cannot reach etcd, which serves nothing and says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_etcd_authentication_only_the_account_given_takes_part() {
+    let primary = MariaDb::start(MariaDbOptions::default());
+    let etcd = Etcd::start(1);
+    etcd.enable_auth("strongsync", "etcd-secret", "/strongsync/");
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str, password: &str| {
+        let path = dir.path().join(format!("{name}.toml"));
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        std::fs::write(
+            &path,
+            format!(
+                "listen = \"{listen}\"\nprimary = \"{}\"\n[durability]\npassthrough = true\n\
+                 [cluster]\nendpoints = [\"{}\"]\nname = \"{name}\"\n\
+                 lease_ttl = \"{TTL_SECS}s\"\nlease_margin = \"1s\"\n\
+                 user = \"strongsync\"\npassword = \"{password}\"\n",
+                primary.addr(),
+                etcd.endpoints()[0]
+            ),
+        )
+        .unwrap();
+        (path, listen)
+    };
+    let (good, bad) = (config("good", "etcd-secret"), config("bad", "not-it"));
+    let created = run_strongsync(&["init-state", "--config", good.0.to_str().unwrap()]);
+    assert!(created.success(), "{created}");
+    let refused = run_strongsync(&["init-state", "--config", bad.0.to_str().unwrap()]);
+    assert!(!refused.success(), "{refused}");
+    let start = |(path, listen): &(std::path::PathBuf, SocketAddr)| Instance {
+        process: ProxyProcess::start(&["--config", path.to_str().unwrap()], &[], *listen),
+        listen: *listen,
+    };
+    let (good, bad) = (start(&good), start(&bad));
+    wait_for("the instance with the account to lead", PATIENCE, || {
+        good.ready()
+    });
+    wait_for("the other to find etcd closed to it", PATIENCE, || {
+        bad.status()["cluster"]["standing"] == "unreachable"
+    });
+    assert!(!bad.ready());
+    let problem = bad.status()["cluster"]["problem"].to_string();
+    assert!(
+        problem.to_lowercase().contains("auth") || problem.contains("password"),
+        "{problem}"
+    );
+}

@@ -138,6 +138,62 @@ impl Etcd {
         (out.status.success() && !value.is_empty()).then_some(value)
     }
 
+    /// Turns etcd's authentication on, with `user` (password `password`) allowed to read and
+    /// write the keys under `prefix` and nothing else.
+    pub fn enable_auth(&self, user: &str, password: &str, prefix: &str) {
+        let endpoints = format!("--endpoints={}", self.endpoints().join(","));
+        let steps: [Vec<String>; 7] = [
+            vec![
+                "user".into(),
+                "add".into(),
+                "root".into(),
+                "--new-user-password=root-secret".into(),
+            ],
+            vec![
+                "user".into(),
+                "grant-role".into(),
+                "root".into(),
+                "root".into(),
+            ],
+            vec![
+                "user".into(),
+                "add".into(),
+                user.into(),
+                format!("--new-user-password={password}"),
+            ],
+            vec!["role".into(), "add".into(), "cluster".into()],
+            vec![
+                "role".into(),
+                "grant-permission".into(),
+                "cluster".into(),
+                "--prefix=true".into(),
+                "readwrite".into(),
+                prefix.into(),
+            ],
+            vec![
+                "user".into(),
+                "grant-role".into(),
+                user.into(),
+                "cluster".into(),
+            ],
+            vec!["auth".into(), "enable".into()],
+        ];
+        for step in steps {
+            let out = Command::new("etcdctl")
+                .env("ETCDCTL_API", "3")
+                .arg(&endpoints)
+                .args(&step)
+                .output()
+                .expect("run etcdctl");
+            // The root role exists once the root user does, on some versions already.
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() || said.contains("already"),
+                "etcdctl {step:?}: {said}"
+            );
+        }
+    }
+
     /// Every member's log, for a failing test.
     pub fn logs(&self) -> String {
         self.members
