@@ -325,3 +325,49 @@ async fn with_etcd_authentication_only_the_account_given_takes_part() {
         "{problem}"
     );
 }
+
+/// etcd over TLS: the instance that trusts its CA leads; one without the CA cannot reach it,
+/// serves nothing and says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_etcd_over_tls_only_an_instance_that_trusts_it_takes_part() {
+    let primary = MariaDb::start(MariaDbOptions::default());
+    let certs = support::certs::TestCerts::generate(&["127.0.0.1"]);
+    let etcd = Etcd::start_tls(1, &certs);
+    let dir = tempfile::tempdir().unwrap();
+    let config = |name: &str, ca: Option<&std::path::Path>| {
+        let path = dir.path().join(format!("{name}.toml"));
+        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let ca = ca
+            .map(|ca| format!("ca = \"{}\"\n", ca.display()))
+            .unwrap_or_default();
+        std::fs::write(
+            &path,
+            format!(
+                "listen = \"{listen}\"\nprimary = \"{}\"\n[durability]\npassthrough = true\n\
+                 [cluster]\nendpoints = [\"{}\"]\nname = \"{name}\"\n\
+                 lease_ttl = \"{TTL_SECS}s\"\nlease_margin = \"1s\"\n{ca}",
+                primary.addr(),
+                etcd.endpoints()[0]
+            ),
+        )
+        .unwrap();
+        (path, listen)
+    };
+    let (trusting, blind) = (config("trusting", Some(&certs.ca)), config("blind", None));
+    let created = run_strongsync(&["init-state", "--config", trusting.0.to_str().unwrap()]);
+    assert!(created.success(), "{created}");
+    let start = |(path, listen): &(std::path::PathBuf, SocketAddr)| Instance {
+        process: ProxyProcess::start(&["--config", path.to_str().unwrap()], &[], *listen),
+        listen: *listen,
+    };
+    let (trusting, blind) = (start(&trusting), start(&blind));
+    wait_for(
+        "the instance that trusts etcd's CA to lead",
+        PATIENCE,
+        || trusting.ready(),
+    );
+    wait_for("the other to find etcd unreachable", PATIENCE, || {
+        blind.status()["cluster"]["standing"] == "unreachable"
+    });
+    assert!(!blind.ready());
+}

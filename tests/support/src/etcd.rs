@@ -27,12 +27,24 @@ pub struct Member {
 #[derive(Debug)]
 pub struct Etcd {
     members: Vec<Member>,
+    /// The CA its clients check it with, when it serves TLS.
+    ca: Option<PathBuf>,
     _dir: TempDir,
 }
 
 impl Etcd {
     /// `n` members, started and serving (a leader elected).
     pub fn start(n: usize) -> Etcd {
+        Etcd::start_with(n, None)
+    }
+
+    /// `n` members serving clients over TLS with `certs` (for 127.0.0.1).
+    pub fn start_tls(n: usize, certs: &crate::certs::TestCerts) -> Etcd {
+        Etcd::start_with(n, Some(certs))
+    }
+
+    fn start_with(n: usize, certs: Option<&crate::certs::TestCerts>) -> Etcd {
+        let scheme = if certs.is_some() { "https" } else { "http" };
         let dir = tempfile::Builder::new()
             .prefix("strongsync-etcd-")
             .tempdir()
@@ -54,8 +66,14 @@ impl Etcd {
                 let child = Command::new(ETCD)
                     .arg(format!("--name={name}"))
                     .arg(format!("--data-dir={}", dir.path().join(&name).display()))
-                    .arg(format!("--listen-client-urls=http://127.0.0.1:{client}"))
-                    .arg(format!("--advertise-client-urls=http://127.0.0.1:{client}"))
+                    .arg(format!(
+                        "--listen-client-urls={scheme}://127.0.0.1:{client}"
+                    ))
+                    .arg(format!(
+                        "--advertise-client-urls={scheme}://127.0.0.1:{client}"
+                    ))
+                    .args(certs.map(|c| format!("--cert-file={}", c.cert.display())))
+                    .args(certs.map(|c| format!("--key-file={}", c.key.display())))
                     .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
                     .arg(format!(
                         "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
@@ -78,16 +96,21 @@ impl Etcd {
                 }
             })
             .collect();
-        let etcd = Etcd { members, _dir: dir };
+        let etcd = Etcd {
+            members,
+            ca: certs.map(|c| c.ca.clone()),
+            _dir: dir,
+        };
         wait_for("etcd to serve", PATIENCE, || etcd.healthy());
         etcd
     }
 
     /// The client URLs of every member, for `[cluster] endpoints`.
     pub fn endpoints(&self) -> Vec<String> {
+        let scheme = if self.ca.is_some() { "https" } else { "http" };
         self.members
             .iter()
-            .map(|m| format!("http://127.0.0.1:{}", m.client_port))
+            .map(|m| format!("{scheme}://127.0.0.1:{}", m.client_port))
             .collect()
     }
 
@@ -119,6 +142,11 @@ impl Etcd {
         Command::new("etcdctl")
             .env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={}", running.join(",")))
+            .args(
+                self.ca
+                    .as_ref()
+                    .map(|ca| format!("--cacert={}", ca.display())),
+            )
             .args(["endpoint", "health", "--command-timeout=2s"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
