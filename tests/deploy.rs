@@ -144,18 +144,25 @@ fn prometheus_config_loads_the_rules_and_scrapes_the_admin_port() {
         .all(|t| t.as_str().unwrap().ends_with(":9104")));
 }
 
+/// Every document of a YAML file in `deploy/`.
+fn yaml_documents(relative: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(&read(relative))
+        .map(|doc| serde::Deserialize::deserialize(doc).expect("YAML"))
+        .collect()
+}
+
+/// The documents of `kind`.
+fn of_kind<'a>(documents: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    documents
+        .iter()
+        .filter(|d| d["kind"].as_str() == Some(kind))
+        .collect()
+}
+
 #[test]
 fn kubernetes_sidecar_config_is_valid_and_probes_use_the_admin_port() {
-    let text = read("kubernetes/strongsync-sidecar.yaml");
-    let documents: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|doc| serde::Deserialize::deserialize(doc).expect("YAML"))
-        .collect();
-    let of_kind = |kind: &str| -> Vec<&Value> {
-        documents
-            .iter()
-            .filter(|d| d["kind"].as_str() == Some(kind))
-            .collect()
-    };
+    let documents = yaml_documents("kubernetes/strongsync-sidecar.yaml");
+    let of_kind = |kind: &str| of_kind(&documents, kind);
 
     // The strongsync config it mounts is one the binary accepts.
     let config_map = of_kind("ConfigMap")[0];
@@ -383,16 +390,8 @@ fn the_cluster_layout_files_are_valid_and_route_by_readyz() {
 /// applications and replicas selects the instances.
 #[test]
 fn kubernetes_cluster_routes_to_the_leader_and_its_config_is_valid() {
-    let text = read("kubernetes/strongsync-cluster.yaml");
-    let documents: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|doc| serde::Deserialize::deserialize(doc).expect("YAML"))
-        .collect();
-    let of_kind = |kind: &str| -> Vec<&Value> {
-        documents
-            .iter()
-            .filter(|d| d["kind"].as_str() == Some(kind))
-            .collect()
-    };
+    let documents = yaml_documents("kubernetes/strongsync-cluster.yaml");
+    let of_kind = |kind: &str| of_kind(&documents, kind);
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("secret");
     std::fs::write(&secret, "a-secret-of-more-than-16-bytes\n").unwrap();

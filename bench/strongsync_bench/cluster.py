@@ -4,7 +4,6 @@ oltp_update_non_index. The commit path reads only the lease's deadline; etcd see
 checkpoint at most every `failover.state_interval`. Per case the commits a second and the
 proxy's CPU per commit."""
 
-import json
 import os
 import statistics
 import subprocess
@@ -12,6 +11,7 @@ import subprocess
 from . import sysbench
 from .procs import BenchError, Process, free_port, wait_for
 from .profile import cpu_window
+from .report import write_side_by_side
 
 MODE = "strongsync"
 WORKLOAD = ["oltp_update_non_index"]
@@ -41,12 +41,7 @@ def run(topology, args, out_dir):
     finally:
         etcd.stop()
         proxy.cluster_endpoints = None
-    with open(os.path.join(out_dir, "runs.json"), "w") as f:
-        json.dump(runs, f, indent=2)
-    text = summary(runs, args)
-    with open(os.path.join(out_dir, "summary.md"), "w") as f:
-        f.write(text)
-    return text
+    return write_side_by_side(out_dir, runs, lambda r: summary(r, args))
 
 
 def rounds(topology, args, tables, log, endpoint):

@@ -5,12 +5,12 @@ throughput, the proxy's and the primary's CPU per query, and the bytes the proxy
 clients per query. The primary leg is plain in both: this is also the measurement behind
 leaving it so."""
 
-import json
 import os
 import statistics
 
 from . import sysbench
 from .profile import cpu_window
+from .report import write_side_by_side
 
 MODE = "passthrough"
 
@@ -44,12 +44,7 @@ def run(topology, args, out_dir):
                 runs.append({"round": round_no, "case": case, "compressed": compressed,
                              **figures})
                 print(f"bench: {case} compressed={compressed}: {figures}", flush=True)
-    with open(os.path.join(out_dir, "runs.json"), "w") as f:
-        json.dump(runs, f, indent=2)
-    summary = summarize(runs, args)
-    with open(os.path.join(out_dir, "summary.md"), "w") as f:
-        f.write(summary)
-    return summary
+    return write_side_by_side(out_dir, runs, lambda r: summarize(r, args))
 
 
 def summarize(runs, args):

@@ -4,12 +4,12 @@ the primary ran per loop, and how many more than direct the primary ran in the s
 proxy that runs statements of its own in a client's session shows as more statements than
 direct."""
 
-import json
 import os
 import statistics
 
 from . import sysbench
 from .procs import BenchError
+from .report import write_side_by_side
 from .sysbench import BENCH_DIR
 
 SCRIPT = os.path.join(BENCH_DIR, "orm_setup.lua")
@@ -56,12 +56,7 @@ def run(topology, args, out_dir):
                        seconds=args.time + args.warmup)
             print(f"[{rnd + 1}/{args.rounds}] {mode}: {row}", flush=True)
             rows.append(row)
-    with open(os.path.join(out_dir, "runs.json"), "w") as f:
-        json.dump(rows, f, indent=2)
-    text = summary(rows, args)
-    with open(os.path.join(out_dir, "summary.md"), "w") as f:
-        f.write(text)
-    return text
+    return write_side_by_side(out_dir, rows, lambda r: summary(r, args))
 
 
 def summary(rows, args):

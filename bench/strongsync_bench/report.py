@@ -336,3 +336,14 @@ def chart(out_dir, python):
     subprocess.run([python, os.path.join(here, "chart.py"), os.path.join(out_dir, "summary.csv"),
                     os.path.join(out_dir, "qps.png")], check=True)
     return os.path.join(out_dir, "qps.png")
+
+
+def write_side_by_side(out_dir, runs, summary):
+    """Writes a side-by-side bench's `runs.json` and `summary.md` (`summary(runs)` makes the
+    latter) in `out_dir`, and returns the summary."""
+    with open(os.path.join(out_dir, "runs.json"), "w") as f:
+        json.dump(runs, f, indent=2)
+    text = summary(runs)
+    with open(os.path.join(out_dir, "summary.md"), "w") as f:
+        f.write(text)
+    return text

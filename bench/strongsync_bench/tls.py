@@ -4,7 +4,6 @@ and with TLS (the reference), and through strongsync (passthrough) with its clie
 primary leg each plain or TLS. Per case the rate, and strongsync's CPU per query. Run it on
 MySQL (`--server mysql`), whose primary offers TLS from its first start."""
 
-import json
 import os
 import shutil
 import statistics
@@ -13,6 +12,7 @@ import tempfile
 
 from . import sysbench
 from .procs import BenchError
+from .report import write_side_by_side
 from .sysbench import BENCH_DIR
 
 MODE = "passthrough"
@@ -55,12 +55,7 @@ def run(topology, args, out_dir):
         runs = rounds(topology, args, tables, log, client_dir)
     finally:
         shutil.rmtree(client_dir, ignore_errors=True)
-    with open(os.path.join(out_dir, "runs.json"), "w") as f:
-        json.dump(runs, f, indent=2)
-    text = summary(runs, args)
-    with open(os.path.join(out_dir, "summary.md"), "w") as f:
-        f.write(text)
-    return text
+    return write_side_by_side(out_dir, runs, lambda r: summary(r, args))
 
 
 def ecdsa_certificate(data, out):
