@@ -64,9 +64,14 @@ pub enum TlsError {
     },
 }
 
-/// The one crypto provider strongsync's TLS uses, on both legs.
+/// The one crypto provider strongsync's TLS uses, on both legs (made once: every handshake's
+/// signature check asks for it).
 fn provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
-    std::sync::Arc::new(rustls::crypto::ring::default_provider())
+    static PROVIDER: std::sync::OnceLock<std::sync::Arc<rustls::crypto::CryptoProvider>> =
+        std::sync::OnceLock::new();
+    std::sync::Arc::clone(
+        PROVIDER.get_or_init(|| std::sync::Arc::new(rustls::crypto::ring::default_provider())),
+    )
 }
 
 /// Makes ring the process's default provider, for the clients built without one given
