@@ -61,9 +61,11 @@ def rounds(topology, args, tables, log, endpoint):
                     raise BenchError(f"init-state: {done.stderr.strip()}")
                 initialised = True
             proxy.start(1)
-            wait_for(f"strongsync {case} ready", proxy.ready, PATIENCE)
+            # The replicas reconnect to the new process; it is ready once it leads (in a
+            # cluster) and they are back.
             topology.mode = None
             topology.use(MODE, 0)
+            wait_for(f"strongsync {case} ready", proxy.ready, PATIENCE)
             topology.wait_replicas_caught_up(args.catchup_timeout)
             argv = ["sysbench", *WORKLOAD, *sysbench.common_args(topology.client_port(MODE),
                                                                   tables),
