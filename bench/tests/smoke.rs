@@ -388,3 +388,44 @@ fn the_orm_loop_counts_the_primarys_statements_and_strongsync_adds_none_per_loop
     let summary = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
     assert!(summary.contains("| strongsync |"), "{summary}");
 }
+
+/// The cluster bench runs one instance alone and one leading a cluster of a real etcd: both
+/// commit, the cluster's case as its leader, and only that case's figures count etcd's CPU.
+#[test]
+fn the_cluster_bench_commits_alone_and_as_the_leader_of_a_real_etcd() {
+    let out = tempfile::tempdir().unwrap();
+    let out_arg = format!("--out={}", out.path().display());
+    bench_run(&[
+        "cluster",
+        "--rounds=1",
+        "--time=2",
+        "--settle=1",
+        "--threads=2",
+        "--tables=1",
+        "--table-size=1000",
+        &out_arg,
+    ]);
+    let rows = std::fs::read_to_string(out.path().join("runs.json")).unwrap();
+    let runs: Vec<String> = rows
+        .split('}')
+        .filter(|r| r.contains("\"case\""))
+        .map(|r| format!("{r}}}"))
+        .collect();
+    assert_eq!(runs.len(), 2, "{rows}");
+    for (run, case) in runs.iter().zip(["alone", "cluster"]) {
+        assert!(run.contains(&format!("\"case\": \"{case}\"")), "{run}");
+        assert!(json_number(run, "qps") > 0.0, "{run}");
+        match case {
+            "alone" => {
+                assert_eq!(json_number(run, "leader"), 0.0, "{run}");
+                assert!(run.contains("\"etcd_cpu_us_per_query\": null"), "{run}");
+            }
+            _ => {
+                assert_eq!(json_number(run, "leader"), 1.0, "{run}");
+                assert!(json_number(run, "etcd_cpu_us_per_query") > 0.0, "{run}");
+            }
+        }
+    }
+    let summary = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    assert!(summary.contains("| cluster ÷ alone |"), "{summary}");
+}
