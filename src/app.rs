@@ -109,7 +109,12 @@ impl ProxyBuilder {
         tls::install_default_provider();
         let client_tls = ClientTls::new(&config.tls, config.failover.state_file.as_deref())?;
         match &client_tls {
-            Some(t) => info!(certificate = %t.cert, sha256 = %t.fingerprint, "TLS for clients"),
+            Some(t) => {
+                info!(certificate = %t.cert, sha256 = %t.fingerprint, "TLS for clients");
+                if config.cluster.enabled() && t.cert == tls::ClientCert::Ephemeral {
+                    warn!("this instance of a cluster serves a certificate of its own, made at this start: a client that checks or pins it is refused after a takeover; give every instance the same tls.cert and tls.key");
+                }
+            }
             None => warn!("TLS for clients is off (tls.disabled): a client that sends its password in clear is refused, and caching_sha2_password clients must ask for the server's RSA key"),
         }
         let tls_status = admin::TlsStatus {

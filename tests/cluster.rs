@@ -327,7 +327,8 @@ async fn with_etcd_authentication_only_the_account_given_takes_part() {
 }
 
 /// etcd over TLS: the instance that trusts its CA leads; one without the CA cannot reach it,
-/// serves nothing and says why.
+/// serves nothing and says why. The first serves clients a configured certificate; the second,
+/// with none, warns that its own changes at each start (and so at each takeover).
 #[tokio::test(flavor = "multi_thread")]
 async fn with_etcd_over_tls_only_an_instance_that_trusts_it_takes_part() {
     let primary = MariaDb::start(MariaDbOptions::default());
@@ -337,13 +338,22 @@ async fn with_etcd_over_tls_only_an_instance_that_trusts_it_takes_part() {
     let config = |name: &str, ca: Option<&std::path::Path>| {
         let path = dir.path().join(format!("{name}.toml"));
         let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let ca = ca
-            .map(|ca| format!("ca = \"{}\"\n", ca.display()))
+        let (ca, tls) = ca
+            .map(|ca| {
+                (
+                    format!("ca = \"{}\"\n", ca.display()),
+                    format!(
+                        "[tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+                        certs.cert.display(),
+                        certs.key.display()
+                    ),
+                )
+            })
             .unwrap_or_default();
         std::fs::write(
             &path,
             format!(
-                "listen = \"{listen}\"\nprimary = \"{}\"\n[durability]\npassthrough = true\n\
+                "listen = \"{listen}\"\nprimary = \"{}\"\n{tls}[durability]\npassthrough = true\n\
                  [cluster]\nendpoints = [\"{}\"]\nname = \"{name}\"\n\
                  lease_ttl = \"{TTL_SECS}s\"\nlease_margin = \"1s\"\n{ca}",
                 primary.addr(),
@@ -370,4 +380,11 @@ async fn with_etcd_over_tls_only_an_instance_that_trusts_it_takes_part() {
         blind.status()["cluster"]["standing"] == "unreachable"
     });
     assert!(!blind.ready());
+    let own = "serves a certificate of its own";
+    assert!(blind.process.log().contains(own), "{}", blind.process.log());
+    assert!(
+        !trusting.process.log().contains(own),
+        "{}",
+        trusting.process.log()
+    );
 }

@@ -358,6 +358,7 @@ fn the_cluster_layout_files_are_valid_and_route_by_readyz() {
     let checked = run_strongsync(&["check-config", file.to_str().unwrap()]);
     assert!(checked.success(), "{checked}");
     let config: toml::Table = checked.stdout.parse().unwrap();
+    assert_one_certificate_for_the_cluster(&config);
     let admin_port = config["admin_listen"]
         .as_str()
         .unwrap()
@@ -383,6 +384,40 @@ fn the_cluster_layout_files_are_valid_and_route_by_readyz() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A cluster's instances serve one certificate, configured: without it each would make its own
+/// at every start (no state file to keep it by), and a client checking it would be refused
+/// after a takeover.
+fn assert_one_certificate_for_the_cluster(config: &toml::Table) {
+    let tls = config["tls"].as_table().expect("a [tls] section");
+    for key in ["cert", "key"] {
+        assert!(
+            tls.get(key).and_then(|v| v.as_str()).is_some(),
+            "tls.{key}: {tls:?}"
+        );
+    }
+}
+
+/// The cluster's systemd drop-in: it orders the instance after a local etcd, and restarts a
+/// standby whatever stopped it but a bad configuration (the unit's exit code 64 still holds).
+#[test]
+fn the_cluster_systemd_drop_in_restarts_a_standby_and_follows_etcd() {
+    let drop_in = read("cluster/strongsync-cluster.conf");
+    let unit = read("systemd/strongsync.service");
+    let setting = |text: &str, key: &str| -> Option<String> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(&format!("{key}=")))
+            .map(str::to_owned)
+    };
+    assert!(setting(&drop_in, "After").unwrap().contains("etcd.service"));
+    assert_eq!(setting(&drop_in, "Restart").as_deref(), Some("always"));
+    assert_eq!(setting(&drop_in, "RestartPreventExitStatus"), None);
+    assert_eq!(
+        setting(&unit, "RestartPreventExitStatus").as_deref(),
+        Some("64")
+    );
+    assert!(drop_in.contains("strongsync.service.d/"), "{drop_in}");
 }
 
 /// The cluster on Kubernetes: its config is one strongsync accepts, with each pod's name and
@@ -445,6 +480,22 @@ fn kubernetes_cluster_routes_to_the_leader_and_its_config_is_valid() {
         String::from_utf8_lossy(&out.stderr)
     );
     let config: toml::Table = stdout.parse().unwrap();
+    assert_one_certificate_for_the_cluster(&config);
+    // Every file the config names is in a volume the pod mounts.
+    let mounts: Vec<&str> = container["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|m| m["mountPath"].as_str().unwrap())
+        .collect();
+    for path in ["tls.cert", "tls.key"] {
+        let (section, key) = path.split_once('.').unwrap();
+        let file = config[section][key].as_str().unwrap();
+        assert!(
+            mounts.iter().any(|m| file.starts_with(&format!("{m}/"))),
+            "{path} = {file} is in none of {mounts:?}"
+        );
+    }
     assert_eq!(config["cluster"]["name"].as_str(), Some("strongsync-1"));
     assert_eq!(
         config["cluster"]["advertise"].as_str(),
