@@ -2,9 +2,9 @@
 //! strongsync processes with one leader by an etcd lease (etcd of three members, each instance
 //! reaching it through relays of its own), a primary and two replicas, and HAProxy as the one
 //! address clients and replicas use. Writers go through HAProxy and record each OK; the rounds
-//! kill, pause and cut off the leader (and once the primary with it). The verdict comes from
-//! the servers' own rows and GTIDs, and from each instance's log of what it released in which
-//! epoch.
+//! kill, pause and cut off the leader (and once the primary with it); one replica is slow. The
+//! verdict comes from the servers' own rows and GTIDs, and from each instance's log of what it
+//! released in which epoch.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -23,11 +23,13 @@ use crate::failover_rounds::{ids, LedgerCluster, LedgerServer, TOKEN};
 use crate::mariadb::{reap_with_sigkill, wait_for, APP_PASSWORD, APP_USER};
 use crate::ports::free_port;
 use crate::proxy::{run_strongsync, ProxyProcess};
-use crate::tcp_relay::TcpRelay;
+use crate::tcp_relay::{Direction, TcpRelay};
 
 const PATIENCE: Duration = Duration::from_secs(90);
 const TTL_SECS: u64 = 3;
 const INSTANCES: usize = 3;
+/// How late the slow replica's binlog reaches it.
+const SLOW_REPLICA: Duration = Duration::from_millis(100);
 
 /// One strongsync instance: its config, ports and etcd relays outlive its processes.
 struct Instance {
@@ -247,9 +249,21 @@ pub async fn five_rounds<C: LedgerCluster>() -> ClusterLedgerReport {
         instance.start();
     }
     let haproxy = Haproxy::start(&instances);
+    // The last replica is slow: its binlog reaches it SLOW_REPLICA late, so at quorum 1 the
+    // other acknowledges most commits first, and a takeover that promotes must choose by what
+    // each holds (a promote sabotaged to choose the one that received the least fails this:
+    // the other, ahead of it, cannot follow it, and no commit is acknowledged again).
+    let slow = TcpRelay::start(SocketAddr::from(([127, 0, 0, 1], haproxy.replication)));
+    slow.set_delay(Direction::FromTarget, SLOW_REPLICA);
+    let last = topology.replica_count() - 1;
     for i in 0..topology.replica_count() {
         topology.set_semisync(i, true);
-        topology.point_replica_at(i, "127.0.0.1", haproxy.replication);
+        let port = if i == last {
+            slow.port()
+        } else {
+            haproxy.replication
+        };
+        topology.point_replica_at(i, "127.0.0.1", port);
     }
     leader_of(&instances);
     let url = format!(
@@ -260,6 +274,22 @@ pub async fn five_rounds<C: LedgerCluster>() -> ClusterLedgerReport {
     wait_for("200 acknowledged rows", PATIENCE, || {
         writers.acknowledged() >= 200
     });
+    // The fixture does what it says: the slow replica is behind the other, even looked at
+    // after it, nearly every time (replicas at par are each ahead about as often).
+    let replica = |i: usize| topology.servers()[1 + i];
+    wait_for("the slow replica replicating", PATIENCE, || {
+        ids(replica(last)).len() >= 200
+    });
+    let mut behind = 0;
+    for _ in 0..10 {
+        let fast = ids(replica(0)).len();
+        behind += usize::from(ids(replica(last)).len() < fast);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        behind >= 8,
+        "the slow replica behind in {behind} of 10 looks"
+    );
 
     let mut recovered = Vec::new();
     let mut dead = None;
@@ -353,6 +383,7 @@ pub async fn five_rounds<C: LedgerCluster>() -> ClusterLedgerReport {
         );
     }
     check_releases(&instances);
+    drop(slow);
     drop(haproxy);
     drop(etcd);
     ClusterLedgerReport {
