@@ -60,6 +60,10 @@ struct Shared {
     cut: Mutex<CancellationToken>,
     /// Bytes let through, per direction.
     forwarded: [AtomicU64; 2],
+    /// Bytes read from their sender, per direction (let through, held or lost).
+    received: [AtomicU64; 2],
+    /// Connections whose sender reset them during a split (what they sent meanwhile is lost).
+    resets: AtomicUsize,
     /// Every byte let through since [`TcpRelay::capture`], both directions in the order they
     /// crossed; `None` while nothing is captured.
     captured: Mutex<Option<Vec<u8>>>,
@@ -89,6 +93,8 @@ impl TcpRelay {
             rewrites: Mutex::new([None, None]),
             cut: Mutex::new(shutdown.child_token()),
             forwarded: [AtomicU64::new(0), AtomicU64::new(0)],
+            received: [AtomicU64::new(0), AtomicU64::new(0)],
+            resets: AtomicUsize::new(0),
             captured: Mutex::new(None),
             accepted: AtomicUsize::new(0),
             open: AtomicUsize::new(0),
@@ -201,6 +207,16 @@ impl TcpRelay {
     /// [`resume`](Self::resume).
     pub fn forwarded(&self, direction: Direction) -> u64 {
         self.shared.forwarded[direction as usize].load(Ordering::SeqCst)
+    }
+
+    /// Bytes read from their sender so far going `direction`, whatever became of them.
+    pub fn received(&self, direction: Direction) -> u64 {
+        self.shared.received[direction as usize].load(Ordering::SeqCst)
+    }
+
+    /// Senders that reset their connection during a split, so far.
+    pub fn resets_in_splits(&self) -> usize {
+        self.shared.resets.load(Ordering::SeqCst)
     }
 
     /// Connections accepted so far.
@@ -327,6 +343,9 @@ async fn pipe(
             } else {
                 Some(from.read(&mut buf).await)
             };
+            // A split may have come while the read waited: what it returned was sent after it,
+            // and is held (or lost, if its sender resets) as anything sent across a split.
+            let partitioned = partitioned || *split.borrow();
             let n = match read {
                 None => continue,
                 Some(Ok(0)) if partitioned => {
@@ -345,11 +364,13 @@ async fn pipe(
                 Some(Err(_)) => {
                     if partitioned {
                         reset.store(true, Ordering::SeqCst);
+                        shared.resets.fetch_add(1, Ordering::SeqCst);
                     }
                     return;
                 }
                 Some(Ok(n)) => n,
             };
+            shared.received[direction as usize].fetch_add(n as u64, Ordering::SeqCst);
             let chunk = match &rewrite {
                 None => buf[..n].to_vec(),
                 Some(rewrite) => {
@@ -419,4 +440,52 @@ fn whole_packets(partial: &mut Vec<u8>, rewrite: &(dyn Fn(&mut [u8]) + Send + Sy
         at += 4 + len;
     }
     partial.drain(..at).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// What a client sends after a split began, while the relay was already waiting to read,
+    /// is held as anything sent across a split: a reset then loses it, as on a real network.
+    #[test]
+    fn bytes_sent_into_a_split_by_a_sender_that_resets_never_arrive() {
+        let target = TcpListener::bind("127.0.0.1:0").unwrap();
+        let relay = TcpRelay::start(target.local_addr().unwrap());
+        let mut client = TcpStream::connect(relay.addr()).unwrap();
+        let (mut server, _) = target.accept().unwrap();
+        // Before the split, bytes pass (and the relay's reader is left waiting for more).
+        client.write_all(b"before").unwrap();
+        let mut got = [0u8; 6];
+        server.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"before");
+
+        relay.partition();
+        client.write_all(b"after").unwrap();
+        // Wait until the relay has read them (they are then its to hold or to lose).
+        while relay.received(Direction::ToTarget) < 11 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Reset, not closed: SO_LINGER of zero.
+        let reset = nix::libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        nix::sys::socket::setsockopt(&client, nix::sys::socket::sockopt::Linger, &reset).unwrap();
+        drop(client);
+        while relay.resets_in_splits() == 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        relay.heal();
+        // The relay ends the connection without writing what the sender reset away.
+        server
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut rest = Vec::new();
+        let _ = server.read_to_end(&mut rest);
+        assert!(rest.is_empty(), "arrived after the reset: {rest:?}");
+    }
 }
