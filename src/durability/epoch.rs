@@ -9,10 +9,12 @@
 //! waits until no command that passed before it is still being written, so that once it
 //! returns nothing more goes to the old primary.
 
-use std::sync::atomic::Ordering;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::{Durability, LeaseClock};
@@ -26,7 +28,17 @@ pub struct Epoch {
     fenced: CancellationToken,
     /// Fires once strongsync follows the next primary.
     retired: CancellationToken,
+    /// Connections to its primary open now (each an [`OnEpoch`]).
+    open: AtomicUsize,
+    /// Told when the last of them closes.
+    all_closed: Notify,
 }
+
+/// A connection to an epoch's primary (a session's, a replica pipe's), counted while it lives:
+/// held next to the connection and dropped with it, so that the follow that ends the epoch can
+/// wait until none is left, and nothing written to the old primary can arrive after it.
+#[derive(Debug)]
+pub struct OnEpoch(Arc<Epoch>);
 
 /// Why a write to the primary may not go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +75,38 @@ impl Epoch {
             primary,
             fenced: CancellationToken::new(),
             retired: CancellationToken::new(),
+            open: AtomicUsize::new(0),
+            all_closed: Notify::new(),
         })
+    }
+
+    /// Counts a connection to this epoch's primary until the returned guard is dropped.
+    pub fn connection(self: &Arc<Self>) -> OnEpoch {
+        self.open.fetch_add(1, Ordering::SeqCst);
+        OnEpoch(Arc::clone(self))
+    }
+
+    /// Waits up to `limit` until no connection to its primary is open; false if some still
+    /// were.
+    pub(super) async fn connections_closed(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Registered before the count is read, so a close in between is not missed.
+            let closed = self.all_closed.notified();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
+            if self.open.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, closed).await.is_err() {
+                return self.open.load(Ordering::SeqCst) == 0;
+            }
+        }
+    }
+
+    /// Connections to its primary open now.
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
     }
 
     /// Its number.
@@ -197,11 +240,39 @@ impl Durability {
     }
 
     /// Opens epoch `number` on `primary` in place of `inner`'s, whose connections are told to
-    /// close.
-    pub(super) fn replace_epoch(inner: &mut super::Inner, number: u64, primary: String) {
+    /// close; returns the old one.
+    pub(super) fn replace_epoch(
+        inner: &mut super::Inner,
+        number: u64,
+        primary: String,
+    ) -> Arc<Epoch> {
         let old = std::mem::replace(&mut inner.epoch, Epoch::new(number, primary));
         old.fenced.cancel();
         old.retired.cancel();
+        old
+    }
+}
+
+impl OnEpoch {
+    /// The epoch itself.
+    pub fn arc(&self) -> &Arc<Epoch> {
+        &self.0
+    }
+}
+
+impl Deref for OnEpoch {
+    type Target = Epoch;
+
+    fn deref(&self) -> &Epoch {
+        &self.0
+    }
+}
+
+impl Drop for OnEpoch {
+    fn drop(&mut self) {
+        if self.0.open.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.all_closed.notify_waiters();
+        }
     }
 }
 
@@ -225,5 +296,33 @@ impl std::fmt::Display for Refused {
                 )
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_end_of_an_epoch_waits_for_its_last_connection_and_no_longer_than_its_bound() {
+        let epoch = Epoch::new(1, "db:3306".to_owned());
+        assert!(epoch.connections_closed(Duration::ZERO).await);
+        let (a, b) = (epoch.connection(), epoch.connection());
+        assert_eq!(epoch.open_connections(), 2);
+        // Still open at the bound: it says so.
+        assert!(!epoch.connections_closed(Duration::from_secs(1)).await);
+        let waiting = tokio::spawn({
+            let epoch = Arc::clone(&epoch);
+            async move { epoch.connections_closed(Duration::from_secs(60)).await }
+        });
+        drop(a);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "one connection is still open");
+        let closed_at = tokio::time::Instant::now();
+        drop(b);
+        assert!(waiting.await.unwrap());
+        // Told by the last close, not by its bound (the paused clock did not move).
+        assert_eq!(tokio::time::Instant::now(), closed_at);
+        assert_eq!(epoch.open_connections(), 0);
     }
 }

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use strongsync_proto::gtid::{Gtid, GtidSet};
 
+use tracing::warn;
+
 use super::waiters::waking;
 use super::{Durability, Inner, Plan};
 
@@ -114,9 +116,9 @@ impl Durability {
     /// were still under way when the drain ran out.
     pub async fn open_epoch(&self, number: u64, primary: String, drain: Duration) -> bool {
         let drained = self.end_writes(number, drain).await;
-        waking(|woken| {
+        let old = waking(|woken| {
             let mut inner = self.lock();
-            Durability::replace_epoch(&mut inner, number, primary);
+            let old = Durability::replace_epoch(&mut inner, number, primary);
             let capacity = inner.config.gtid_index_capacity;
             inner.index = super::index::GtidIndex::new(capacity);
             inner.lag = super::lag::LagBook::new(capacity);
@@ -128,7 +130,18 @@ impl Durability {
             // A commit of the old epoch that parked after the fence looks again, and is refused.
             inner.waiters.all(woken);
             inner.changed();
+            old
         });
+        // Each session and pipe of the old epoch closes its connection to the old primary
+        // (a reset: nothing it queued is sent) as soon as it runs; once they all have, nothing
+        // written to it before the fence can still arrive, however long it was on its way.
+        if !old.connections_closed(drain).await {
+            warn!(
+                epoch = old.number(),
+                open = old.open_connections(),
+                "connections to the retired primary still open after the drain; each closes as its session next runs"
+            );
+        }
         drained
     }
 }

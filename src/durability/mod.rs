@@ -49,7 +49,7 @@ use crate::config::{DurabilityConfig, Topology};
 pub use coverage::StreamCoverage;
 pub use defaults::SessionDefaults;
 pub use degraded::{DomainRange, ReleasedWithoutQuorum};
-pub use epoch::{Epoch, Pass, Refused};
+pub use epoch::{Epoch, OnEpoch, Pass, Refused};
 pub use fence::Fence;
 use index::{GtidIndex, Lookup};
 pub use lease::LeaseClock;

@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 
 use crate::config::Timeouts;
 use crate::conn::{Conn, ReadDeadline};
-use crate::durability::{Durability, Epoch};
+use crate::durability::{Durability, Epoch, OnEpoch};
 use crate::error::{Error, PasswordRefused};
 use crate::metrics::Metrics;
 use crate::primary::{self, PrimaryStream};
@@ -36,9 +36,9 @@ pub(super) enum Either {
 pub(super) struct Legs {
     client: Conn<ClientStream>,
     primary: Conn<PrimaryStream>,
-    /// The epoch the primary connection was opened in; every write to it passes the gate of
-    /// [`Durability::pass`].
-    epoch: Arc<Epoch>,
+    /// The epoch the primary connection was opened in, counting the connection until it is
+    /// dropped with it; every write to it passes the gate of [`Durability::pass`].
+    epoch: OnEpoch,
     durability: Arc<Durability>,
     /// `failover.fenced_reads`: statements may still go to a fenced primary.
     fenced_reads: bool,
@@ -61,7 +61,7 @@ impl Legs {
     pub(super) fn new(
         client: Conn<ClientStream>,
         primary: Conn<PrimaryStream>,
-        epoch: Arc<Epoch>,
+        epoch: OnEpoch,
         durability: Arc<Durability>,
         fenced_reads: bool,
         timeouts: Timeouts,
@@ -122,7 +122,7 @@ impl Legs {
 
     /// The epoch of the connection to the primary.
     pub(super) fn epoch(&self) -> &Arc<Epoch> {
-        &self.epoch
+        self.epoch.arc()
     }
 
     /// Whether a statement may go to the primary now (the gate's check, without a write).
@@ -391,7 +391,7 @@ impl Legs {
 
     /// The two connections, for a replica's pipe: the client's with the sequence id of the
     /// next packet to it, the primary's, and the epoch they belong to.
-    pub(super) fn into_dump(mut self) -> (Conn<ClientStream>, u8, Conn<PrimaryStream>, Arc<Epoch>) {
+    pub(super) fn into_dump(mut self) -> (Conn<ClientStream>, u8, Conn<PrimaryStream>, OnEpoch) {
         let seq = self.client_seq.advance();
         (self.client, seq, self.primary, self.epoch)
     }

@@ -22,7 +22,7 @@ use tracing::debug;
 use super::legs::{Either, Legs};
 use super::Shared;
 use crate::conn::Conn;
-use crate::durability::Epoch;
+use crate::durability::OnEpoch;
 use crate::error::{Error, PasswordRefused};
 use crate::flavour::Flavour;
 use crate::metrics::Metrics;
@@ -86,7 +86,7 @@ pub(super) enum AuthOutcome {
 /// belongs to that epoch.
 pub(super) async fn connect_primary(
     shared: &Shared,
-) -> Result<(Conn<PrimaryStream>, Packet, Arc<Epoch>), Error> {
+) -> Result<(Conn<PrimaryStream>, Packet, OnEpoch), Error> {
     let config = &shared.config;
     let epoch = shared.durability.epoch();
     let addr = &epoch.primary().to_owned();
@@ -111,7 +111,7 @@ pub(super) async fn connect_primary(
                 },
                 other => other,
             })?;
-        Ok((primary, greeting, Arc::clone(&epoch)))
+        Ok((primary, greeting, epoch.connection()))
     };
     let limit = config.timeouts.primary_connect;
     tokio::time::timeout(limit, attempt)
@@ -131,7 +131,7 @@ impl Login {
         shared: Arc<Shared>,
         client: Conn<ClientStream>,
         primary: Conn<PrimaryStream>,
-        epoch: Arc<Epoch>,
+        epoch: OnEpoch,
     ) -> Self {
         let legs = Legs::new(
             client,

@@ -44,7 +44,7 @@ use super::replica::AcceptedDump;
 use super::Shared;
 use crate::conn::Conn;
 use crate::deadline;
-use crate::durability::{Epoch, ReplicaHandle, StreamCoverage};
+use crate::durability::{OnEpoch, ReplicaHandle, StreamCoverage};
 use crate::error::{Error, ReplicaError};
 use crate::primary::{self, PrimaryStream};
 use crate::stream::ClientStream;
@@ -59,7 +59,7 @@ pub(super) struct ReplicaPipe {
     replica: Conn<ClientStream>,
     primary: Conn<PrimaryStream>,
     /// The epoch of the dump: once it is fenced (or over) nothing more is written.
-    epoch: Arc<Epoch>,
+    epoch: OnEpoch,
     /// Resolves once the epoch is fenced or over (made once, polled at every turn and during
     /// every write to the replica).
     fenced: Pin<Box<WaitForCancellationFutureOwned>>,
