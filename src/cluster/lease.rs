@@ -9,7 +9,9 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{
+    Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -30,8 +32,12 @@ enum Campaign {
         ttl: Duration,
         sent: Instant,
     },
-    /// Another instance leads.
-    Lost(Option<Member>),
+    /// Another instance leads (it names itself, if its key could be read), as of etcd's
+    /// `revision`.
+    Lost {
+        leader: Option<Member>,
+        revision: i64,
+    },
 }
 
 impl Cluster {
@@ -66,12 +72,14 @@ impl Cluster {
                         () = tokio::time::sleep(self.ttl / 3) => {}
                     }
                 }
-                Ok(Ok(Campaign::Lost(leader))) => {
+                Ok(Ok(Campaign::Lost { leader, revision })) => {
                     self.standing.send_replace(Standing::Following { leader });
-                    // Looks again in a third of a lease: a leader that goes is replaced
-                    // within its lease's expiry and this.
+                    // Campaigns again as soon as the leader's key goes (its lease expired or
+                    // was given up), or in a third of a lease at the latest, should the watch
+                    // be cut or miss it.
                     tokio::select! {
                         () = cancel.cancelled() => {}
+                        () = self.leader_gone(&mut client, revision) => {}
                         () = tokio::time::sleep(self.ttl / 3) => {}
                     }
                 }
@@ -130,7 +138,23 @@ impl Cluster {
                 .and_then(|kv| serde_json::from_slice::<Member>(kv.value()).ok()),
             _ => None,
         });
-        Ok(Campaign::Lost(leader))
+        let revision = answer.header().map_or(0, |h| h.revision());
+        Ok(Campaign::Lost { leader, revision })
+    }
+
+    /// Returns once the leader's key is deleted after `revision`. Never, if the watch cannot
+    /// be made or ends: the caller's timer campaigns then.
+    async fn leader_gone(&self, client: &mut Client, revision: i64) {
+        let options = WatchOptions::new().with_start_revision(revision + 1);
+        if let Ok(mut stream) = client.watch(self.key("leader"), Some(options)).await {
+            while let Ok(Some(answer)) = stream.message().await {
+                let events = answer.events();
+                if events.iter().any(|e| e.event_type() == EventType::Delete) {
+                    return;
+                }
+            }
+        }
+        std::future::pending().await
     }
 
     /// Leads on lease `id` until a renewal fails or comes too late, the takeover fails, or
