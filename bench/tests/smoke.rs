@@ -268,6 +268,18 @@ fn the_compression_bench_measures_both_legs_and_writes_its_summary() {
 }
 
 /// A number field of a flat JSON object.
+/// A side-by-side bench's runs.json (flat objects, one per run) and its runs, each told apart
+/// by its `key` ("mode", "case").
+fn runs_of(out: &Path, key: &str) -> (String, Vec<String>) {
+    let rows = std::fs::read_to_string(out.join("runs.json")).unwrap();
+    let runs = rows
+        .split('}')
+        .filter(|r| r.contains(&format!("\"{key}\"")))
+        .map(|r| format!("{r}}}"))
+        .collect();
+    (rows, runs)
+}
+
 fn json_number(json: &str, name: &str) -> f64 {
     let at = json
         .find(&format!("\"{name}\":"))
@@ -364,12 +376,7 @@ fn the_orm_loop_counts_the_primarys_statements_and_strongsync_adds_none_per_loop
         "--table-size=1000",
         &out_arg,
     ]);
-    let rows = std::fs::read_to_string(out.path().join("runs.json")).unwrap();
-    let runs: Vec<String> = rows
-        .split('}')
-        .filter(|r| r.contains("\"mode\""))
-        .map(|r| format!("{r}}}"))
-        .collect();
+    let (rows, runs) = runs_of(out.path(), "mode");
     let modes = ["async", "haproxy", "passthrough", "strongsync"];
     assert_eq!(runs.len(), modes.len(), "{rows}");
     for (run, mode) in runs.iter().zip(modes) {
@@ -405,12 +412,7 @@ fn the_cluster_bench_commits_alone_and_as_the_leader_of_a_real_etcd() {
         "--table-size=1000",
         &out_arg,
     ]);
-    let rows = std::fs::read_to_string(out.path().join("runs.json")).unwrap();
-    let runs: Vec<String> = rows
-        .split('}')
-        .filter(|r| r.contains("\"case\""))
-        .map(|r| format!("{r}}}"))
-        .collect();
+    let (rows, runs) = runs_of(out.path(), "case");
     assert_eq!(runs.len(), 2, "{rows}");
     for (run, case) in runs.iter().zip(["alone", "cluster"]) {
         assert!(run.contains(&format!("\"case\": \"{case}\"")), "{run}");
