@@ -291,10 +291,23 @@ async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
         .unwrap()
         .to_owned();
     assert_eq!(acknowledged, newest_gtid(&b.topology.primary, 0));
-    // The file is written behind (failover.state_interval): observe it, then kill.
-    wait_for("the state file to hold the watermark", PATIENCE, || {
-        std::fs::read_to_string(&b.state).is_ok_and(|s| s.contains(&acknowledged))
-    });
+    // The file is written behind (failover.state_interval): observe it, then kill. At
+    // quorum 1 the watermark can be in it before the slower replica's ACK of the last commit
+    // is, and both replicas must be there as holding it to be the candidates below.
+    wait_for(
+        "the state file to hold the watermark and both replicas holding it",
+        PATIENCE,
+        || {
+            let Ok(text) = std::fs::read_to_string(&b.state) else {
+                return false;
+            };
+            let state: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            let replicas = state["replicas"].as_array().cloned().unwrap_or_default();
+            state["acknowledged"] == acknowledged.as_str()
+                && replicas.len() == 2
+                && replicas.iter().all(|r| r["held"] == acknowledged.as_str())
+        },
+    );
     b.kill_and_restart();
     let status = admin::status(b.admin);
     assert_eq!(status["acknowledged_gtid_position"], acknowledged.as_str());
