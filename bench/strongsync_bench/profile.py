@@ -37,10 +37,13 @@ class Window:
     the window, and the proxy's bytes to its clients (strongsync's own count, when it is the
     proxy)."""
 
-    def __init__(self, qps, seconds, proxy_cpu, primary_cpu, to_clients, sampled):
+    def __init__(self, qps, seconds, proxy_cpu, primary_cpu, to_clients, sampled,
+                 counted=None):
         self.qps, self.seconds = qps, seconds
         self.proxy_cpu, self.primary_cpu = proxy_cpu, primary_cpu
         self.to_clients, self.sampled = to_clients, sampled
+        # The proxy's system calls and context switches a second (perf stat), if counted.
+        self.counted = counted or {}
 
     def figures(self):
         queries = self.qps * self.seconds
@@ -52,13 +55,20 @@ class Window:
         }
         if self.to_clients is not None:
             figures["bytes_to_client_per_query"] = round(self.to_clients / queries)
+        for event, name in COUNTED.items():
+            if event in self.counted:
+                figures[f"proxy_{name}_per_query"] = round(self.counted[event] / self.qps, 2)
         return figures
+
+
+# What `perf stat` counts of the proxy beside a profile, and the figures' names.
+COUNTED = {"raw_syscalls:sys_enter": "syscalls", "context-switches": "context_switches"}
 
 
 def cpu_window(topology, mode, argv, settle, seconds, log, perf_data=None):
     """Runs the sysbench load `argv` (which must last `seconds + 2 * settle`) and measures a
     window of `seconds` in its middle, sampling the proxy with perf if `perf_data` is given
-    and perf is there."""
+    and perf is there (and then counting its system calls and context switches too)."""
     load = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(settle)
     proxy_of_mode = topology.proxy_for(mode)
@@ -69,7 +79,13 @@ def cpu_window(topology, mode, argv, settle, seconds, log, perf_data=None):
     proxy_before, primary_before = proxy.cpu_seconds(), primary.cpu_seconds()
     started = time.monotonic()
     sampled = False
+    counting = None
     if perf_data and shutil.which("perf"):
+        # Counted over the same window as the samples (both attach to the running proxy).
+        counting = subprocess.Popen(
+            ["perf", "stat", "-x", ",", "-e", ",".join(COUNTED), "-p", str(proxy.pid), "--",
+             "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True)
         recorded = subprocess.run(
             ["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(proxy.pid),
              "-o", perf_data, "--", "sleep", str(seconds)], capture_output=True, text=True)
@@ -80,6 +96,8 @@ def cpu_window(topology, mode, argv, settle, seconds, log, perf_data=None):
         if perf_data:
             print("bench: no perf (Debian: linux-perf); CPU times only")
         time.sleep(seconds)
+    # perf stat counted over its own `sleep seconds`, a little shorter than the window.
+    counted = {e: n / seconds for e, n in perf_counts(counting).items()} if counting else None
     window = time.monotonic() - started
     proxy_cpu = proxy.cpu_seconds() - proxy_before
     primary_cpu = primary.cpu_seconds() - primary_before
@@ -91,7 +109,24 @@ def cpu_window(topology, mode, argv, settle, seconds, log, perf_data=None):
         raise BenchError(f"sysbench failed: see {log}")
     # The window sits inside the run, at its steady rate.
     return Window(sysbench.parse(output).qps, window, proxy_cpu, primary_cpu, to_clients,
-                  sampled)
+                  sampled, counted)
+
+
+def perf_counts(counting):
+    """The counts `perf stat -x ,` printed (value, unit, event, ...), by event; an event it
+    could not count is left out."""
+    _, err = counting.communicate()
+    counts = {}
+    for line in err.splitlines():
+        fields = line.split(",")
+        if len(fields) >= 3 and fields[2] in COUNTED:
+            try:
+                counts[fields[2]] = float(fields[0])
+            except ValueError:
+                print(f"bench: perf stat did not count {fields[2]}: {line}")
+    if counting.returncode != 0:
+        print(f"bench: perf stat failed: {err.strip()}")
+    return counts
 
 
 def perf_summary(perf_data, out_dir, binary):
