@@ -57,13 +57,9 @@ impl Cluster {
             .cloned()
             .ok_or_else(|| "not connected to etcd yet".to_owned())?;
         let prefix = self.key("members/");
-        let answer = tokio::time::timeout(
-            CALL_TIMEOUT,
-            client.get(prefix, Some(GetOptions::new().with_prefix())),
-        )
-        .await
-        .map_err(|_| "etcd did not answer".to_owned())?
-        .map_err(|e| e.to_string())?;
+        let answer = super::store::call(client.get(prefix, Some(GetOptions::new().with_prefix())))
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(answer
             .kvs()
             .iter()

@@ -31,10 +31,7 @@ impl Cluster {
     /// [`StoreError::Etcd`].
     pub async fn read_state(&self) -> Result<Option<Vec<u8>>, StoreError> {
         let mut client = self.client().await?;
-        let answer = tokio::time::timeout(CALL_TIMEOUT, client.get(self.key(STATE), None))
-            .await
-            .map_err(|_| StoreError::Etcd("no answer in time".into()))?
-            .map_err(|e| StoreError::Etcd(e.to_string()))?;
+        let answer = call(client.get(self.key(STATE), None)).await?;
         Ok(answer.kvs().first().map(|kv| kv.value().to_vec()))
     }
 
@@ -56,11 +53,7 @@ impl Cluster {
             ])
             .and_then([TxnOp::put(self.key(STATE), state, None)]);
         let mut client = self.client().await?;
-        let answer = tokio::time::timeout(CALL_TIMEOUT, client.txn(txn))
-            .await
-            .map_err(|_| StoreError::Etcd("no answer in time".into()))?
-            .map_err(|e| StoreError::Etcd(e.to_string()))?;
-        if answer.succeeded() {
+        if call(client.txn(txn)).await?.succeeded() {
             Ok(())
         } else {
             Err(StoreError::NotLeading)
@@ -87,21 +80,23 @@ pub async fn create_state(
     state: Vec<u8>,
 ) -> Result<String, StoreError> {
     let key = format!("{}/{STATE}", prefix.trim_end_matches('/'));
-    let etcd = |e: etcd_client::Error| StoreError::Etcd(e.to_string());
-    let mut client = tokio::time::timeout(CALL_TIMEOUT, Client::connect(endpoints, Some(options)))
-        .await
-        .map_err(|_| StoreError::Etcd("no answer in time".into()))?
-        .map_err(etcd)?;
+    let mut client = call(Client::connect(endpoints, Some(options))).await?;
     let txn = Txn::new()
         .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
         .and_then([TxnOp::put(key.clone(), state, Some(PutOptions::new()))]);
-    let answer = tokio::time::timeout(CALL_TIMEOUT, client.txn(txn))
-        .await
-        .map_err(|_| StoreError::Etcd("no answer in time".into()))?
-        .map_err(etcd)?;
-    if answer.succeeded() {
+    if call(client.txn(txn)).await?.succeeded() {
         Ok(key)
     } else {
         Err(StoreError::Exists(key))
     }
+}
+
+/// One call to etcd, within [`CALL_TIMEOUT`].
+pub(super) async fn call<T>(
+    request: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(CALL_TIMEOUT, request)
+        .await
+        .map_err(|_| StoreError::Etcd("no answer in time".into()))?
+        .map_err(|e| StoreError::Etcd(e.to_string()))
 }

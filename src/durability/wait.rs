@@ -75,10 +75,7 @@ impl Durability {
     pub(super) async fn wait(self: Arc<Self>, commit: Commit) -> Release {
         // Relaying only, nothing waits; but nothing of a fenced primary is acknowledged, even
         // then (the look says so).
-        if self.fast.passthrough.load(Ordering::Relaxed)
-            && !self.fenced()
-            && commit.epoch == self.epoch_number()
-            && self.lease.may_act()
+        if self.fast.passthrough.load(Ordering::Relaxed) && self.admits(commit.epoch, false).is_ok()
         {
             return Release::Proceed;
         }

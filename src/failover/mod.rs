@@ -446,12 +446,12 @@ impl Control {
         let saved = match &self.store {
             Store::Memory => Ok(()),
             Store::File(path) => {
-                let path = path.clone();
-                tokio::task::spawn_blocking(move || state.save(&path))
+                let writing = path.clone();
+                tokio::task::spawn_blocking(move || state.save(&writing))
                     .await
                     .unwrap_or_else(|join| {
                         Err(StateError::Io {
-                            path: PathBuf::new(),
+                            path: path.clone(),
                             source: std::io::Error::other(join.to_string()),
                         })
                     })

@@ -543,15 +543,12 @@ impl ReplicaPipe {
         // Before the replica can see (and acknowledge) an event, strong sync knows of it.
         self.report_relayed();
         let limit = self.shared.config.timeouts.client_write;
-        // The one way out to the replica: nothing passes once the epoch is fenced or over, not
-        // even the rest of a large write under way (checked before every write).
+        // The one way out to the replica: nothing passes once the epoch is fenced or over, or
+        // the cluster's lease lapsed, not even the rest of a large write under way (the gate
+        // of every write to the primary, checked before every write).
         let durability = &self.shared.durability;
         let number = self.epoch.number();
-        let open = || {
-            !durability.fenced()
-                && durability.epoch_number() == number
-                && durability.lease().may_act()
-        };
+        let open = || durability.admits(number, false).is_ok();
         let flushed = self
             .replica
             .flush_within_while(limit, open, self.fenced.as_mut())
