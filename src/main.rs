@@ -156,11 +156,18 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let filter_handle = init_logging(&config.log_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.worker_threads())
-        .enable_all()
-        .build()
-    {
+    // One worker runs on this thread, on the single-threaded scheduler: it spends less per
+    // task switch and per wake-up than a multi-threaded runtime of one worker
+    // (docs/benchmarks.md, round 3).
+    let mut builder = match config.worker_threads() {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        workers => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(workers);
+            builder
+        }
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             error!(%err, "cannot start the runtime");

@@ -84,7 +84,8 @@ settings! {
         #[setting(Meta::flag("shutdown-grace"))]
         pub shutdown_grace: Duration = Duration::from_secs(10),
         /// Threads that run sessions and replica pipes, 1 to 1024 (read at start). Fewer spend
-        /// less CPU per statement; raise it when strongsync's CPU nears that many cores.
+        /// less CPU per statement (one runs on tokio's single-threaded scheduler); raise it
+        /// when strongsync's CPU nears that many cores.
         #[setting(Meta::flag("worker-threads").range(1, 1024).default_text("one per four CPUs, at least 1"))]
         pub worker_threads: Option<usize> = None,
         /// zlib level (0–9) of what strongsync sends clients that use the compressed protocol;
