@@ -229,19 +229,21 @@ impl Legs {
     }
 
     /// The client's next command, however long it idles (a command begun must be finished
-    /// within `timeouts.client_read`), watching the primary connection and `cancel`
+    /// within `timeouts.client_read`), watching the primary connection and `shutdown`
     /// meanwhile: between commands the primary has nothing to say, so if it speaks it is
     /// closing (`KILL`, `wait_timeout`, shutdown). What it sent stays buffered for the next
-    /// response, as it would on a direct connection.
+    /// response, as it would on a direct connection. `shutdown` is made once per session:
+    /// a new wait at every command would register and unregister with the token each time.
     pub(super) async fn next_command(
         &mut self,
-        cancel: &tokio_util::sync::CancellationToken,
+        shutdown: Pin<&mut WaitForCancellationFutureOwned>,
     ) -> Result<Packet, Error> {
         let limit = self.timeouts.client_read;
+        let mut shutdown = shutdown;
         loop {
             tokio::select! {
                 biased;
-                () = cancel.cancelled() => return Err(Error::Shutdown),
+                () = shutdown.as_mut() => return Err(Error::Shutdown),
                 () = self.retired.as_mut() => return Err(self.retired_error()),
                 packet = self.client.read_packet_within(limit, ReadDeadline::FromFirstByte) => {
                     return packet.map_err(Error::from_client);

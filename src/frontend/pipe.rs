@@ -200,16 +200,21 @@ impl ReplicaPipe {
             return self.flush_replica().await;
         }
         let hard_stop = self.shared.hard_stop.clone();
+        let mut hard_stop = std::pin::pin!(hard_stop.cancelled());
         let limit = self.shared.config.limits.max_async_held_bytes;
         loop {
+            // What either side sent that is already read is taken at once, with no `select!`
+            // per event: a burst of commits is one pass, and one write to the replica.
+            // Nothing is written before `flush_replica`, which checks the gate.
+            if !self.drain_buffered(limit)? {
+                return self.flush_replica().await;
+            }
             // Past the limit the dump is not read: the replica falls behind.
             let full = self.held.bytes() >= limit;
-            if full || !self.primary.has_buffered_packet() {
-                self.release_held();
-                self.ask_for_owed_ack();
-                self.flush_replica().await?;
-                self.count_relayed_bytes();
-            }
+            self.release_held();
+            self.ask_for_owed_ack();
+            self.flush_replica().await?;
+            self.count_relayed_bytes();
             let holding = !self.held.is_empty();
             // Read while an ACK is owed, at every turn: the setting is live.
             let remind_at = self
@@ -217,7 +222,7 @@ impl ReplicaPipe {
                 .map(|(_, since)| since + self.shared.durability.ack_nudge_after());
             let event = tokio::select! {
                 biased;
-                () = hard_stop.cancelled() => return Err(Error::Shutdown),
+                () = hard_stop.as_mut() => return Err(Error::Shutdown),
                 () = self.fenced.as_mut() => return Err(self.fenced_error()),
                 packet = self.primary.read_packet(), if !full => match packet.map_err(Error::from_primary) {
                     Ok(packet) => DumpEvent::Primary(packet),
@@ -249,6 +254,29 @@ impl ReplicaPipe {
                 return self.flush_replica().await;
             }
         }
+    }
+
+    /// Takes every whole packet already read from the primary (while fewer than `limit`
+    /// bytes are held back) and from the replica; false once the dump is over.
+    fn drain_buffered(&mut self, limit: usize) -> Result<bool, Error> {
+        while self.held.bytes() < limit {
+            let Some(packet) = self
+                .primary
+                .buffered_packet()
+                .map_err(Error::from_primary)?
+            else {
+                break;
+            };
+            if !self.on_primary_packet(&packet)? {
+                return Ok(false);
+            }
+        }
+        while let Some(packet) = self.replica.buffered_packet().map_err(Error::from_client)? {
+            if !self.on_replica_packet(&packet)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Relays a packet from the primary; false once the dump is over (EOF or ERR).

@@ -5,6 +5,7 @@
 //! session's parts.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::BufMut;
@@ -17,7 +18,7 @@ use strongsync_proto::response::ResponseReader;
 use strongsync_proto::reveals_nothing;
 use strongsync_proto::snapshot;
 use strongsync_proto::ProtoError;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::debug;
 
 use super::bound::Bounds;
@@ -37,6 +38,9 @@ pub(super) struct Session {
     shared: Arc<Shared>,
     legs: Legs,
     cancel: CancellationToken,
+    /// Resolves once `cancel` fires (made once, polled whenever the session waits for a
+    /// command).
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     /// The primary's id for this connection.
     connection_id: u32,
     flavour: Flavour,
@@ -115,6 +119,7 @@ impl Session {
             last_status: logged_in.status(),
             legs: logged_in.into_legs(),
             shared,
+            shutdown: Box::pin(cancel.clone().cancelled_owned()),
             cancel,
             client,
             tracker,
@@ -188,7 +193,7 @@ impl Session {
     /// meanwhile.
     async fn await_command(&mut self) -> Result<Phase, Error> {
         self.legs.new_exchange();
-        let packet = match self.legs.next_command(&self.cancel).await {
+        let packet = match self.legs.next_command(self.shutdown.as_mut()).await {
             Ok(packet) => packet,
             Err(Error::Retired { .. }) => return Ok(Phase::Retired),
             Err(error) => return Err(error),
