@@ -39,6 +39,8 @@ pub struct Proxy {
     hard: CancellationToken,
     in_flight: Arc<InFlight>,
     tracker: TaskTracker,
+    /// The shared connections to the primary, closed cleanly at the end.
+    pools: Arc<frontend::Pools>,
 }
 
 /// Why the proxy could not start.
@@ -183,6 +185,12 @@ impl ProxyBuilder {
             }
             None => cluster::alone(),
         };
+        let pools = frontend::Pools::new(
+            config.sharing.clone(),
+            Arc::clone(&durability),
+            config.failover.fenced_reads,
+            Arc::clone(&metrics),
+        );
         let shared = Arc::new(Shared {
             config: config.clone(),
             tls,
@@ -202,6 +210,7 @@ impl ProxyBuilder {
                 ))
             }),
             standing: standing.clone(),
+            pools: Arc::clone(&pools),
         });
         tracker.spawn(frontend::serve(
             listener,
@@ -217,6 +226,7 @@ impl ProxyBuilder {
             tls: tls_status,
             standing,
             cluster,
+            pools: Arc::clone(&pools),
         };
         let listening = admin::Listening {
             max_connections: config.limits.max_admin_connections,
@@ -240,6 +250,7 @@ impl ProxyBuilder {
             hard,
             in_flight,
             tracker,
+            pools,
         })
     }
 }
@@ -348,6 +359,7 @@ impl Proxy {
             released_parked = self.durability.status().released["shutdown"] - before;
         }
         let unfinished = self.in_flight.count();
+        self.pools.close_all().await;
         self.hard.cancel();
         self.tracker.close();
         let _ = tokio::time::timeout(Duration::from_millis(500), self.tracker.wait()).await;

@@ -254,6 +254,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         Ok(self.stream.read_buf(buf).await?)
     }
 
+    /// Whether the peer sent something, closed or failed, without waiting: one read that
+    /// would not block (what it reads stays buffered).
+    pub fn readable_now(&mut self) -> bool {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let fill = std::pin::pin!(self.fill());
+        std::future::Future::poll(fill, &mut cx).is_ready()
+    }
+
     /// Queues `packet` exactly as it was received.
     pub fn forward(&mut self, packet: &Packet) {
         self.wbuf.extend_from_slice(packet.wire());

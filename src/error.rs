@@ -103,6 +103,15 @@ pub enum Error {
         /// The configured limit.
         limit: usize,
     },
+    /// No connection of the session's pool came free within `sharing.max_wait`; the session
+    /// goes on (the statement was not sent).
+    #[error("no connection to the primary came free within {waited:?} (sharing.pool_size = {pool_size}); try again")]
+    PoolExhausted {
+        /// `sharing.max_wait`.
+        waited: std::time::Duration,
+        /// `sharing.pool_size`.
+        pool_size: usize,
+    },
     /// A commit did not reach its quorum in time (`on_timeout = error`); the session goes on.
     #[error("{0}")]
     NotAcknowledged(#[from] crate::commit::NotAcknowledged),
@@ -299,6 +308,7 @@ impl Error {
             | Error::PrimaryProtocol(_) => Side::Primary,
             Error::Replica(_) | Error::ReplicaSetup(_) => Side::Replica,
             Error::TooManyConnections { .. }
+            | Error::PoolExhausted { .. }
             | Error::NotAcknowledged(_)
             | Error::Shutdown
             | Error::Fenced { .. }
@@ -357,7 +367,7 @@ impl Error {
             Error::PrimaryProtocol(_) => (1158, b"08S01"), // ER_NET_READ_ERROR
             // ER_MASTER_FATAL_ERROR_READING_BINLOG: what a primary answers a dump it refuses.
             Error::ReplicaSetup(_) => (1236, b"HY000"),
-            Error::TooManyConnections { .. } => (1040, b"08004"), // ER_CON_COUNT_ERROR
+            Error::TooManyConnections { .. } | Error::PoolExhausted { .. } => (1040, b"08004"), // ER_CON_COUNT_ERROR
             // ER_ERROR_DURING_COMMIT: the commit happened on the fenced primary and its fate
             // is not known, which no other cut-off shares.
             Error::NotAcknowledged(e)
@@ -458,6 +468,14 @@ mod tests {
                 Error::TooManyConnections { limit: 5 },
                 Some(1040),
                 "limit 5",
+            ),
+            (
+                Error::PoolExhausted {
+                    waited: Duration::from_secs(10),
+                    pool_size: 32,
+                },
+                Some(1040),
+                "sharing.pool_size = 32",
             ),
             (
                 Error::ClientReadTimeout(Duration::from_secs(30)),

@@ -20,6 +20,19 @@ const WAIT_BUCKETS: &[f64] = &[
     5.0, 10.0, 30.0,
 ];
 
+/// Why a session keeps its own connection to the primary under `[sharing]` (labels of
+/// `strongsync_sessions_pinned`).
+pub const PIN_REASONS: [&str; 8] = [
+    "transaction",
+    "session_state",
+    "prepared_statement",
+    "lock",
+    "last_statement",
+    "connection_id",
+    "command",
+    "tracking",
+];
+
 /// Why a session is checked after a response (labels of `strongsync_tracking_checks_total`).
 pub const TRACKING_CHECK_REASONS: [&str; 6] = [
     "state_change",
@@ -305,6 +318,24 @@ metrics! {
         /// synced): what the fence and a follow wait for, and how far behind the positions in
         /// the file may be beyond `failover.state_interval`.
         pub state_write: HistogramVec = "strongsync_state_file_write_seconds" [],
+        /// Free connections to the primary in the pools of `[sharing]`.
+        pub pool_idle: IntGauge = "strongsync_pool_idle_connections" [],
+        /// Connections a session took from its pool for a statement, by whether it was the
+        /// one it had last (`own`) or another (`other`).
+        pub pool_checkouts: IntCounterVec = "strongsync_pool_checkouts_total" ["connection"],
+        /// Time statements waited for a free connection of their pool (only those that
+        /// waited).
+        pub pool_wait: HistogramVec = "strongsync_pool_wait_seconds" [],
+        /// Statements that found no free connection within `sharing.max_wait` (error 1040).
+        pub pool_wait_timeouts: IntCounter = "strongsync_pool_wait_timeouts_total" [],
+        /// Connections to the primary the pools closed, by why: `surplus` (given back while
+        /// `sharing.pool_size` were free), `retired` (their epoch ended), `closed_by_primary`
+        /// (the primary ended it while it was free).
+        pub pool_closed: IntCounterVec = "strongsync_pool_closed_total" ["why"],
+        /// Sessions that keep their own connection to the primary under `[sharing]`, by why
+        /// (transaction, session_state, prepared_statement, lock, last_statement,
+        /// connection_id, command, tracking).
+        pub sessions_pinned: IntGaugeVec = "strongsync_sessions_pinned" ["why"],
     }
     derived {
         /// `commit_wait` and `commits_released` of each outcome, in [`OUTCOMES`] order, looked
@@ -354,6 +385,15 @@ impl Metrics {
         }
         for result in ["ok", "failed"] {
             self.state_writes.with_label_values(&[result]);
+        }
+        for connection in ["own", "other"] {
+            self.pool_checkouts.with_label_values(&[connection]);
+        }
+        for why in ["surplus", "retired", "closed_by_primary"] {
+            self.pool_closed.with_label_values(&[why]);
+        }
+        for why in PIN_REASONS {
+            self.sessions_pinned.with_label_values(&[why]);
         }
     }
 

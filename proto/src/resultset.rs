@@ -13,6 +13,12 @@ use crate::wire::{put_lenenc_int, put_lenenc_str, Reader};
 const COLLATION_UTF8MB4: u16 = 45;
 /// MYSQL_TYPE_VAR_STRING.
 const TYPE_VAR_STRING: u8 = 0xFD;
+/// `MYSQL_TYPE_LONGLONG`.
+const TYPE_LONGLONG: u8 = 0x08;
+/// The `binary` collation, which numbers come in.
+const COLLATION_BINARY: u16 = 63;
+/// `NOT_NULL_FLAG | UNSIGNED_FLAG | BINARY_FLAG | NUM_FLAG`.
+const FLAGS_UNSIGNED_NOT_NULL: u16 = 0x0001 | 0x0020 | 0x0080 | 0x8000;
 /// Length of the fixed fields of a column definition.
 const FIXED_FIELDS_LEN: u64 = 0x0C;
 
@@ -29,9 +35,43 @@ pub struct Layout {
 /// sequence id. `status` goes into the terminator.
 pub fn put_text_result(
     dst: &mut BytesMut,
+    seq: u8,
+    layout: Layout,
+    columns: &[&str],
+    rows: &[&[Option<&str>]],
+    status: StatusFlags,
+) -> u8 {
+    put_result(dst, seq, layout, columns, false, rows, status)
+}
+
+/// Appends a result set of one `BIGINT UNSIGNED NOT NULL` column named `column` and one row
+/// holding `value` (what `SELECT LAST_INSERT_ID()` returns); returns the next sequence id.
+pub fn put_unsigned_result(
+    dst: &mut BytesMut,
+    seq: u8,
+    layout: Layout,
+    column: &str,
+    value: u64,
+    status: StatusFlags,
+) -> u8 {
+    let value = value.to_string();
+    put_result(
+        dst,
+        seq,
+        layout,
+        &[column],
+        true,
+        &[&[Some(&value)]],
+        status,
+    )
+}
+
+fn put_result(
+    dst: &mut BytesMut,
     mut seq: u8,
     layout: Layout,
     columns: &[&str],
+    unsigned: bool,
     rows: &[&[Option<&str>]],
     status: StatusFlags,
 ) -> u8 {
@@ -40,7 +80,7 @@ pub fn put_text_result(
     seq = put_payload(dst, seq, &payload);
     for name in columns {
         payload.clear();
-        put_column_definition(&mut payload, name, layout.extended_metadata);
+        put_column_definition(&mut payload, name, unsigned, layout.extended_metadata);
         seq = put_payload(dst, seq, &payload);
     }
     if !layout.deprecate_eof {
@@ -93,7 +133,8 @@ fn eof(status: StatusFlags) -> [u8; 5] {
     [EOF_HEADER, 0, 0, s[0], s[1]]
 }
 
-fn put_column_definition(dst: &mut Vec<u8>, name: &str, extended_metadata: bool) {
+/// A column definition: a string column, or (`unsigned`) a `BIGINT UNSIGNED NOT NULL` one.
+fn put_column_definition(dst: &mut Vec<u8>, name: &str, unsigned: bool, extended_metadata: bool) {
     put_lenenc_str(dst, b"def");
     put_lenenc_str(dst, b""); // schema
     put_lenenc_str(dst, b""); // table alias
@@ -104,10 +145,17 @@ fn put_column_definition(dst: &mut Vec<u8>, name: &str, extended_metadata: bool)
         put_lenenc_int(dst, 0); // no extended type information
     }
     put_lenenc_int(dst, FIXED_FIELDS_LEN);
-    dst.put_u16_le(COLLATION_UTF8MB4);
-    dst.put_u32_le(256); // column length
-    dst.put_u8(TYPE_VAR_STRING);
-    dst.put_u16_le(0); // flags
+    if unsigned {
+        dst.put_u16_le(COLLATION_BINARY);
+        dst.put_u32_le(20); // column length
+        dst.put_u8(TYPE_LONGLONG);
+        dst.put_u16_le(FLAGS_UNSIGNED_NOT_NULL);
+    } else {
+        dst.put_u16_le(COLLATION_UTF8MB4);
+        dst.put_u32_le(256); // column length
+        dst.put_u8(TYPE_VAR_STRING);
+        dst.put_u16_le(0); // flags
+    }
     dst.put_u8(0); // decimals
     dst.put_u16_le(0); // filler
 }

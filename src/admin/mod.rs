@@ -45,6 +45,8 @@ pub struct Admin {
     pub standing: tokio::sync::watch::Receiver<crate::cluster::Standing>,
     /// This instance's part in its cluster, if it is one of one.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// The shared connections to the primary (`[sharing]`).
+    pub(crate) pools: Arc<crate::frontend::Pools>,
 }
 
 /// TLS on each leg, for `/status`.
@@ -143,6 +145,9 @@ struct Status {
     /// This instance in its cluster (absent alone).
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster: Option<ClusterStatus>,
+    /// The shared connections to the primary (absent with `[sharing]` off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sharing: Option<SharingStatus>,
     primary: PrimaryStatus,
     replicas: Vec<Replica>,
 }
@@ -177,6 +182,16 @@ struct UnresolvedRelease {
     /// GTIDs learnt (and waited for), if any.
     gtids: String,
     seconds_ago: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct SharingStatus {
+    /// `sharing.pool_size`: free connections kept per account and schema.
+    pool_size: usize,
+    /// Free connections in all pools now.
+    free_connections: usize,
+    /// Sessions that keep their own connection, by why.
+    pinned_sessions: std::collections::BTreeMap<&'static str, i64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -752,6 +767,23 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
                     _ => None,
                 },
             }
+        }),
+        sharing: admin.pools.enabled().then(|| SharingStatus {
+            pool_size: admin.pools.pool_size(),
+            free_connections: admin.pools.free(),
+            pinned_sessions: crate::metrics::PIN_REASONS
+                .iter()
+                .map(|why| {
+                    (
+                        *why,
+                        admin
+                            .metrics
+                            .sessions_pinned
+                            .with_label_values(&[why])
+                            .get(),
+                    )
+                })
+                .collect(),
         }),
         primary: PrimaryStatus {
             address: admin.control.primary(),

@@ -35,6 +35,7 @@ pub(crate) mod define;
 mod durability;
 pub mod load;
 mod reference;
+mod sharing;
 mod tls;
 mod topology;
 mod values;
@@ -49,6 +50,7 @@ pub use cluster::ClusterConfig;
 use define::{settings, Meta, Section, SettingInfo};
 pub use durability::{AsyncReplicas, DurabilityConfig, OnTimeout, Visibility, WithoutQuorum};
 pub use reference::reference_table;
+pub use sharing::SharingConfig;
 pub use tls::{generated_files, PrimaryTls, TlsConfig, TlsFiles};
 pub use topology::{ReplicaConfig, ReplicaLabels, Topology};
 pub use values::Secret;
@@ -122,6 +124,9 @@ settings! {
         /// Several instances, one leader by an etcd lease (`[cluster]`).
         #[setting(Meta::FILE)]
         pub cluster: ClusterConfig = ClusterConfig::default(),
+        /// Connections to the primary shared by clients without session state (`[sharing]`).
+        #[setting(Meta::FILE)]
+        pub sharing: SharingConfig = SharingConfig::default(),
         /// Replicas by the `server_id` they replicate with, with their zones and labels
         /// (`[[replica]]`).
         #[setting(Meta::FILE)]

@@ -285,6 +285,19 @@ impl Tracker {
         std::mem::take(&mut self.common_mut().reset)
     }
 
+    /// Whether the command just relayed reset the session's trackers, without taking the
+    /// news (see [`Tracker::take_reset`]).
+    pub fn reset_pending(&self) -> bool {
+        self.common().reset
+    }
+
+    /// Whether the session's commits are learnt from what the primary's defaults give every
+    /// session: strongsync changed nothing on its connection, so any connection of the same
+    /// login tracks it alike.
+    pub fn tracks_from_defaults(&self) -> bool {
+        self.common().defaults.is_some()
+    }
+
     /// Why every response must be checked now, if it must.
     pub fn checks_every_response(&self) -> Option<CheckReason> {
         match self {

@@ -25,26 +25,40 @@ use crate::stream::ClientStream;
 /// past this it stops reading the client until the response is done.
 const CLIENT_READ_AHEAD: usize = 256 * 1024;
 
+/// What [`Backend::watch`] saw.
+enum Watched {
+    Retired,
+    Filled(Result<usize, crate::conn::ConnError>),
+}
+
 /// A packet from one leg or the other.
 pub(super) enum Either {
     Primary(Packet),
     Client(Packet),
 }
 
-/// The client's connection and the session's connection to the primary, with the epoch that
-/// connection belongs to.
-pub(super) struct Legs {
-    client: Conn<ClientStream>,
-    primary: Conn<PrimaryStream>,
-    /// The epoch the primary connection was opened in, counting the connection until it is
-    /// dropped with it; every write to it passes the gate of [`Durability::pass`].
+/// A connection to the primary, with the epoch it belongs to.
+pub(super) struct Backend {
+    conn: Conn<PrimaryStream>,
+    /// The epoch the connection was opened in, counting the connection until it is dropped
+    /// with it; every write to it passes the gate of [`Durability::pass`].
     epoch: OnEpoch,
-    durability: Arc<Durability>,
-    /// `failover.fenced_reads`: statements may still go to a fenced primary.
-    fenced_reads: bool,
     /// Resolves once the epoch is over (made once, polled wherever the session waits on the
     /// primary).
     retired: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// The primary's id for the connection (0 until its greeting is read).
+    id: u32,
+}
+
+/// The client's connection and the session's connection to the primary. Only a session that
+/// shares connections is ever without one: between giving it back after a response and
+/// taking one for its next command (see [`super::pool`]).
+pub(super) struct Legs {
+    client: Conn<ClientStream>,
+    primary: Option<Backend>,
+    durability: Arc<Durability>,
+    /// `failover.fenced_reads`: statements may still go to a fenced primary.
+    fenced_reads: bool,
     client_seq: Sequence,
     primary_seq: Sequence,
     timeouts: Timeouts,
@@ -68,9 +82,7 @@ impl Legs {
     ) -> Self {
         Legs {
             client,
-            primary,
-            retired: Box::pin(epoch.retired()),
-            epoch,
+            primary: Some(Backend::new(primary, epoch)),
             durability,
             fenced_reads,
             client_seq: Sequence::expecting(0),
@@ -86,7 +98,46 @@ impl Legs {
     }
 
     pub(super) fn primary(&mut self) -> &mut Conn<PrimaryStream> {
-        &mut self.primary
+        &mut self.backend().conn
+    }
+
+    /// The connection to the primary. Every phase that talks to the primary has one: the
+    /// session takes one before it dispatches a command.
+    fn backend(&mut self) -> &mut Backend {
+        self.primary
+            .as_mut()
+            .expect("a session talks to the primary only with a connection to it")
+    }
+
+    fn backend_ref(&self) -> &Backend {
+        self.primary
+            .as_ref()
+            .expect("a session talks to the primary only with a connection to it")
+    }
+
+    /// Whether the session has a connection to the primary now.
+    pub(super) fn has_backend(&self) -> bool {
+        self.primary.is_some()
+    }
+
+    /// Gives up the connection to the primary (for the pool); the session has none until it
+    /// takes one with [`Legs::attach`].
+    pub(super) fn detach(&mut self) -> Option<Backend> {
+        self.primary.take()
+    }
+
+    /// Takes `backend` as the connection to the primary.
+    pub(super) fn attach(&mut self, backend: Backend) {
+        debug_assert!(
+            self.primary.is_none(),
+            "one connection to the primary at a time"
+        );
+        self.primary = Some(backend);
+    }
+
+    /// The primary's greeting named the connection's id.
+    pub(super) fn set_primary_id(&mut self, id: u32) {
+        self.backend().id = id;
     }
 
     /// The client's connection, for reading what it says of itself.
@@ -96,7 +147,7 @@ impl Legs {
 
     /// The connection to the primary, for reading what it is.
     pub(super) fn primary_ref(&self) -> &Conn<PrimaryStream> {
-        &self.primary
+        &self.backend_ref().conn
     }
 
     /// A password in clear may go on from the client to the primary: both legs are secure
@@ -108,7 +159,7 @@ impl Legs {
         if !self.client.get_ref().is_tls() {
             return Err(Error::Password(PasswordRefused::FromClient));
         }
-        if !self.primary.get_ref().is_secure() {
+        if !self.primary_ref().get_ref().is_secure() {
             return Err(Error::Password(PasswordRefused::ToPrimary));
         }
         Ok(())
@@ -117,12 +168,12 @@ impl Legs {
     /// The client's leg is plain and the primary's secure: a client that asks for the
     /// server's key gets strongsync's, since the primary wants the password in clear.
     pub(super) fn answers_key_requests(&self) -> bool {
-        !self.client.get_ref().is_tls() && self.primary.get_ref().is_secure()
+        !self.client.get_ref().is_tls() && self.primary_ref().get_ref().is_secure()
     }
 
     /// The epoch of the connection to the primary.
     pub(super) fn epoch(&self) -> &Arc<Epoch> {
-        self.epoch.arc()
+        self.backend_ref().epoch.arc()
     }
 
     /// Whether a statement may go to the primary now (the gate's check, without a write).
@@ -131,14 +182,14 @@ impl Legs {
     /// The fence's or the retired epoch's error.
     pub(super) fn admitted(&self) -> Result<(), Error> {
         self.durability
-            .admits(self.epoch.number(), self.fenced_reads)
+            .admits(self.backend_ref().epoch.number(), self.fenced_reads)
             .map_err(Error::from)
     }
 
     /// The error for this session's epoch being over.
     fn retired_error(&self) -> Error {
         Error::Retired {
-            epoch: self.epoch.number(),
+            epoch: self.backend_ref().epoch.number(),
             now: self.durability.epoch_number(),
         }
     }
@@ -202,7 +253,7 @@ impl Legs {
     /// Passes a packet on to the primary as the next of the exchange.
     pub(super) fn pass_to_primary(&mut self, packet: &Packet) {
         let seq = self.primary_seq.advance();
-        self.primary.forward_as(packet, seq);
+        self.backend().conn.forward_as(packet, seq);
     }
 
     /// Passes a packet on to the client as the next of the exchange.
@@ -244,14 +295,16 @@ impl Legs {
             tokio::select! {
                 biased;
                 () = shutdown.as_mut() => return Err(Error::Shutdown),
-                () = self.retired.as_mut() => return Err(self.retired_error()),
+                event = Backend::watch(&mut self.primary) => match event {
+                    Watched::Retired => return Err(self.retired_error()),
+                    Watched::Filled(filled) => {
+                        if filled.map_err(Error::from_primary)? == 0 {
+                            return Err(Error::PrimaryClosed);
+                        }
+                    }
+                },
                 packet = self.client.read_packet_within(limit, ReadDeadline::FromFirstByte) => {
                     return packet.map_err(Error::from_client);
-                }
-                filled = self.primary.fill() => {
-                    if filled.map_err(Error::from_primary)? == 0 {
-                        return Err(Error::PrimaryClosed);
-                    }
                 }
             }
         }
@@ -260,22 +313,31 @@ impl Legs {
     /// The next packet from whichever leg speaks first (an authentication exchange, where
     /// either may).
     pub(super) async fn next_from_either(&mut self) -> Result<Either, Error> {
-        tokio::select! {
-            () = self.retired.as_mut() => Err(self.retired_error()),
-            packet = self.primary.read_packet() => Ok(Either::Primary(packet.map_err(Error::from_primary)?)),
-            packet = self.client.read_packet() => Ok(Either::Client(packet.map_err(Error::from_client)?)),
-        }
+        let backend = self
+            .primary
+            .as_mut()
+            .expect("an exchange is with the primary");
+        let packet = tokio::select! {
+            () = backend.retired.as_mut() => None,
+            packet = backend.conn.read_packet() => Some(Either::Primary(packet.map_err(Error::from_primary)?)),
+            packet = self.client.read_packet() => Some(Either::Client(packet.map_err(Error::from_client)?)),
+        };
+        packet.ok_or_else(|| self.retired_error())
     }
 
     /// The next packet from the primary. A client that hangs up meanwhile ends the session
     /// (dropping the primary connection, which rolls back anything uncommitted, as a direct
     /// disconnect would); bytes it pipelines meanwhile wait in its buffer.
     pub(super) async fn next_primary_packet(&mut self) -> Result<Packet, Error> {
+        let backend = self
+            .primary
+            .as_mut()
+            .expect("a response comes from the primary");
         loop {
             tokio::select! {
                 biased;
-                packet = self.primary.read_packet() => return packet.map_err(Error::from_primary),
-                () = self.retired.as_mut() => return Err(self.retired_error()),
+                packet = backend.conn.read_packet() => return packet.map_err(Error::from_primary),
+                () = backend.retired.as_mut() => break,
                 filled = self.client.fill(), if self.client.buffered_len() < CLIENT_READ_AHEAD => {
                     if filled.map_err(Error::from_client)? == 0 {
                         return Err(Error::ClientClosed);
@@ -283,6 +345,7 @@ impl Legs {
                 }
             }
         }
+        Err(self.retired_error())
     }
 
     /// Runs `fut`, failing early if the client disconnects. A parked commit is not cut short
@@ -308,10 +371,14 @@ impl Legs {
     /// Writes what is queued for the primary, if its epoch is in force and (unless
     /// `failover.fenced_reads`) not fenced: the fence waits for the write.
     pub(super) async fn flush_primary(&mut self) -> Result<(), Error> {
+        let backend = self
+            .primary
+            .as_mut()
+            .expect("a session writes to the primary only with a connection to it");
         let _pass = self
             .durability
-            .pass(self.epoch.number(), self.fenced_reads)?;
-        self.primary.flush().await.map_err(Error::PrimaryIo)
+            .pass(backend.epoch.number(), self.fenced_reads)?;
+        backend.conn.flush().await.map_err(Error::PrimaryIo)
     }
 
     /// Writes what is queued for the client. While the client does not read, nothing more is
@@ -338,7 +405,7 @@ impl Legs {
     pub(super) fn count_relayed_bytes(&mut self, metrics: &Metrics) {
         metrics
             .relayed_to_primary
-            .inc_by(self.primary.take_written());
+            .inc_by(self.primary.as_mut().map_or(0, |b| b.conn.take_written()));
         metrics.relayed_to_client.inc_by(self.client.take_written());
     }
 
@@ -376,9 +443,8 @@ impl Legs {
     /// (fenced, or its epoch over) at once, with nothing queued sent and a reset, so that no
     /// byte of it reaches the old primary after the fence or the follow.
     async fn close_primary(&mut self) {
-        match self.durability.pass(self.epoch.number(), self.fenced_reads) {
-            Ok(_pass) => self.primary.shutdown().await,
-            Err(_) => primary::reset_on_close(&mut self.primary),
+        if let Some(backend) = &mut self.primary {
+            backend.close(&self.durability, self.fenced_reads).await;
         }
     }
 
@@ -387,7 +453,9 @@ impl Legs {
     /// gets, with the sequence id the exchange would go on with.
     pub(super) fn retire(mut self) -> (Conn<ClientStream>, Error) {
         let error = self.retired_error();
-        primary::reset_on_close(&mut self.primary);
+        if let Some(backend) = &mut self.primary {
+            primary::reset_on_close(&mut backend.conn);
+        }
         (self.client, error)
     }
 
@@ -395,7 +463,77 @@ impl Legs {
     /// next packet to it, the primary's, and the epoch they belong to.
     pub(super) fn into_dump(mut self) -> (Conn<ClientStream>, u8, Conn<PrimaryStream>, OnEpoch) {
         let seq = self.client_seq.advance();
-        (self.client, seq, self.primary, self.epoch)
+        let backend = self
+            .primary
+            .expect("a dump is relayed on a connection to the primary");
+        (self.client, seq, backend.conn, backend.epoch)
+    }
+}
+
+// === impl Backend ===
+
+impl Backend {
+    fn new(conn: Conn<PrimaryStream>, epoch: OnEpoch) -> Self {
+        Backend {
+            conn,
+            retired: Box::pin(epoch.retired()),
+            epoch,
+            id: 0,
+        }
+    }
+
+    /// The primary's id for the connection.
+    pub(super) fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The connection itself.
+    pub(super) fn conn(&mut self) -> &mut Conn<PrimaryStream> {
+        &mut self.conn
+    }
+
+    /// Resolves once the connection's epoch is over.
+    pub(super) fn retired_wait(&self) -> WaitForCancellationFutureOwned {
+        self.epoch.retired()
+    }
+
+    /// The number of the epoch the connection belongs to.
+    pub(super) fn epoch_number(&self) -> u64 {
+        self.epoch.number()
+    }
+
+    /// Whether the connection's epoch is over.
+    pub(super) fn is_retired(&self) -> bool {
+        self.epoch.arc().is_retired()
+    }
+
+    /// Whether the primary closed the connection, or said anything on it, while it was not
+    /// in use (`wait_timeout`, `KILL`): between commands it has nothing to say.
+    pub(super) fn spoke_unasked(&mut self) -> bool {
+        self.conn.buffered_len() > 0 || self.conn.readable_now()
+    }
+
+    /// Closes the connection: cleanly (`COM_QUIT`, then the end of the stream) if it may
+    /// still be written to, else at once with a reset, so that no byte of it reaches the
+    /// primary after a fence or a follow.
+    pub(super) async fn close(&mut self, durability: &Durability, fenced_reads: bool) {
+        match durability.pass(self.epoch.number(), fenced_reads) {
+            Ok(_pass) => self.conn.shutdown().await,
+            Err(_) => primary::reset_on_close(&mut self.conn),
+        }
+    }
+
+    /// Watches an idle connection: its epoch ending, or the primary sending something
+    /// ([`Conn::fill`]); waits forever without a connection.
+    async fn watch(backend: &mut Option<Backend>) -> Watched {
+        let Some(backend) = backend else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            biased;
+            () = backend.retired.as_mut() => Watched::Retired,
+            filled = backend.conn.fill() => Watched::Filled(filled),
+        }
     }
 }
 

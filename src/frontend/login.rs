@@ -20,6 +20,7 @@ use strongsync_proto::ProtoError;
 use tracing::debug;
 
 use super::legs::{Either, Legs};
+use super::pool::PoolKey;
 use super::Shared;
 use crate::conn::Conn;
 use crate::durability::OnEpoch;
@@ -50,6 +51,8 @@ pub(super) struct Login {
     scramble: [u8; strongsync_proto::auth::SCRAMBLE_LEN],
     /// Where a password may be in the exchange.
     passwords: PasswordWatch,
+    /// The pool this login's connection may join (`[sharing]`).
+    pool_key: Option<PoolKey>,
 }
 
 /// A client the primary accepted, with both connections and what the login settled.
@@ -63,6 +66,8 @@ pub(super) struct LoggedIn {
     scramble: [u8; strongsync_proto::auth::SCRAMBLE_LEN],
     /// The status flags of the primary's OK.
     status: StatusFlags,
+    /// The pool the session's connection may join (`[sharing]`).
+    pool_key: Option<PoolKey>,
 }
 
 /// What the client negotiated.
@@ -152,6 +157,7 @@ impl Login {
             primary_offers_tls: false,
             scramble: [0; strongsync_proto::auth::SCRAMBLE_LEN],
             passwords: PasswordWatch::new(None, &[]),
+            pool_key: None,
         }
     }
 
@@ -207,6 +213,7 @@ impl Login {
             primary_tracks: self.primary_tracks,
             scramble: *self.passwords.scramble(),
             status,
+            pool_key: self.pool_key,
         })
     }
 
@@ -250,6 +257,7 @@ impl Login {
             .contains(CapabilityFlags::CLIENT_SESSION_TRACK);
         self.primary_offers_tls = parsed.capabilities.contains(CapabilityFlags::CLIENT_SSL);
         self.scramble = parsed.scramble;
+        self.legs.set_primary_id(parsed.connection_id);
         tracing::Span::current().record("conn_id", parsed.connection_id);
         let offered =
             capabilities::offered_to_client(parsed.capabilities, self.shared.tls.is_some());
@@ -304,6 +312,14 @@ impl Login {
         self.client_ext_caps = ext;
         self.passwords = PasswordWatch::new(parsed.auth_plugin, &self.scramble);
         let clear = self.passwords.client_sent(parsed.auth_data) == FromClient::ClearPassword;
+        self.pool_key = Some(PoolKey {
+            user: parsed.user.to_vec(),
+            schema: parsed.database.unwrap_or_default().to_vec(),
+            charset: parsed.collation,
+            capabilities: caps.bits(),
+            extended: ext.map(|ext| ext.bits()),
+            tls,
+        });
         ClientResponse::set_capabilities(&mut payload, caps, ext);
         if tls {
             // The SSLRequest is the response's fixed part, with the same capabilities.
@@ -400,6 +416,11 @@ impl LoggedIn {
     /// The status flags of the primary's OK to the login.
     pub(super) fn status(&self) -> StatusFlags {
         self.status
+    }
+
+    /// The pool the session's connection may join (`[sharing]`).
+    pub(super) fn pool_key(&mut self) -> Option<PoolKey> {
+        self.pool_key.take()
     }
 
     /// Both connections, for the session that relays the client's commands.

@@ -13,11 +13,14 @@ mod legs;
 mod listener;
 mod login;
 mod own_query;
+mod pin;
 mod pipe;
+mod pool;
 mod relay;
 mod replica;
 mod retired;
 mod session;
+mod share;
 mod snapshot;
 
 use std::sync::Arc;
@@ -34,6 +37,7 @@ use crate::probe::Probe;
 
 pub(crate) use in_flight::InFlight;
 pub(crate) use listener::serve;
+pub(crate) use pool::Pools;
 
 /// What every session of one proxy shares. Sessions hold it behind an `Arc`: nothing in it
 /// changes after the proxy starts.
@@ -63,4 +67,6 @@ pub(crate) struct Shared {
     /// Where this instance stands in its cluster (alone without one): who leads, for the
     /// clients it turns away.
     pub standing: tokio::sync::watch::Receiver<crate::cluster::Standing>,
+    /// The connections to the primary that sessions without state share (`[sharing]`).
+    pub pools: Arc<Pools>,
 }

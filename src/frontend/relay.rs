@@ -12,6 +12,7 @@ use super::bound::Bounds;
 use super::commits::{Mark, ResponseCommits};
 use super::legs::Legs;
 use super::login::forward_ok;
+use super::share::Share;
 use super::snapshot::SnapshotCover;
 use super::Shared;
 use crate::commit::{Release, Unresolved};
@@ -39,6 +40,14 @@ pub(super) struct Command {
     check: Option<CheckReason>,
 }
 
+/// The parts of a session a response's relay works on.
+pub(super) struct SessionParts<'s> {
+    pub legs: &'s mut Legs,
+    pub tracker: &'s mut Tracker,
+    pub cover: &'s mut SnapshotCover,
+    pub share: Option<&'s mut Share>,
+}
+
 /// The relay of one response, with the parts of the session it works on.
 pub(super) struct ResponseRelay<'s> {
     shared: &'s Shared,
@@ -47,12 +56,18 @@ pub(super) struct ResponseRelay<'s> {
     cover: &'s mut SnapshotCover,
     bounds: Bounds<'s>,
     connection_id: u32,
+    /// The epoch of the connection the response comes on (the session may give it back
+    /// before the response's commits are released).
+    epoch: u64,
     /// The primary leg negotiated session tracking (its OKs may carry a state block).
     primary_tracks: bool,
     reader: ResponseReader,
     commits: ResponseCommits,
     /// Status flags of the last OK or EOF relayed.
     status: Option<StatusFlags>,
+    /// The session's part in `[sharing]`: its pins follow the response, and its connection
+    /// goes back to the pool before a commit waits, if nothing pins it.
+    share: Option<&'s mut Share>,
 }
 
 // === impl Command ===
@@ -78,12 +93,16 @@ impl<'s> ResponseRelay<'s> {
     pub(super) fn new(
         command: Command,
         shared: &'s Shared,
-        legs: &'s mut Legs,
-        tracker: &'s mut Tracker,
-        cover: &'s mut SnapshotCover,
+        parts: SessionParts<'s>,
         bounds: Bounds<'s>,
         primary_tracks: bool,
     ) -> Self {
+        let SessionParts {
+            legs,
+            tracker,
+            cover,
+            share,
+        } = parts;
         let barrier = shared.durability.reads_wait() && !command.reveals_nothing;
         let mut commits = ResponseCommits::new(barrier, cover.for_response());
         if let Some(reason) = command.check {
@@ -91,6 +110,7 @@ impl<'s> ResponseRelay<'s> {
         }
         ResponseRelay {
             connection_id: bounds.connection_id(),
+            epoch: legs.epoch().number(),
             shared,
             legs,
             tracker,
@@ -100,6 +120,7 @@ impl<'s> ResponseRelay<'s> {
             reader: command.reader,
             commits,
             status: None,
+            share,
         }
     }
 
@@ -149,9 +170,18 @@ impl<'s> ResponseRelay<'s> {
                         self.commits.need_check(reason);
                     }
                     self.status = Some(status);
+                    if let Some(share) = &mut self.share {
+                        let warnings = EofPacket::parse(packet.payload())
+                            .map_err(Error::PrimaryProtocol)?
+                            .warnings;
+                        share.on_eof(status, warnings);
+                    }
                     self.forward_to_client(&packet, mark.seq());
                 }
                 PacketKind::Err => {
+                    if let Some(share) = &mut self.share {
+                        share.on_err();
+                    }
                     // An error may have ended the transaction (a deadlock, a row changed
                     // since the snapshot) and never carries its state.
                     self.commits.leave_snapshot();
@@ -176,6 +206,13 @@ impl<'s> ResponseRelay<'s> {
             !self.commits.holding(),
             "a finished response is never held back"
         );
+        // The response is read whole: a commit waits for its quorum without a connection, if
+        // the session may give it back (a reset's trackers are set up on it first).
+        if let Some(share) = &mut self.share {
+            if !self.tracker.reset_pending() {
+                share.give_back(self.legs).await;
+            }
+        }
         self.release(true).await?;
         self.cover.after_response(&self.commits);
         Ok(self.status)
@@ -187,6 +224,9 @@ impl<'s> ResponseRelay<'s> {
         let ok = OkPacket::parse(packet.payload(), self.primary_tracks)
             .map_err(Error::PrimaryProtocol)?;
         self.status = Some(ok.status);
+        if let Some(share) = &mut self.share {
+            share.on_ok(&ok);
+        }
         self.commits.transaction_reported(&ok);
         let news = self.tracker.on_ok(&ok);
         for gtid in news.committed {
@@ -264,10 +304,9 @@ impl<'s> ResponseRelay<'s> {
             }
         }
         if self.commits.has_news() {
-            let epoch = self.legs.epoch().number();
             let (commit, hold) =
                 self.commits
-                    .take(self.connection_id, self.tracker.quorum(), epoch);
+                    .take(self.connection_id, self.tracker.quorum(), self.epoch);
             // Once the client has its error, later commits of the batch wait for no one.
             if !self.commits.discarded() {
                 let wait = self.shared.hook.on_commit(commit);

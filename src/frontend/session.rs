@@ -15,6 +15,7 @@ use strongsync_proto::command::{self, *};
 use strongsync_proto::handshake::ChangeUser;
 use strongsync_proto::packet::Packet;
 use strongsync_proto::response::ResponseReader;
+use strongsync_proto::resultset;
 use strongsync_proto::reveals_nothing;
 use strongsync_proto::snapshot;
 use strongsync_proto::ProtoError;
@@ -25,9 +26,11 @@ use super::bound::Bounds;
 use super::in_flight::InFlightGuard;
 use super::legs::Legs;
 use super::login::{relay_auth, Auth, ClientCaps, LoggedIn};
+use super::pin::{asks_last_insert_id, Pin as Pinned};
 use super::pipe::ReplicaPipe;
-use super::relay::{Command, ResponseRelay};
+use super::relay::{Command, ResponseRelay, SessionParts};
 use super::replica::{AcceptedDump, ReplicaSetup};
+use super::share::Share;
 use super::snapshot::{Replacement, SnapshotCover};
 use super::Shared;
 use crate::error::Error;
@@ -62,6 +65,8 @@ pub(super) struct Session {
     setup_only: bool,
     /// Counts this session as a client session in flight until it ends or becomes a dump.
     in_flight: Option<InFlightGuard>,
+    /// The session's part in `[sharing]`, when it is on.
+    share: Option<Share>,
 }
 
 /// Where a session is.
@@ -96,7 +101,7 @@ enum End {
 impl Session {
     pub(super) fn new(
         shared: Arc<Shared>,
-        logged_in: LoggedIn,
+        mut logged_in: LoggedIn,
         cancel: CancellationToken,
         in_flight: InFlightGuard,
     ) -> Self {
@@ -111,13 +116,30 @@ impl Session {
             metrics: Arc::clone(&shared.metrics),
             durability: Arc::clone(&shared.durability),
         });
+        let pool_key = logged_in.pool_key().filter(|_| shared.pools.enabled());
+        let connection_id = logged_in.connection_id();
+        let flavour = logged_in.flavour();
+        let primary_tracks = logged_in.primary_tracks();
+        let scramble = logged_in.scramble();
+        let last_status = logged_in.status();
+        let legs = logged_in.into_legs();
+        let share = pool_key.map(|key| {
+            Share::new(
+                Arc::clone(&shared.pools),
+                key,
+                connection_id,
+                legs.epoch().number(),
+                Arc::clone(&shared.metrics),
+            )
+        });
         Session {
-            connection_id: logged_in.connection_id(),
-            flavour: logged_in.flavour(),
-            primary_tracks: logged_in.primary_tracks(),
-            scramble: logged_in.scramble(),
-            last_status: logged_in.status(),
-            legs: logged_in.into_legs(),
+            share,
+            connection_id,
+            flavour,
+            primary_tracks,
+            scramble,
+            last_status,
+            legs,
             shared,
             shutdown: Box::pin(cancel.clone().cancelled_owned()),
             cancel,
@@ -186,12 +208,20 @@ impl Session {
 
     async fn set_up_tracking(&mut self) -> Result<Phase, Error> {
         self.tracker.set_up(&mut self.legs).await?;
+        if let Some(share) = &mut self.share {
+            if !self.tracker.tracks_from_defaults() {
+                share.fix(Pinned::Tracking);
+            }
+        }
         Ok(Phase::Idle)
     }
 
     /// Waits for the next command, watching the primary connection, the epoch and shutdown
     /// meanwhile.
     async fn await_command(&mut self) -> Result<Phase, Error> {
+        if let Some(share) = &mut self.share {
+            share.give_back(&mut self.legs).await;
+        }
         self.legs.new_exchange();
         let packet = match self.legs.next_command(self.shutdown.as_mut()).await {
             Ok(packet) => packet,
@@ -215,11 +245,42 @@ impl Session {
             "command"
         );
         if cmd == COM_QUIT {
-            // Goodbye goes to the primary only if anything still may.
-            if self.legs.admitted().is_ok() {
+            // Goodbye goes to the primary only if anything still may (a session that shares
+            // has no connection of its own to say it on).
+            if self.legs.has_backend() && self.legs.admitted().is_ok() {
                 self.forward_command(&packet).await?;
             }
             return Ok(Phase::Closed);
+        }
+        if let Some(share) = &mut self.share {
+            // A session with a connection of its own (pinned) asks the primary.
+            let sql =
+                (cmd == COM_QUERY && !self.legs.has_backend()).then(|| &packet.payload()[1..]);
+            if let Some(expression) = sql.and_then(asks_last_insert_id) {
+                let name = String::from_utf8_lossy(expression);
+                let layout = self.client.layout();
+                let (value, status) = (share.last_insert_id(), self.last_status);
+                let seq = self.legs.next_client_seq();
+                self.legs.client().queue(|buf| {
+                    resultset::put_unsigned_result(buf, seq, layout, &name, value, status)
+                });
+                self.legs.flush_client().await?;
+                return Ok(Phase::Idle);
+            }
+            let epoch = self.shared.durability.epoch_number();
+            match share.take(&mut self.legs, epoch).await {
+                Ok(()) => share.on_command(packet.payload()),
+                Err(error @ Error::PoolExhausted { .. }) => {
+                    self.legs.queue_client_error(&error);
+                    self.legs.flush_client().await?;
+                    return Ok(Phase::Idle);
+                }
+                Err(error @ Error::Retired { .. }) => {
+                    self.shared.metrics.sessions_retired.inc();
+                    return Err(error);
+                }
+                Err(error) => return Err(error),
+            }
         }
         // Atomic reads: every command passes here. A fenced primary gets no statement (the
         // session may wait for the next one); a retired one gets nothing, ever.
@@ -309,17 +370,15 @@ impl Session {
     /// Relays one response, then sets the trackers up again if the command reset them.
     async fn relay_response(&mut self, command: Command) -> Result<Phase, Error> {
         let bounds = Bounds::new(&self.shared, self.flavour, self.connection_id);
-        let status = ResponseRelay::new(
-            command,
-            &self.shared,
-            &mut self.legs,
-            &mut self.tracker,
-            &mut self.cover,
-            bounds,
-            self.primary_tracks,
-        )
-        .run()
-        .await?;
+        let parts = SessionParts {
+            legs: &mut self.legs,
+            tracker: &mut self.tracker,
+            cover: &mut self.cover,
+            share: self.share.as_mut(),
+        };
+        let status = ResponseRelay::new(command, &self.shared, parts, bounds, self.primary_tracks)
+            .run()
+            .await?;
         if let Some(status) = status {
             self.last_status = status;
         }

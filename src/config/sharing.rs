@@ -1,0 +1,31 @@
+//! Sharing connections to the primary between clients that hold no session state
+//! (`[sharing]`).
+
+use std::time::Duration;
+
+use super::define::{settings, Meta};
+
+settings! {
+    /// Sharing connections to the primary (see docs/sharing.md). Off by default. Read at
+    /// start.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct SharingConfig in "sharing" {
+        /// A client with no session state of its own (no transaction, temporary table, user
+        /// variable, prepared statement, lock or changed variable) runs each statement on any
+        /// free connection of its account and schema, and holds none while it idles or its
+        /// commit waits for the quorum. A client that takes on state keeps its connection
+        /// until the state ends.
+        #[setting(Meta::flag("sharing"))]
+        pub enabled: bool = false,
+        /// Free connections kept per account and schema. Connections come only from clients'
+        /// logins (strongsync stores no password): one given back while this many are free is
+        /// closed, so the primary runs about this many threads for stateless clients, however
+        /// many are connected.
+        #[setting(Meta::flag("sharing-pool-size").range(1, 65536))]
+        pub pool_size: usize = 32,
+        /// How long a statement waits for a free connection of its pool; then the client gets
+        /// error 1040 and may try again (its session goes on).
+        #[setting(Meta::FILE.nonzero())]
+        pub max_wait: Duration = Duration::from_secs(10),
+    }
+}

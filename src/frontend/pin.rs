@@ -1,0 +1,266 @@
+//! Whether a session may give its connection to the primary back to the pool: what it did
+//! (commands, statements) and what the primary said of it (status flags, tracker items)
+//! decide whether it holds state only that connection knows. What no tracker reports on
+//! either server (user locks, the global read lock, `HANDLER`, user variables set by a
+//! `SELECT`, the last statement's diagnostics) is read from the statement's words.
+
+use strongsync_proto::capabilities::StatusFlags;
+use strongsync_proto::command::*;
+use strongsync_proto::ok::{
+    OkPacket, LAST_GTID, SESSION_TRACK_GTIDS, SESSION_TRACK_SYSTEM_VARIABLES,
+    SESSION_TRACK_TRANSACTION_CHARACTERISTICS, SESSION_TRACK_TRANSACTION_STATE,
+};
+
+/// Why a session keeps its connection to the primary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Pin {
+    /// A transaction is open, or its characteristics are set for the next one.
+    Transaction,
+    /// The primary reported a change of the session's state: a variable, the schema, a user
+    /// variable, a temporary table, a prepared statement (`PREPARE`), `autocommit`.
+    SessionState,
+    /// A prepared statement of the binary protocol (its id lives on the connection).
+    Prepared,
+    /// A lock held by the session: `GET_LOCK`, `LOCK TABLES`, a backup lock.
+    Lock,
+    /// The statement just run left something the next one may ask of that connection: its
+    /// warnings or error, `FOUND_ROWS()`, `LAST_INSERT_ID()`.
+    LastStatement,
+    /// A statement named the connection's own values (`CONNECTION_ID()`, `LAST_INSERT_ID()`
+    /// in a larger statement), which must not change under the client.
+    ConnectionId,
+    /// A command that changes the connection wholesale: `COM_CHANGE_USER`, `COM_SET_OPTION`,
+    /// `COM_INIT_DB`, or one strongsync does not know.
+    Command,
+    /// The session's commits are tracked by settings strongsync made on its connection, or
+    /// the primary cannot report the session's state (a legacy EOF announced a change).
+    Tracking,
+}
+
+/// A session's pins: those for good, the transaction's, and the one-command hold.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Pins {
+    /// Held for good. Not even `COM_RESET_CONNECTION` frees it: the reset keeps the schema
+    /// and puts the character set and variables to the primary's defaults, which need not
+    /// be the login's, so the connection would not be its pool's any more.
+    sticky: Option<Pin>,
+    /// The last OK or EOF said a transaction is open (or characteristics are set).
+    transaction: bool,
+    /// Held until the next command's response is over.
+    next: Option<Pin>,
+}
+
+/// Statement words (upper case) after which the session keeps its connection for good.
+const LOCKS: &[&[u8]] = &[
+    b"GET_LOCK",
+    b"HANDLER",
+    b"LOCK TABLE",
+    b"LOCK INSTANCE",
+    b"WITH READ LOCK",
+    b"BACKUP STAGE",
+    b"BACKUP LOCK",
+];
+
+/// Statement words that set a user variable without `SET` (`SELECT @v := …`,
+/// `SELECT … INTO @v`), which the state tracker does not report.
+const SETS_VARIABLE: &[&[u8]] = &[b":=", b"INTO @", b"INTO\t@", b"INTO\n@"];
+
+/// Variables whose report says nothing about the session's own state: MariaDB's last commit,
+/// and MySQL's count of statements (tracked under `session_track_system_variables = '*'`).
+const ROUTINE_VARIABLES: &[&[u8]] = &[LAST_GTID, b"statement_id"];
+
+/// Statement words after which the next statement runs on the same connection.
+const ASKS_LAST: &[&[u8]] = &[b"SQL_CALC_FOUND_ROWS"];
+
+/// Statement words that name the connection's own values. (`SELECT LAST_INSERT_ID()` alone
+/// is answered from the session's own inserts: see [`asks_last_insert_id`].)
+const NAMES_CONNECTION: &[&[u8]] = &[b"CONNECTION_ID", b"LAST_INSERT_ID"];
+
+// === impl Pin ===
+
+impl Pin {
+    /// The label of the reason in metrics and `/status`.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Pin::Transaction => "transaction",
+            Pin::SessionState => "session_state",
+            Pin::Prepared => "prepared_statement",
+            Pin::Lock => "lock",
+            Pin::LastStatement => "last_statement",
+            Pin::ConnectionId => "connection_id",
+            Pin::Command => "command",
+            Pin::Tracking => "tracking",
+        }
+    }
+
+    /// Every reason, in the order of the metrics' label values.
+    #[cfg(test)]
+    pub(crate) const ALL: [Pin; 8] = [
+        Pin::Transaction,
+        Pin::SessionState,
+        Pin::Prepared,
+        Pin::Lock,
+        Pin::LastStatement,
+        Pin::ConnectionId,
+        Pin::Command,
+        Pin::Tracking,
+    ];
+}
+
+// === impl Pins ===
+
+impl Pins {
+    /// Pins the session for good, for `why` (unless it already is, for another reason).
+    pub(crate) fn fix(&mut self, why: Pin) {
+        self.sticky.get_or_insert(why);
+    }
+
+    /// Why the session keeps its connection now, if it does.
+    pub(crate) fn verdict(&self) -> Option<Pin> {
+        self.sticky
+            .or(self.transaction.then_some(Pin::Transaction))
+            .or(self.next)
+    }
+
+    /// A command goes to the primary: what it is may pin the session.
+    pub(crate) fn on_command(&mut self, payload: &[u8]) {
+        self.next = None;
+        let Some((&cmd, rest)) = payload.split_first() else {
+            return;
+        };
+        match cmd {
+            COM_QUERY => self.on_statement(rest),
+            COM_STMT_PREPARE => self.stick(Pin::Prepared),
+            // The reset's OK says whether a transaction is still open; state pins for good.
+            COM_PING | COM_STATISTICS | COM_PROCESS_KILL | COM_FIELD_LIST | COM_QUIT
+            | COM_RESET_CONNECTION => {}
+            // The binary protocol's other commands follow a COM_STMT_PREPARE (already pinned).
+            COM_STMT_EXECUTE
+            | COM_STMT_SEND_LONG_DATA
+            | COM_STMT_CLOSE
+            | COM_STMT_RESET
+            | COM_STMT_FETCH
+            | COM_STMT_BULK_EXECUTE => self.stick(Pin::Prepared),
+            _ => self.stick(Pin::Command),
+        }
+    }
+
+    fn on_statement(&mut self, sql: &[u8]) {
+        if contains_any(sql, LOCKS) {
+            self.stick(Pin::Lock);
+        } else if contains_any(sql, SETS_VARIABLE) {
+            self.stick(Pin::SessionState);
+        } else if contains_any(sql, NAMES_CONNECTION) {
+            self.stick(Pin::ConnectionId);
+        } else if contains_any(sql, ASKS_LAST) {
+            self.next = Some(Pin::LastStatement);
+        }
+    }
+
+    /// An OK (or a result set's closing OK) from the primary, parsed with session tracking.
+    pub(crate) fn on_ok(&mut self, ok: &OkPacket<'_>) {
+        self.on_status(ok.status);
+        if ok
+            .status
+            .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
+            && !reports_only_commits(ok)
+        {
+            self.stick(Pin::SessionState);
+        }
+        if ok
+            .transaction_characteristics()
+            .is_some_and(|text| !text.is_empty())
+        {
+            self.transaction = true;
+        }
+        if ok.warnings > 0 {
+            self.next.get_or_insert(Pin::LastStatement);
+        }
+    }
+
+    /// A legacy EOF's status flags: it carries no state items, so a change it announces
+    /// cannot be told from a commit's report.
+    pub(crate) fn on_eof(&mut self, status: StatusFlags, warnings: u16) {
+        self.on_status(status);
+        if status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED) {
+            self.stick(Pin::Tracking);
+        }
+        if warnings > 0 {
+            self.next.get_or_insert(Pin::LastStatement);
+        }
+    }
+
+    /// An ERR from the primary: `SHOW WARNINGS` or `GET DIAGNOSTICS` may ask about it next.
+    pub(crate) fn on_err(&mut self) {
+        self.next.get_or_insert(Pin::LastStatement);
+    }
+
+    fn on_status(&mut self, status: StatusFlags) {
+        self.transaction = status.contains(StatusFlags::SERVER_STATUS_IN_TRANS)
+            || !status.contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT);
+    }
+
+    fn stick(&mut self, why: Pin) {
+        self.sticky.get_or_insert(why);
+    }
+}
+
+/// The expression of a statement that is `SELECT LAST_INSERT_ID()` and nothing else (any
+/// case and blanks, a final `;`): a session that shares has it answered from its own last
+/// insert, which the connection it would run on may not have made.
+pub(crate) fn asks_last_insert_id(sql: &[u8]) -> Option<&[u8]> {
+    let sql = sql.trim_ascii();
+    let sql = sql.strip_suffix(b";").unwrap_or(sql).trim_ascii_end();
+    let (select, rest) = sql.split_at_checked(6)?;
+    if !select.eq_ignore_ascii_case(b"SELECT") || !rest.first()?.is_ascii_whitespace() {
+        return None;
+    }
+    let expression = rest.trim_ascii();
+    let squeezed: Vec<u8> = expression
+        .iter()
+        .filter(|b| !b.is_ascii_whitespace())
+        .map(u8::to_ascii_uppercase)
+        .collect();
+    (squeezed == b"LAST_INSERT_ID()").then_some(expression)
+}
+
+/// Whether the state block reports nothing of the session's own state: commits, the
+/// transaction's state (the status flags tell it) and routine variables. An empty block under
+/// the flag (MariaDB's `SET TRANSACTION` for the next transaction), a state-change item, a
+/// schema, any other variable or an item that does not parse are the session's state.
+fn reports_only_commits(ok: &OkPacket<'_>) -> bool {
+    let mut items = ok.state_items().peekable();
+    items.peek().is_some()
+        && items.all(|item| {
+            item.is_ok_and(|item| match item.kind {
+                SESSION_TRACK_GTIDS
+                | SESSION_TRACK_TRANSACTION_STATE
+                | SESSION_TRACK_TRANSACTION_CHARACTERISTICS => true,
+                SESSION_TRACK_SYSTEM_VARIABLES => item.variables().all(|var| {
+                    var.is_ok_and(|(name, _)| {
+                        ROUTINE_VARIABLES
+                            .iter()
+                            .any(|routine| name.eq_ignore_ascii_case(routine))
+                    })
+                }),
+                _ => false,
+            })
+        })
+}
+
+/// Whether `sql` contains one of `words` (upper case), ignoring ASCII case. One pass over
+/// the statement: a word is compared only where its first letter is.
+fn contains_any(sql: &[u8], words: &[&[u8]]) -> bool {
+    (0..sql.len()).any(|at| {
+        let first = sql[at].to_ascii_uppercase();
+        words.iter().any(|word| {
+            word[0] == first
+                && sql
+                    .get(at..at + word.len())
+                    .is_some_and(|here| here.eq_ignore_ascii_case(word))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,255 @@
+//! Connections to the primary shared by sessions without state of their own (`[sharing]`): a
+//! pool per account and schema, filled only by clients' logins (strongsync stores no
+//! password), closing what comes back past `sharing.pool_size` free connections.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use strongsync_proto::command::COM_QUIT;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::legs::Backend;
+use crate::config::SharingConfig;
+use crate::durability::Durability;
+use crate::error::Error;
+use crate::metrics::Metrics;
+use crate::primary;
+
+/// What makes two logins' connections interchangeable: the account, the schema they started
+/// in, and everything the login settled on the primary's side.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct PoolKey {
+    /// The login's user name and schema, as sent.
+    pub user: Vec<u8>,
+    pub schema: Vec<u8>,
+    /// The login's character set (its collation id).
+    pub charset: u8,
+    /// The capabilities asked of the primary (MariaDB's extended ones too).
+    pub capabilities: u32,
+    pub extended: Option<u32>,
+    /// The primary leg went over TLS.
+    pub tls: bool,
+}
+
+/// The pools of one proxy.
+pub(crate) struct Pools {
+    config: SharingConfig,
+    pools: Mutex<HashMap<PoolKey, Pool>>,
+    durability: Arc<Durability>,
+    fenced_reads: bool,
+    metrics: Arc<Metrics>,
+    /// The last epoch whose end the pools watch for (to close their connections of it).
+    watched: Mutex<u64>,
+}
+
+/// The free connections of one key, and the statements waiting for one.
+#[derive(Default)]
+struct Pool {
+    free: Vec<Backend>,
+    freed: Arc<Notify>,
+}
+
+// === impl Pools ===
+
+impl Pools {
+    pub(crate) fn new(
+        config: SharingConfig,
+        durability: Arc<Durability>,
+        fenced_reads: bool,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
+        Arc::new(Pools {
+            config,
+            pools: Mutex::new(HashMap::new()),
+            durability,
+            fenced_reads,
+            metrics,
+            watched: Mutex::new(0),
+        })
+    }
+
+    /// Whether sessions share connections at all.
+    pub(crate) fn enabled(&self) -> bool {
+        self.config.enabled
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<PoolKey, Pool>> {
+        self.pools.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A free connection of `key`'s pool, `own` (the id of the one the session had last)
+    /// first, waiting up to `sharing.max_wait` for one. A connection whose epoch is over, or
+    /// that the primary spoke on or closed while it was free, is closed and another taken.
+    ///
+    /// # Errors
+    /// [`Error::PoolExhausted`] when none came free in time.
+    pub(super) async fn acquire(&self, key: &PoolKey, own: u32) -> Result<Backend, Error> {
+        let deadline = Instant::now() + self.config.max_wait;
+        let mut waited: Option<Instant> = None;
+        loop {
+            let mut dead = Vec::new();
+            let freed = {
+                let mut pools = self.lock();
+                let pool = pools.entry(key.clone()).or_default();
+                while let Some(mut backend) = pool.take(own) {
+                    self.metrics.pool_idle.dec();
+                    if backend.is_retired() || backend.spoke_unasked() {
+                        dead.push(backend);
+                        continue;
+                    }
+                    drop(pools);
+                    self.close_dead(dead);
+                    let connection = if backend.id() == own { "own" } else { "other" };
+                    self.metrics
+                        .pool_checkouts
+                        .with_label_values(&[connection])
+                        .inc();
+                    if let Some(since) = waited {
+                        self.metrics
+                            .pool_wait
+                            .with_label_values::<&str>(&[])
+                            .observe(since.elapsed().as_secs_f64());
+                    }
+                    return Ok(backend);
+                }
+                let freed = Arc::clone(&pool.freed).notified_owned();
+                drop(pools);
+                freed
+            };
+            self.close_dead(dead);
+            waited.get_or_insert_with(Instant::now);
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            // Given back between the look and `enable`: the permit `notify_one` stored wakes it.
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                self.metrics.pool_wait_timeouts.inc();
+                return Err(Error::PoolExhausted {
+                    waited: self.config.max_wait,
+                    pool_size: self.config.pool_size,
+                });
+            }
+        }
+    }
+
+    /// Takes `backend` back into `key`'s pool, or closes it if its epoch is over or the pool
+    /// already has `sharing.pool_size` free connections.
+    pub(super) async fn give_back(self: &Arc<Self>, key: &PoolKey, mut backend: Backend) {
+        if backend.is_retired() {
+            self.closed("retired");
+            primary::reset_on_close(backend.conn());
+            return;
+        }
+        self.watch_epoch(&backend);
+        {
+            let mut pools = self.lock();
+            let pool = pools.entry(key.clone()).or_default();
+            if pool.free.len() < self.config.pool_size {
+                pool.free.push(backend);
+                pool.freed.notify_one();
+                self.metrics.pool_idle.inc();
+                return;
+            }
+        }
+        self.closed("surplus");
+        backend.conn().write_packet(0, &[COM_QUIT]);
+        backend.close(&self.durability, self.fenced_reads).await;
+    }
+
+    /// Closes the free connections of epochs that are over, so that none outlives the follow
+    /// that retired it (which waits for every connection of the old epoch to close).
+    fn close_retired(&self) {
+        let mut retired = Vec::new();
+        {
+            let mut pools = self.lock();
+            for pool in pools.values_mut() {
+                let (gone, kept) = std::mem::take(&mut pool.free)
+                    .into_iter()
+                    .partition(|backend| backend.is_retired());
+                pool.free = kept;
+                retired.extend::<Vec<Backend>>(gone);
+            }
+        }
+        for mut backend in retired {
+            self.metrics.pool_idle.dec();
+            self.closed("retired");
+            primary::reset_on_close(backend.conn());
+        }
+    }
+
+    /// Closes every free connection (`COM_QUIT`, then the end of the stream), at shutdown:
+    /// the primary sees clients leave rather than connections drop.
+    pub(crate) async fn close_all(&self) {
+        let free: Vec<Backend> = self
+            .lock()
+            .values_mut()
+            .flat_map(|pool| std::mem::take(&mut pool.free))
+            .collect();
+        for mut backend in free {
+            self.metrics.pool_idle.dec();
+            backend.conn().write_packet(0, &[COM_QUIT]);
+            backend.close(&self.durability, self.fenced_reads).await;
+        }
+    }
+
+    /// Watches for the end of `backend`'s epoch, once per epoch.
+    fn watch_epoch(self: &Arc<Self>, backend: &Backend) {
+        let number = backend.epoch_number();
+        {
+            let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+            if *watched >= number {
+                return;
+            }
+            *watched = number;
+        }
+        let retired = backend.retired_wait();
+        let pools = Arc::downgrade(self);
+        tokio::spawn(async move {
+            retired.await;
+            if let Some(pools) = pools.upgrade() {
+                pools.close_retired();
+            }
+        });
+    }
+
+    /// Closes connections found dead on the way out of a pool (reset: the primary is gone
+    /// from them, or their epoch is over).
+    fn close_dead(&self, dead: Vec<Backend>) {
+        for mut backend in dead {
+            let why = if backend.is_retired() {
+                "retired"
+            } else {
+                "closed_by_primary"
+            };
+            self.closed(why);
+            primary::reset_on_close(backend.conn());
+        }
+    }
+
+    fn closed(&self, why: &str) {
+        self.metrics.pool_closed.with_label_values(&[why]).inc();
+    }
+
+    /// `sharing.pool_size`.
+    pub(crate) fn pool_size(&self) -> usize {
+        self.config.pool_size
+    }
+
+    /// Free connections in all pools, for `/status`.
+    pub(crate) fn free(&self) -> usize {
+        self.lock().values().map(|pool| pool.free.len()).sum()
+    }
+}
+
+// === impl Pool ===
+
+impl Pool {
+    /// The free connection with id `own` if there is one, else the one given back last
+    /// (the likeliest still in the primary's caches).
+    fn take(&mut self, own: u32) -> Option<Backend> {
+        match self.free.iter().position(|backend| backend.id() == own) {
+            Some(at) => Some(self.free.swap_remove(at)),
+            None => self.free.pop(),
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! Sharing connections to the primary (`[sharing]`), on MariaDB 10.11 and MySQL 9.7: clients
+//! without state of their own run on a pool of a few connections, and hold none while their
+//! commits wait for the quorum; state pins a client to its connection; a pool with nothing
+//! free for `sharing.max_wait` answers 1040. Counted on the primary itself (its process
+//! list), the rows and the replicas' received GTIDs.
+
+use std::time::Duration;
+
+use mysql_async::prelude::*;
+use strongsync::config::OnTimeout;
+use support::failover_rounds::LedgerCluster;
+use support::mariadb::{wait_for, APP_USER};
+use support::mysql_gtid::{gtid_set_holds, newest_of};
+use support::mysql_topology::MySqlTopology;
+use support::strong::{answered, durability, newest_gtid, position_holds, spawn_watched};
+use support::strong::{Cluster, Strong, PATIENCE};
+use support::topology::Topology;
+
+/// What the tests need to know of a server kind: its newest GTID, and whether a replica's
+/// received set holds one.
+trait Gtids: LedgerCluster {
+    fn newest(&self) -> String;
+    fn holds(received: &str, gtid: &str) -> bool;
+}
+
+impl Gtids for Topology {
+    fn newest(&self) -> String {
+        newest_gtid(&self.primary, 0)
+    }
+
+    fn holds(received: &str, gtid: &str) -> bool {
+        position_holds(received, gtid)
+    }
+}
+
+impl Gtids for MySqlTopology {
+    fn newest(&self) -> String {
+        let uuid = self.primary_sql("SELECT @@server_uuid");
+        let executed = self.primary_sql("SELECT @@global.gtid_executed");
+        let n = newest_of(&executed, &uuid).expect("the primary wrote a transaction");
+        format!("{uuid}:{n}")
+    }
+
+    fn holds(received: &str, gtid: &str) -> bool {
+        gtid_set_holds(received, gtid)
+    }
+}
+
+/// Quorum 1, waiting as long as it takes, two replicas, the probe (which finds the primary's
+/// tracking defaults: a session tracked by them may share), and `[sharing]` as `sharing`
+/// says, with `pool_size` and `max_wait`.
+fn start<C: Gtids>(sharing: bool, pool_size: usize, max_wait: Duration) -> Strong<C> {
+    let s = Strong::<C>::launch(2, None, |config, topology| {
+        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.probe = topology.probe_account();
+        config.sharing.enabled = sharing;
+        config.sharing.pool_size = pool_size;
+        config.sharing.max_wait = max_wait;
+    });
+    let admin = s.proxy.admin_addr();
+    wait_for("the primary's tracking defaults", PATIENCE, || {
+        support::admin::status(admin)["session_tracking"] == "configured"
+    });
+    s
+}
+
+/// The application account's connections on the primary, from its process list.
+fn app_connections<C: Cluster>(s: &Strong<C>) -> usize {
+    s.topology
+        .primary_sql(&format!(
+            "SELECT COUNT(*) FROM information_schema.processlist WHERE user = '{APP_USER}'"
+        ))
+        .trim()
+        .parse()
+        .expect("a count")
+}
+
+/// Twenty clients commit while no replica receives: every commit is done on the primary and
+/// parked, and the primary serves them on at most `pool_size` connections (without sharing,
+/// one each: the control). Each OK comes only once the replica started again holds the
+/// newest transaction.
+async fn parked_commits_hold_no_connection<C: Gtids>(sharing: bool) {
+    const CLIENTS: usize = 20;
+    const POOL: usize = 3;
+    let s = start::<C>(sharing, POOL, Duration::from_secs(60));
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(s.client().await);
+    }
+    s.stop_all();
+    let before: usize = s
+        .topology
+        .primary_sql("SELECT COUNT(*) FROM sbtest.t")
+        .trim()
+        .parse()
+        .unwrap();
+    let watched: Vec<_> = clients
+        .into_iter()
+        .map(|conn| {
+            spawn_watched(
+                conn,
+                "INSERT INTO sbtest.t (v) VALUES (1)",
+                vec![s.witness(0)],
+            )
+        })
+        .collect();
+    s.wait_parked(CLIENTS);
+    let committed: usize = s
+        .topology
+        .primary_sql("SELECT COUNT(*) FROM sbtest.t")
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        committed,
+        before + CLIENTS,
+        "every commit is done on the primary"
+    );
+    let expected = if sharing { POOL } else { CLIENTS };
+    wait_for(
+        &format!("at most {expected} connections of {APP_USER} on the primary"),
+        PATIENCE,
+        || app_connections(&s) <= expected,
+    );
+    if sharing {
+        assert!(app_connections(&s) <= POOL);
+    } else {
+        assert_eq!(app_connections(&s), CLIENTS);
+    }
+    assert!(
+        watched.iter().all(|w| !w.is_finished()),
+        "no client has its answer while no replica holds its commit"
+    );
+    let newest = s.topology.newest();
+    s.start_io(0);
+    for w in watched {
+        let w = answered(w).await;
+        w.result.expect("the commit's OK");
+        assert!(
+            C::holds(&w.received[0], &newest),
+            "answered before the replica had {newest}: it had {}",
+            w.received[0]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_parked_commits_hold_no_connection_to_the_primary() {
+    parked_commits_hold_no_connection::<Topology>(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_without_sharing_each_parked_commit_holds_its_connection() {
+    parked_commits_hold_no_connection::<Topology>(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_parked_commits_hold_no_connection_to_the_primary() {
+    parked_commits_hold_no_connection::<MySqlTopology>(true).await;
+}
+
+/// A client's variable, temporary table, transaction and connection id stay its own while
+/// other clients churn through a pool of two connections; a client without state runs on any.
+async fn state_pins_a_client_to_its_connection<C: Gtids>() {
+    let s = start::<C>(true, 2, Duration::from_secs(60));
+    let mut pinned = s.client().await;
+    pinned.query_drop("SET @mine = 7").await.unwrap();
+    pinned
+        .query_drop("CREATE TEMPORARY TABLE sbtest.mine (v INT)")
+        .await
+        .unwrap();
+    let id: u32 = pinned
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut others = Vec::new();
+    for _ in 0..6 {
+        others.push(s.client().await);
+    }
+    // The others churn through the pool while the pinned client asks its connection,
+    // statement by statement, what only that connection knows.
+    let mut tasks = Vec::new();
+    for mut other in others.drain(..) {
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..20 {
+                other
+                    .query_drop("INSERT INTO sbtest.t (v) VALUES (2)")
+                    .await
+                    .unwrap();
+                let _: Option<u64> = other
+                    .query_first("SELECT COUNT(*) FROM sbtest.t")
+                    .await
+                    .unwrap();
+            }
+            other
+        }));
+    }
+    pinned.query_drop("BEGIN").await.unwrap();
+    pinned
+        .query_drop("INSERT INTO sbtest.t (v) VALUES (3)")
+        .await
+        .unwrap();
+    pinned.query_drop("COMMIT").await.unwrap();
+    for round in 0..20 {
+        let mine: Option<u32> = pinned.query_first("SELECT @mine").await.unwrap();
+        assert_eq!(
+            mine,
+            Some(7),
+            "round {round}: the user variable stayed with its session"
+        );
+        let same: u32 = pinned
+            .query_first("SELECT CONNECTION_ID()")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(same, id, "round {round}: the session kept its connection");
+    }
+    for task in tasks {
+        others.push(task.await.unwrap());
+    }
+    pinned.query_drop("BEGIN").await.unwrap();
+    pinned
+        .query_drop("INSERT INTO sbtest.t (v) VALUES (3)")
+        .await
+        .unwrap();
+    pinned
+        .query_drop("INSERT INTO sbtest.mine VALUES (1)")
+        .await
+        .unwrap();
+    let in_transaction: u64 = pinned
+        .query_first("SELECT COUNT(*) FROM sbtest.t WHERE v = 3")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(in_transaction >= 1, "the open transaction sees its own row");
+    pinned.query_drop("COMMIT").await.unwrap();
+    // An insert's id is there to ask for on the same connection.
+    let mut stateless = others.pop().unwrap();
+    stateless
+        .query_drop("INSERT INTO sbtest.t (v) VALUES (4)")
+        .await
+        .unwrap();
+    let last: u64 = stateless
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    let newest: u64 = s
+        .topology
+        .primary_sql("SELECT MAX(id) FROM sbtest.t WHERE v = 4")
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        last, newest,
+        "LAST_INSERT_ID() on the connection that inserted"
+    );
+    // Seven clients, two of them with a connection of their own at most beside the pool.
+    wait_for(
+        "the pool's connections and the pinned one",
+        PATIENCE,
+        || app_connections(&s) <= 3,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_state_pins_a_client_to_its_connection() {
+    state_pins_a_client_to_its_connection::<Topology>().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_state_pins_a_client_to_its_connection() {
+    state_pins_a_client_to_its_connection::<MySqlTopology>().await;
+}
+
+/// With one connection in the pool, busy with a long statement, another client's statement
+/// gets 1040 after `max_wait` and its session goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_with_nothing_free_answers_1040_and_the_session_goes_on() {
+    let s = start::<Topology>(true, 1, Duration::from_millis(300));
+    let mut busy = s.client().await;
+    let mut waiting = s.client().await;
+    let sleeping = tokio::spawn(async move {
+        busy.query_drop("SELECT SLEEP(3)").await.unwrap();
+        busy
+    });
+    wait_for("the long statement on the primary", PATIENCE, || {
+        s.topology
+            .primary_sql("SELECT COUNT(*) FROM information_schema.processlist WHERE info = 'SELECT SLEEP(3)'")
+            .trim()
+            == "1"
+    });
+    let error = waiting.query_drop("SELECT 1").await.unwrap_err();
+    match error {
+        mysql_async::Error::Server(e) => {
+            assert_eq!(e.code, 1040, "{e:?}");
+            assert!(e.message.contains("sharing.pool_size = 1"), "{}", e.message);
+        }
+        other => panic!("expected the server error 1040, got {other:?}"),
+    }
+    sleeping.await.unwrap();
+    let one: u32 = waiting.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1);
+}
+
+/// A follow to a promoted replica, the old primary alive: the pool's connections to it close
+/// with the epoch, every client that shared them gets 1927 at its next statement and writes
+/// nothing to the old primary, and new clients run on the new primary.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follow_closes_the_pool_on_the_old_primary_and_its_clients_get_1927() {
+    const TOKEN: &str = "sharing-follow-token-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let token = support::admin::token_file(dir.path(), TOKEN);
+    let s = Strong::<Topology>::launch(2, None, |config, topology| {
+        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.probe = topology.probe_account();
+        config.failover.admin_token_file = Some(token);
+        config.failover.state_file = Some(support::admin::state_file(dir.path(), &config.primary));
+        config.sharing.enabled = true;
+        config.sharing.pool_size = 2;
+    });
+    let admin = s.proxy.admin_addr();
+    wait_for("the primary's tracking defaults", PATIENCE, || {
+        support::admin::status(admin)["session_tracking"] == "configured"
+    });
+    let mut clients = Vec::new();
+    for v in 0..6 {
+        let mut client = s.client().await;
+        client
+            .query_drop(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
+            .await
+            .unwrap();
+        clients.push(client);
+    }
+    wait_for(
+        "the pool's two connections on the primary",
+        PATIENCE,
+        || app_connections(&s) <= 2,
+    );
+    assert!(
+        app_connections(&s) >= 1,
+        "the pool keeps its connections open"
+    );
+    let acknowledged = newest_gtid(&s.topology.primary, 0);
+    let new_primary = &s.topology.replicas[0];
+    assert_eq!(
+        new_primary.sql(&format!("SELECT MASTER_GTID_WAIT('{acknowledged}', 60)")),
+        "0"
+    );
+    new_primary.sql("STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = 0");
+    let body = format!(r#"{{"primary": "{}"}}"#, new_primary.addr());
+    let followed = support::admin::post(admin, "/follow", Some(TOKEN), &body);
+    assert_eq!(followed.status, 200, "{}", followed.body);
+    wait_for(
+        "no connection of the pool left on the old primary",
+        PATIENCE,
+        || app_connections(&s) == 0,
+    );
+    let before = s.topology.primary.sql("SELECT COUNT(*) FROM sbtest.t");
+    for mut client in clients {
+        let error = client
+            .query_drop("INSERT INTO sbtest.t (v) VALUES (50)")
+            .await
+            .unwrap_err();
+        match error {
+            mysql_async::Error::Server(e) => assert_eq!(e.code, 1927, "{e:?}"),
+            other => panic!("expected error 1927, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        s.topology.primary.sql("SELECT COUNT(*) FROM sbtest.t"),
+        before,
+        "the old primary got nothing"
+    );
+    let mut fresh = s.client().await;
+    fresh
+        .query_drop("INSERT INTO sbtest.t (v) VALUES (60)")
+        .await
+        .unwrap();
+    assert_eq!(
+        new_primary.sql("SELECT COUNT(*) FROM sbtest.t WHERE v = 60"),
+        "1"
+    );
+    assert_eq!(
+        s.topology
+            .primary
+            .sql("SELECT COUNT(*) FROM sbtest.t WHERE v = 60"),
+        "0"
+    );
+}
