@@ -13,10 +13,10 @@ use mysql_async::prelude::*;
 use strongsync::config::OnTimeout;
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{APP_PASSWORD, APP_USER};
-use support::mysql_gtid::{gtid_set_holds, newest_of};
+use support::mysql_gtid::gtid_set_holds;
 use support::mysql_topology::MySqlTopology;
+use support::strong::Strong;
 use support::strong::{answered, durability, newest_gtid, position_holds, spawn_watched};
-use support::strong::{Cluster, Strong};
 use support::topology::Topology;
 
 /// What the tests need to know of a server kind.
@@ -58,10 +58,7 @@ impl Flavoured for Topology {
 
 impl Flavoured for MySqlTopology {
     fn newest(&self) -> String {
-        let uuid = self.primary_sql("SELECT @@server_uuid");
-        let executed = self.primary_sql("SELECT @@global.gtid_executed");
-        let n = newest_of(&executed, &uuid).expect("the primary wrote a transaction");
-        format!("{uuid}:{n}")
+        self.newest_gtid()
     }
 
     fn holds(received: &str, gtid: &str) -> bool {

@@ -10,7 +10,7 @@ use mysql_async::prelude::*;
 use strongsync::config::OnTimeout;
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{wait_for, APP_USER};
-use support::mysql_gtid::{gtid_set_holds, newest_of};
+use support::mysql_gtid::gtid_set_holds;
 use support::mysql_topology::MySqlTopology;
 use support::strong::{answered, durability, newest_gtid, position_holds, spawn_watched};
 use support::strong::{Cluster, Strong, PATIENCE};
@@ -35,10 +35,7 @@ impl Gtids for Topology {
 
 impl Gtids for MySqlTopology {
     fn newest(&self) -> String {
-        let uuid = self.primary_sql("SELECT @@server_uuid");
-        let executed = self.primary_sql("SELECT @@global.gtid_executed");
-        let n = newest_of(&executed, &uuid).expect("the primary wrote a transaction");
-        format!("{uuid}:{n}")
+        self.newest_gtid()
     }
 
     fn holds(received: &str, gtid: &str) -> bool {
@@ -388,4 +385,49 @@ async fn a_follow_closes_the_pool_on_the_old_primary_and_its_clients_get_1927() 
             .sql("SELECT COUNT(*) FROM sbtest.t WHERE v = 60"),
         "0"
     );
+}
+
+/// `SELECT LAST_INSERT_ID()` says the session's own last insert, though the one connection of
+/// the pool ran another client's insert since.
+async fn last_insert_id_is_the_sessions_own<C: Gtids>() {
+    let s = start::<C>(true, 1, Duration::from_secs(60));
+    let mut a = s.client().await;
+    let mut b = s.client().await;
+    a.query_drop("INSERT INTO sbtest.t (v) VALUES (70)")
+        .await
+        .unwrap();
+    b.query_drop("INSERT INTO sbtest.t (v) VALUES (71)")
+        .await
+        .unwrap();
+    let id_of = |v: u32| -> u64 {
+        s.topology
+            .primary_sql(&format!("SELECT id FROM sbtest.t WHERE v = {v}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let (a_id, b_id) = (id_of(70), id_of(71));
+    assert_ne!(a_id, b_id);
+    let asked: u64 = a
+        .query_first("select  last_insert_id()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(asked, a_id, "a's own insert, not b's ({b_id})");
+    let asked: u64 = b
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(asked, b_id);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_last_insert_id_is_the_sessions_own() {
+    last_insert_id_is_the_sessions_own::<Topology>().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_last_insert_id_is_the_sessions_own() {
+    last_insert_id_is_the_sessions_own::<MySqlTopology>().await;
 }

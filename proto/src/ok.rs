@@ -217,6 +217,12 @@ impl<'a> OkPacket<'a> {
     /// state-change item, an empty block under `SERVER_SESSION_STATE_CHANGED`, an item that does
     /// not parse) says something else about the session changed.
     pub fn reports_only_routine_state(&self) -> bool {
+        self.reports_only_routine_state_and(&[LAST_GTID])
+    }
+
+    /// [`reports_only_routine_state`](Self::reports_only_routine_state), with the variables
+    /// whose report is routine named by `routine` (as many as the caller counts as such).
+    pub fn reports_only_routine_state_and(&self, routine: &[&[u8]]) -> bool {
         let mut items = self.state_items().peekable();
         items.peek().is_some()
             && items.all(|item| {
@@ -228,7 +234,9 @@ impl<'a> OkPacket<'a> {
                         let mut vars = item.variables().peekable();
                         vars.peek().is_some()
                             && vars.all(|var| {
-                                var.is_ok_and(|(name, _)| name.eq_ignore_ascii_case(LAST_GTID))
+                                var.is_ok_and(|(name, _)| {
+                                    routine.iter().any(|r| name.eq_ignore_ascii_case(r))
+                                })
                             })
                     }
                     _ => false,

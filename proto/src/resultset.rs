@@ -225,23 +225,51 @@ mod tests {
 
     #[test]
     fn column_definitions_match_what_mysql_common_reads() {
-        for extended in [false, true] {
-            let mut def = Vec::new();
-            put_column_definition(&mut def, "Value", extended);
-            if !extended {
-                let column: mysql_common::packets::Column =
-                    mysql_common::io::ParseBuf(&def).parse(()).unwrap();
-                assert_eq!(column.name_str(), "Value");
-                assert_eq!(
-                    column.column_type(),
-                    mysql_common::constants::ColumnType::MYSQL_TYPE_VAR_STRING
-                );
-            } else {
-                // One extra length-encoded field (empty) before the fixed fields.
-                let mut plain = Vec::new();
-                put_column_definition(&mut plain, "Value", false);
-                assert_eq!(def.len(), plain.len() + 1);
+        use mysql_common::constants::{ColumnFlags, ColumnType};
+        for (unsigned, kind) in [
+            (false, ColumnType::MYSQL_TYPE_VAR_STRING),
+            (true, ColumnType::MYSQL_TYPE_LONGLONG),
+        ] {
+            for extended in [false, true] {
+                let mut def = Vec::new();
+                put_column_definition(&mut def, "Value", unsigned, extended);
+                if !extended {
+                    let column: mysql_common::packets::Column =
+                        mysql_common::io::ParseBuf(&def).parse(()).unwrap();
+                    assert_eq!(column.name_str(), "Value");
+                    assert_eq!(column.column_type(), kind);
+                    assert_eq!(
+                        column.flags().contains(ColumnFlags::UNSIGNED_FLAG),
+                        unsigned
+                    );
+                } else {
+                    // One extra length-encoded field (empty) before the fixed fields.
+                    let mut plain = Vec::new();
+                    put_column_definition(&mut plain, "Value", unsigned, false);
+                    assert_eq!(def.len(), plain.len() + 1);
+                }
             }
+        }
+    }
+
+    #[test]
+    fn an_unsigned_result_holds_its_value_in_one_row() {
+        for deprecate_eof in [false, true] {
+            let layout = Layout {
+                deprecate_eof,
+                extended_metadata: false,
+            };
+            let mut out = BytesMut::new();
+            let status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+            put_unsigned_result(&mut out, 1, layout, "LAST_INSERT_ID()", 42, status);
+            let packets = frame(out);
+            let mut reader = ResponseReader::for_command(b"\x03SELECT", deprecate_eof).unwrap();
+            for p in &packets {
+                reader.on_packet(p).unwrap();
+            }
+            assert!(reader.is_done(), "deprecate_eof={deprecate_eof}");
+            let row = packets.iter().rev().nth(1).unwrap().payload();
+            assert_eq!(row, b"\x0242");
         }
     }
 

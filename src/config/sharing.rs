@@ -1,5 +1,4 @@
-//! Sharing connections to the primary between clients that hold no session state
-//! (`[sharing]`).
+//! Sharing connections to the primary between clients without state (`[sharing]`).
 
 use std::time::Duration;
 

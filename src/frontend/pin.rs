@@ -1,15 +1,12 @@
-//! Whether a session may give its connection to the primary back to the pool: what it did
-//! (commands, statements) and what the primary said of it (status flags, tracker items)
-//! decide whether it holds state only that connection knows. What no tracker reports on
-//! either server (user locks, the global read lock, `HANDLER`, user variables set by a
-//! `SELECT`, the last statement's diagnostics) is read from the statement's words.
+//! Whether a session holds state only its connection to the primary knows, from its commands
+//! and what the primary reports of them.
+
+// What no tracker reports on either server (user locks, the global read lock, `HANDLER`, user
+// variables set by a `SELECT`, the last statement's diagnostics) is read from the words.
 
 use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::command::*;
-use strongsync_proto::ok::{
-    OkPacket, LAST_GTID, SESSION_TRACK_GTIDS, SESSION_TRACK_SYSTEM_VARIABLES,
-    SESSION_TRACK_TRANSACTION_CHARACTERISTICS, SESSION_TRACK_TRANSACTION_STATE,
-};
+use strongsync_proto::ok::{OkPacket, LAST_GTID};
 
 /// Why a session keeps its connection to the primary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,6 +64,9 @@ const SETS_VARIABLE: &[&[u8]] = &[b":=", b"INTO @", b"INTO\t@", b"INTO\n@"];
 
 /// Variables whose report says nothing about the session's own state: MariaDB's last commit,
 /// and MySQL's count of statements (tracked under `session_track_system_variables = '*'`).
+/// Besides them only commits (GTIDs) and the transaction's state (the status flags tell it)
+/// are routine: an empty block under the flag (MariaDB's `SET TRANSACTION` for the next
+/// transaction), a state-change item, a schema or any other variable is the session's state.
 const ROUTINE_VARIABLES: &[&[u8]] = &[LAST_GTID, b"statement_id"];
 
 /// Statement words after which the next statement runs on the same connection.
@@ -163,7 +163,7 @@ impl Pins {
         if ok
             .status
             .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
-            && !reports_only_commits(ok)
+            && !ok.reports_only_routine_state_and(ROUTINE_VARIABLES)
         {
             self.stick(Pin::SessionState);
         }
@@ -222,30 +222,6 @@ pub(crate) fn asks_last_insert_id(sql: &[u8]) -> Option<&[u8]> {
         .map(u8::to_ascii_uppercase)
         .collect();
     (squeezed == b"LAST_INSERT_ID()").then_some(expression)
-}
-
-/// Whether the state block reports nothing of the session's own state: commits, the
-/// transaction's state (the status flags tell it) and routine variables. An empty block under
-/// the flag (MariaDB's `SET TRANSACTION` for the next transaction), a state-change item, a
-/// schema, any other variable or an item that does not parse are the session's state.
-fn reports_only_commits(ok: &OkPacket<'_>) -> bool {
-    let mut items = ok.state_items().peekable();
-    items.peek().is_some()
-        && items.all(|item| {
-            item.is_ok_and(|item| match item.kind {
-                SESSION_TRACK_GTIDS
-                | SESSION_TRACK_TRANSACTION_STATE
-                | SESSION_TRACK_TRANSACTION_CHARACTERISTICS => true,
-                SESSION_TRACK_SYSTEM_VARIABLES => item.variables().all(|var| {
-                    var.is_ok_and(|(name, _)| {
-                        ROUTINE_VARIABLES
-                            .iter()
-                            .any(|routine| name.eq_ignore_ascii_case(routine))
-                    })
-                }),
-                _ => false,
-            })
-        })
 }
 
 /// Whether `sql` contains one of `words` (upper case), ignoring ASCII case. One pass over

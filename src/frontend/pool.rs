@@ -1,6 +1,8 @@
-//! Connections to the primary shared by sessions without state of their own (`[sharing]`): a
-//! pool per account and schema, filled only by clients' logins (strongsync stores no
-//! password), closing what comes back past `sharing.pool_size` free connections.
+//! The free connections to the primary that sessions without state share, per account and
+//! schema (`[sharing]`).
+
+// Filled only by clients' logins (strongsync stores no password); what comes back past
+// `sharing.pool_size` free connections is closed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

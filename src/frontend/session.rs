@@ -252,35 +252,8 @@ impl Session {
             }
             return Ok(Phase::Closed);
         }
-        if let Some(share) = &mut self.share {
-            // A session with a connection of its own (pinned) asks the primary.
-            let sql =
-                (cmd == COM_QUERY && !self.legs.has_backend()).then(|| &packet.payload()[1..]);
-            if let Some(expression) = sql.and_then(asks_last_insert_id) {
-                let name = String::from_utf8_lossy(expression);
-                let layout = self.client.layout();
-                let (value, status) = (share.last_insert_id(), self.last_status);
-                let seq = self.legs.next_client_seq();
-                self.legs.client().queue(|buf| {
-                    resultset::put_unsigned_result(buf, seq, layout, &name, value, status)
-                });
-                self.legs.flush_client().await?;
-                return Ok(Phase::Idle);
-            }
-            let epoch = self.shared.durability.epoch_number();
-            match share.take(&mut self.legs, epoch).await {
-                Ok(()) => share.on_command(packet.payload()),
-                Err(error @ Error::PoolExhausted { .. }) => {
-                    self.legs.queue_client_error(&error);
-                    self.legs.flush_client().await?;
-                    return Ok(Phase::Idle);
-                }
-                Err(error @ Error::Retired { .. }) => {
-                    self.shared.metrics.sessions_retired.inc();
-                    return Err(error);
-                }
-                Err(error) => return Err(error),
-            }
+        if let Some(done) = self.take_connection(cmd, &packet).await? {
+            return Ok(done);
         }
         // Atomic reads: every command passes here. A fenced primary gets no statement (the
         // session may wait for the next one); a retired one gets nothing, ever.
@@ -349,6 +322,46 @@ impl Session {
                 }
             }
         })
+    }
+
+    /// Under `[sharing]`, gives the session a connection to the primary for its command, or
+    /// answers the command without one (`SELECT LAST_INSERT_ID()`, from the session's own
+    /// inserts). `Some(phase)` if the command is done with: answered, or refused for want of a
+    /// free connection (the session goes on).
+    async fn take_connection(&mut self, cmd: u8, packet: &Packet) -> Result<Option<Phase>, Error> {
+        let Some(share) = &mut self.share else {
+            return Ok(None);
+        };
+        // A session with a connection of its own (pinned) asks the primary.
+        let sql = (cmd == COM_QUERY && !self.legs.has_backend()).then(|| &packet.payload()[1..]);
+        if let Some(expression) = sql.and_then(asks_last_insert_id) {
+            let name = String::from_utf8_lossy(expression);
+            let layout = self.client.layout();
+            let (value, status) = (share.last_insert_id(), self.last_status);
+            let seq = self.legs.next_client_seq();
+            self.legs.client().queue(|buf| {
+                resultset::put_unsigned_result(buf, seq, layout, &name, value, status)
+            });
+            self.legs.flush_client().await?;
+            return Ok(Some(Phase::Idle));
+        }
+        let epoch = self.shared.durability.epoch_number();
+        match share.take(&mut self.legs, epoch).await {
+            Ok(()) => {
+                share.on_command(packet.payload());
+                Ok(None)
+            }
+            Err(error @ Error::PoolExhausted { .. }) => {
+                self.legs.queue_client_error(&error);
+                self.legs.flush_client().await?;
+                Ok(Some(Phase::Idle))
+            }
+            Err(error @ Error::Retired { .. }) => {
+                self.shared.metrics.sessions_retired.inc();
+                Err(error)
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// Sends the command's packets (all of them, for a payload of 16 MiB or more) to the

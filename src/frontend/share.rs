@@ -1,5 +1,4 @@
-//! A session's part in `[sharing]`: its pool, its pins, and the moves of its connection to
-//! the primary between the session and the pool.
+//! A session's part in `[sharing]`: its pool, its pins, and its connection's moves.
 
 use std::sync::Arc;
 

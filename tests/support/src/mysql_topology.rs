@@ -130,6 +130,18 @@ impl MySqlTopology {
         }
     }
 
+    /// The GTID (`uuid:n`) of the newest transaction the primary wrote.
+    ///
+    /// # Panics
+    /// If it wrote none.
+    pub fn newest_gtid(&self) -> String {
+        let uuid = self.primary.sql("SELECT @@server_uuid");
+        let executed = self.primary.sql("SELECT @@global.gtid_executed");
+        let n = crate::mysql_gtid::newest_of(&executed, &uuid)
+            .expect("the primary wrote a transaction");
+        format!("{uuid}:{n}")
+    }
+
     /// `SHOW REPLICA STATUS` of replica `idx` as column -> value.
     pub fn replica_status(&self, idx: usize) -> HashMap<String, String> {
         self.replicas[idx].replica_status()
