@@ -17,7 +17,8 @@ import matplotlib.ticker  # noqa: E402
 STYLE = {"async": ("tab:gray", "--"), "semisync": ("tab:red", "-"),
          "semisync-after-commit": ("tab:orange", "-"),
          "strongsync": ("tab:blue", "-"), "passthrough": ("tab:green", ":"),
-         "strongsync-q2": ("tab:purple", "-."), "haproxy": ("tab:brown", ":")}
+         "strongsync-q2": ("tab:purple", "-."), "haproxy": ("tab:brown", ":"),
+         "strongsync-shared": ("tab:cyan", "-")}
 COLUMNS = 3
 # summary.csv from before the thread_handling column: MariaDB's default.
 DEFAULT_THREAD_HANDLING = "one-thread-per-connection"

@@ -94,6 +94,12 @@ def parser():
                             "as a sidecar would, or TCP loopback [socket]")
         s.add_argument("--strongsync-workers", type=int,
                        help="strongsync's worker_threads [its default: one per four CPUs, at least one]")
+        s.add_argument("--ps-mode", choices=["auto", "disable"], default="auto",
+                       help="sysbench's --db-ps-mode: server-side prepared statements (auto), "
+                            "or plain statements (disable; prepared statements pin a session "
+                            "under strongsync-shared) [auto]")
+        s.add_argument("--pool-size", type=int, default=32,
+                       help="sharing.pool_size of strongsync-shared [32]")
         s.add_argument("--catchup-timeout", type=int, default=900,
                        help="seconds the replicas may take to apply a run's writes [900]")
 
@@ -347,6 +353,8 @@ def describe(args, strongsync, flavour):
         "sync_binlog": args.sync_binlog,
         "strongsync_to_primary": args.primary_via,
         "strongsync_workers": args.strongsync_workers or "default (one per four CPUs, at least one)",
+        "ps_mode": args.ps_mode,
+        "pool_size": args.pool_size,
     }
     if "haproxy" in modes_of(args):
         facts["haproxy"] = out(["haproxy", "-v"]).partition("\n")[0]
@@ -412,6 +420,7 @@ def run(args, flavour):
         print(f"bench: open files limited to {limit} (needs {needed})", flush=True)
     topology = Topology(flavour, workdir, strongsync, relay_bin, max_connections,
                         args.sync_binlog, args.primary_via, args.strongsync_workers)
+    topology.proxy.pool_size = args.pool_size
     print(f"bench: servers in {workdir}, results in {out_dir}", flush=True)
     try:
         topology.up()

@@ -52,7 +52,8 @@ def run_cell(topology, settings, cell, round_no, mode, log):
     topology.use(mode, delay_ms)
     before = counters(topology, mode)
     report = sysbench.run(workload, topology.client_port(mode), threads, settings.time,
-                          settings.warmup, sysbench.tables_for(workload, settings), log)
+                          settings.warmup, sysbench.tables_for(workload, settings), log,
+                          getattr(settings, "ps_mode", "auto"))
     after = counters(topology, mode)
     # What the primary reported after its last (re)start, not merely what was asked for.
     row = {"thread_handling": topology.thread_handling, "delay_ms": delay_ms,

@@ -18,7 +18,7 @@ def run(topology, args, out_dir):
             *sysbench.common_args(topology.client_port(args.mode),
                                   sysbench.tables_for(args.workload, args)),
             f"--threads={args.threads}", f"--time={args.time + 2 * args.settle}",
-            "--report-interval=0", "--db-ps-mode=auto", "run"]
+            "--report-interval=0", f"--db-ps-mode={getattr(args, 'ps_mode', 'auto')}", "run"]
     perf_data = os.path.join(out_dir, "perf.data")
     window = cpu_window(topology, args.mode, argv, args.settle, args.time,
                         os.path.join(out_dir, "sysbench.log"), perf_data)

@@ -19,7 +19,8 @@ PROXY_MODES = [m for m in MODE_ORDER if MODES[m]["proxy"]]
 # The per-cell tables' ratio columns (qps of the first ÷ the second), each shown when the run
 # has both modes.
 RATIOS = [("strongsync", "semisync"), ("strongsync", "semisync-after-commit"),
-          ("strongsync", "async"), ("passthrough", "haproxy"), ("passthrough", "async"),
+          ("strongsync", "async"), ("strongsync-shared", "semisync"),
+          ("strongsync-shared", "async"), ("strongsync-shared", "strongsync"), ("passthrough", "haproxy"), ("passthrough", "async"),
           ("visibility-quorum", "semisync"), ("visibility-quorum", "strongsync"),
           ("visibility-snapshot", "semisync"), ("visibility-snapshot", "strongsync"),
           ("visibility-snapshot", "visibility-quorum")]
@@ -308,8 +309,9 @@ def write(out_dir):
               "`server` says, waiting `AFTER_SYNC`) and "
               "`semisync-after-commit` (waiting `AFTER_COMMIT`) have clients and replicas "
               "straight on the primary (so `async` is also the direct baseline); `strongsync` "
-              "(quorum 1), `strongsync-q2` (quorum 2 of 2) and `passthrough` (no waiting) have "
-              "both going through strongsync; `haproxy` has clients going through HAProxy (TCP "
+              "(quorum 1), `strongsync-q2` (quorum 2 of 2), `strongsync-shared` (quorum 1, "
+              "`[sharing]` on with `pool_size` connections per pool) and `passthrough` (no "
+              "waiting) have both going through strongsync; `haproxy` has clients going through HAProxy (TCP "
               "mode, the same leg to the primary as strongsync) and replicas replicating "
               "asynchronously from the primary. Targets name the primary's thread handling "
               "`otpc` (one-thread-per-connection) or `pool` (pool-of-threads: on MySQL, its "

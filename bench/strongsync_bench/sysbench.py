@@ -78,20 +78,21 @@ def prepare(primary, workloads, settings, log):
                 raise BenchError(f"sysbench prepare of {tables.db} failed: see {log}")
 
 
-def run(workload, port, threads, seconds, warmup, tables, log):
+def run(workload, port, threads, seconds, warmup, tables, log, ps_mode="auto"):
     """One timed run on `tables` (see `tables_for`); its report, parsed."""
     try:
-        return run_script(WORKLOADS[workload], port, threads, seconds, warmup, tables, log)
+        return run_script(WORKLOADS[workload], port, threads, seconds, warmup, tables, log,
+                          ps_mode)
     except BenchError as e:
         raise BenchError(f"sysbench {workload} at {threads} threads failed: {e}") from None
 
 
-def run_script(script, port, threads, seconds, warmup, tables, log):
+def run_script(script, port, threads, seconds, warmup, tables, log, ps_mode="auto"):
     """One timed run of a sysbench `script` (bundled, by name, or a file) on `tables`; its
     report, parsed."""
     argv = ["sysbench", script, *common_args(port, tables),
             f"--threads={threads}", f"--time={warmup + seconds}", "--report-interval=0",
-            "--percentile=95", "--db-ps-mode=auto", "run"]
+            "--percentile=95", f"--db-ps-mode={ps_mode}", "run"]
     if warmup > 0:
         # sysbench 1.0 has no warm-up option: a checkpoint report at the end of the warm-up
         # resets every counter, and the final report covers only what came after it.

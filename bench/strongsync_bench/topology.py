@@ -38,6 +38,11 @@ MODES = {
                         wait_point=None, quorum=None),
     "strongsync-q2": dict(proxy="strongsync", replicas_via_proxy=True, semisync=False,
                           wait_point=None, quorum=2),
+    # Strong sync with `[sharing]` on: clients without state share a pool of connections to
+    # the primary (docs/sharing.md). Prepared statements pin a session: run it with
+    # `--ps-mode disable` to measure the sharing.
+    "strongsync-shared": dict(proxy="strongsync", replicas_via_proxy=True, semisync=False,
+                              wait_point=None, quorum=1, sharing=True),
     # strongsync's read barrier: no response reveals what the quorum does not hold, the
     # guarantee of semisync AFTER_SYNC.
     "visibility-quorum": dict(proxy="strongsync", replicas_via_proxy=True, semisync=False,
@@ -176,6 +181,9 @@ class Strongsync:
         self.tls_files = None
         # etcd endpoints: strongsync as one of a cluster (`bench/run cluster`).
         self.cluster_endpoints = None
+        # `[sharing]` on (read at start: a change restarts strongsync), and its pool size.
+        self.sharing = False
+        self.pool_size = 32
 
     def write_config(self, quorum, on_timeout, ack_timeout, visibility):
         passthrough = quorum is None
@@ -203,6 +211,10 @@ max_connections = {self.max_connections}
 [probe]
 user = "{PROBE_USER}"
 password = "{PROBE_PASSWORD}"
+
+[sharing]
+enabled = {str(self.sharing).lower()}
+pool_size = {self.pool_size}
 """)
             if self.cluster_endpoints:
                 endpoints = ", ".join(f'"{e}"' for e in self.cluster_endpoints)
@@ -237,8 +249,15 @@ key = "{self.tls_files[1]}"
         self.process = Process("strongsync", [self.binary, "--config", self.config_path],
                                self.log_path)
 
-    def configure(self, quorum, on_timeout="degrade", ack_timeout="60s", visibility="commit"):
-        """Applies new durability settings through a reload (SIGHUP), waiting until they show."""
+    def configure(self, quorum, on_timeout="degrade", ack_timeout="60s", visibility="commit",
+                  sharing=False):
+        """Applies new durability settings through a reload (SIGHUP), waiting until they show;
+        a change of `sharing` (read at start) restarts strongsync instead."""
+        if sharing != self.sharing:
+            self.stop()
+            self.sharing = sharing
+            self.start(quorum, on_timeout, ack_timeout, visibility)
+            return
         if self.settings == (quorum, on_timeout, ack_timeout, visibility):
             return
         self.write_config(quorum, on_timeout, ack_timeout, visibility)
@@ -483,7 +502,8 @@ class Topology:
             self.delay_ms = delay_ms
             self.mode = None  # the replicas' upstream ports changed
         if spec["proxy"] == "strongsync":
-            self.proxy.configure(spec["quorum"], visibility=spec.get("visibility", "commit"))
+            self.proxy.configure(spec["quorum"], visibility=spec.get("visibility", "commit"),
+                                 sharing=spec.get("sharing", False))
         elif spec["proxy"] == "haproxy" and not self.haproxy.running():
             self.haproxy.start()
         previous = MODES[self.mode] if self.mode else None

@@ -77,6 +77,7 @@ fn the_smoke_matrix_runs_every_mode_as_it_claims_and_writes_its_report() {
         "strongsync",
         "passthrough",
         "strongsync-q2",
+        "strongsync-shared",
         "visibility-quorum",
         "visibility-snapshot",
         "haproxy",
@@ -91,6 +92,7 @@ fn the_smoke_matrix_runs_every_mode_as_it_claims_and_writes_its_report() {
     for expected in [
         "strongsync ÷ semisync",
         "strongsync ÷ semisync-after-commit",
+        "strongsync-shared ÷ strongsync",
         "passthrough ÷ haproxy",
         "visibility-quorum ÷ semisync",
         "| xa | 2 |",
@@ -151,6 +153,7 @@ fn assert_every_mode_as_it_claims(
             | "semisync-after-commit"
             | "strongsync"
             | "strongsync-q2"
+            | "strongsync-shared"
             | "visibility-quorum"
             | "visibility-snapshot" => {
                 assert!(run["waited"].parse::<f64>().unwrap() > 0.0, "{what}");
@@ -199,6 +202,7 @@ fn the_smoke_matrix_runs_every_mode_on_mysql_as_it_claims() {
         "strongsync",
         "passthrough",
         "strongsync-q2",
+        "strongsync-shared",
         "visibility-quorum",
         "haproxy",
     ];
