@@ -112,6 +112,11 @@ pub enum Error {
         /// `sharing.pool_size`.
         pool_size: usize,
     },
+    /// Every connection the session's pool had is closed (the primary ended them while they
+    /// were free, or restarted): the session ends, as a direct connection would, and the
+    /// client's next login fills the pool again.
+    #[error("every connection to the primary shared by this account's clients is closed (the primary ended them while they were free); reconnect")]
+    PoolGone,
     /// A commit did not reach its quorum in time (`on_timeout = error`); the session goes on.
     #[error("{0}")]
     NotAcknowledged(#[from] crate::commit::NotAcknowledged),
@@ -309,6 +314,7 @@ impl Error {
             Error::Replica(_) | Error::ReplicaSetup(_) => Side::Replica,
             Error::TooManyConnections { .. }
             | Error::PoolExhausted { .. }
+            | Error::PoolGone
             | Error::NotAcknowledged(_)
             | Error::Shutdown
             | Error::Fenced { .. }
@@ -380,7 +386,9 @@ impl Error {
             Error::Fenced { .. } => (1290, b"HY000"),
             // ER_CONNECTION_KILLED: the connection is closed after it, as after a KILL, and
             // connection pools open a new one (which reaches the new primary).
-            Error::Retired { .. } | Error::NotLeading { .. } => (1927, b"70100"),
+            // ER_CONNECTION_KILLED: the client reconnects, as it would after losing a direct
+            // connection.
+            Error::Retired { .. } | Error::NotLeading { .. } | Error::PoolGone => (1927, b"70100"),
             Error::Shutdown => (1053, b"08S01"), // ER_SERVER_SHUTDOWN
             // The peer is gone, its socket is broken or it reads nothing: nobody to tell. A
             // replica in the middle of a dump is only disconnected: it reconnects by itself,
@@ -487,6 +495,7 @@ mod tests {
                 Some(1927),
                 "belongs to epoch 1",
             ),
+            (Error::PoolGone, Some(1927), "reconnect"),
             (
                 Error::Password(PasswordRefused::ToPrimary),
                 Some(1045),

@@ -431,3 +431,41 @@ async fn mariadb_last_insert_id_is_the_sessions_own() {
 async fn mysql_last_insert_id_is_the_sessions_own() {
     last_insert_id_is_the_sessions_own::<MySqlTopology>().await;
 }
+
+/// The primary ends every connection of the pool while its clients idle (as `wait_timeout`
+/// would): each client's next statement ends its session with 1927, as a direct connection
+/// would end, and its next login fills the pool again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_the_primary_emptied_ends_its_sessions_and_a_new_login_refills_it() {
+    let s = start::<Topology>(true, 2, Duration::from_secs(2));
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let mut client = s.client().await;
+        client.query_drop("SELECT 1").await.unwrap();
+        clients.push(client);
+    }
+    wait_for("the pool's connections on the primary", PATIENCE, || {
+        app_connections(&s) <= 2
+    });
+    let ids = s.topology.primary.sql(&format!(
+        "SELECT GROUP_CONCAT(id) FROM information_schema.processlist WHERE user = '{APP_USER}'"
+    ));
+    for id in ids.trim().split(',').filter(|id| !id.is_empty()) {
+        s.topology.primary.sql(&format!("KILL {id}"));
+    }
+    wait_for("no connection of the pool left", PATIENCE, || {
+        app_connections(&s) == 0
+    });
+    for mut client in clients {
+        match client.query_drop("SELECT 1").await.unwrap_err() {
+            mysql_async::Error::Server(e) => {
+                assert_eq!(e.code, 1927, "{e:?}");
+                assert!(e.message.contains("reconnect"), "{}", e.message);
+            }
+            other => panic!("expected error 1927, got {other:?}"),
+        }
+    }
+    let mut fresh = s.client().await;
+    let one: u32 = fresh.query_first("SELECT 1").await.unwrap().unwrap();
+    assert_eq!(one, 1);
+}

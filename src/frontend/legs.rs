@@ -13,6 +13,7 @@ use strongsync_proto::packet::{Packet, Sequence};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tracing::{debug, warn};
 
+use super::pool::Member;
 use crate::config::Timeouts;
 use crate::conn::{Conn, ReadDeadline};
 use crate::durability::{Durability, Epoch, OnEpoch};
@@ -48,6 +49,8 @@ pub(super) struct Backend {
     retired: Pin<Box<WaitForCancellationFutureOwned>>,
     /// The primary's id for the connection (0 until its greeting is read).
     id: u32,
+    /// Counts the connection as one of its pool's, under `[sharing]`.
+    member: Option<Member>,
 }
 
 /// The client's connection and the session's connection to the primary. Only a session that
@@ -133,6 +136,11 @@ impl Legs {
             "one connection to the primary at a time"
         );
         self.primary = Some(backend);
+    }
+
+    /// The connection to the primary becomes one of a pool's, as `member`.
+    pub(super) fn join_pool(&mut self, member: Member) {
+        self.backend().member = Some(member);
     }
 
     /// The primary's greeting named the connection's id.
@@ -479,6 +487,7 @@ impl Backend {
             retired: Box::pin(epoch.retired()),
             epoch,
             id: 0,
+            member: None,
         }
     }
 

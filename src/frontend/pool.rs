@@ -5,6 +5,7 @@
 // `sharing.pool_size` free connections is closed.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use strongsync_proto::command::COM_QUIT;
@@ -45,12 +46,24 @@ pub(crate) struct Pools {
     watched: Mutex<u64>,
 }
 
-/// The free connections of one key, and the statements waiting for one.
+/// The free connections of one key, and the count of all its connections.
 #[derive(Default)]
 struct Pool {
     free: Vec<Backend>,
+    members: Arc<Members>,
+}
+
+/// How many connections a pool has anywhere (free, in use, or kept by a pinned session), and
+/// the statements waiting for one to come free.
+#[derive(Default)]
+struct Members {
+    count: AtomicUsize,
     freed: Arc<Notify>,
 }
+
+/// Counts a connection as one of its pool's, from the login that opened it until it closes:
+/// a pool with none left anywhere can never give one out again.
+pub(super) struct Member(Arc<Members>);
 
 // === impl Pools ===
 
@@ -80,12 +93,21 @@ impl Pools {
         self.pools.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Counts a login's connection as one of `key`'s pool.
+    pub(super) fn join(&self, key: &PoolKey) -> Member {
+        let mut pools = self.lock();
+        let members = &pools.entry(key.clone()).or_default().members;
+        members.count.fetch_add(1, Ordering::AcqRel);
+        Member(Arc::clone(members))
+    }
+
     /// A free connection of `key`'s pool, `own` (the id of the one the session had last)
     /// first, waiting up to `sharing.max_wait` for one. A connection whose epoch is over, or
     /// that the primary spoke on or closed while it was free, is closed and another taken.
     ///
     /// # Errors
-    /// [`Error::PoolExhausted`] when none came free in time.
+    /// [`Error::PoolExhausted`] when none came free in time; [`Error::PoolGone`] when the
+    /// pool has no connection left anywhere (the primary closed them while they were free).
     pub(super) async fn acquire(&self, key: &PoolKey, own: u32) -> Result<Backend, Error> {
         let deadline = Instant::now() + self.config.max_wait;
         let mut waited: Option<Instant> = None;
@@ -115,7 +137,12 @@ impl Pools {
                     }
                     return Ok(backend);
                 }
-                let freed = Arc::clone(&pool.freed).notified_owned();
+                if pool.members.count.load(Ordering::Acquire) == 0 {
+                    drop(pools);
+                    self.close_dead(dead);
+                    return Err(Error::PoolGone);
+                }
+                let freed = Arc::clone(&pool.members.freed).notified_owned();
                 drop(pools);
                 freed
             };
@@ -148,7 +175,7 @@ impl Pools {
             let pool = pools.entry(key.clone()).or_default();
             if pool.free.len() < self.config.pool_size {
                 pool.free.push(backend);
-                pool.freed.notify_one();
+                pool.members.freed.notify_one();
                 self.metrics.pool_idle.inc();
                 return;
             }
@@ -240,6 +267,17 @@ impl Pools {
     /// Free connections in all pools, for `/status`.
     pub(crate) fn free(&self) -> usize {
         self.lock().values().map(|pool| pool.free.len()).sum()
+    }
+}
+
+// === impl Member ===
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        // The last one gone: those waiting learn there is nothing to wait for.
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.freed.notify_waiters();
+        }
     }
 }
 

@@ -122,8 +122,9 @@ impl Session {
         let primary_tracks = logged_in.primary_tracks();
         let scramble = logged_in.scramble();
         let last_status = logged_in.status();
-        let legs = logged_in.into_legs();
+        let mut legs = logged_in.into_legs();
         let share = pool_key.map(|key| {
+            legs.join_pool(shared.pools.join(&key));
             Share::new(
                 Arc::clone(&shared.pools),
                 key,
