@@ -209,7 +209,8 @@ pub async fn every_client_logs_in_after_a_flush_and_a_promote<C: LedgerCluster>(
     let chosen = report["server_id"].as_u64().unwrap() as u32;
     assert_ne!(chosen, ids[0], "promoted the old primary: {report}");
     // The other replica follows through strongsync, its dump on strongsync's TLS to the new
-    // primary: a commit there waits for it, and it holds the row.
+    // primary: a commit there waits for it (its ACK says it received the row; applying it
+    // comes after, so the row is waited for).
     let mut conn = s.client().await;
     tokio::time::timeout(
         PATIENCE,
@@ -222,9 +223,10 @@ pub async fn every_client_logs_in_after_a_flush_and_a_promote<C: LedgerCluster>(
         .iter()
         .find(|id| **id != ids[0] && **id != chosen)
         .unwrap();
-    assert!(
-        crate::failover_rounds::ids(by_id(&s, other)).contains(&1),
-        "server {other} lacks the acknowledged row"
+    crate::mariadb::wait_for(
+        &format!("server {other} to apply the acknowledged row"),
+        PATIENCE,
+        || crate::failover_rounds::ids(by_id(&s, other)).contains(&1),
     );
     // Cold: nobody logged in there as the application yet (promote used the account to look
     // at it, over TLS, which fills the cache: emptied again).
