@@ -310,7 +310,7 @@ impl Proxy {
     }
 
     /// Applies reloaded settings: strong sync's settings take effect for the commits made from
-    /// now on. Returns the settings that changed but only take effect after a restart.
+    /// now on, sharing's for the logins from now on. Returns the settings that changed but only take effect after a restart.
     pub fn reload(&self, new: &Config) -> Vec<&'static str> {
         let mut held = self.config.lock().unwrap_or_else(|p| p.into_inner());
         let old = &*held;
@@ -337,6 +337,10 @@ impl Proxy {
         if old.durability != applied.durability {
             info!(durability = ?applied.durability, "strong sync settings reloaded");
             self.durability.reconfigure(applied.durability.clone());
+        }
+        if old.sharing != applied.sharing {
+            info!(sharing = ?applied.sharing, "sharing settings reloaded");
+            self.pools.reconfigure(applied.sharing.clone());
         }
         // Only what changes live is taken, so a later reload compares against what runs.
         *held = applied;

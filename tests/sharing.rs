@@ -469,3 +469,68 @@ async fn a_pool_the_primary_emptied_ends_its_sessions_and_a_new_login_refills_it
     let one: u32 = fresh.query_first("SELECT 1").await.unwrap().unwrap();
     assert_eq!(one, 1);
 }
+
+/// `[sharing]` changes with a reload: turned on, the clients that log in next share a pool
+/// (six run on two connections beside six unshared ones), and a lower `pool_size` closes
+/// what is free above it; turned off, new clients keep a
+/// connection each, those that logged in sharing go on running, and once they have gone the
+/// pool's free connections are closed. Counted in the primary's process list.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_turns_sharing_on_for_the_next_logins_and_off_again() {
+    const EACH: usize = 6;
+    const POOL: usize = 2;
+    let mut s = start::<Topology>(false, POOL, Duration::from_secs(60));
+    let mut before = Vec::new();
+    for _ in 0..EACH {
+        let mut conn = s.client().await;
+        conn.query_drop("SELECT 1").await.unwrap();
+        before.push(conn);
+    }
+    assert_eq!(app_connections(&s), EACH, "without sharing, one each");
+
+    assert!(s.proxy.reload(|c| c.sharing.enabled = true).is_empty());
+    let mut sharing = Vec::new();
+    for _ in 0..EACH {
+        let mut conn = s.client().await;
+        conn.query_drop("SELECT 1").await.unwrap();
+        sharing.push(conn);
+    }
+    wait_for(
+        &format!("{EACH} unshared and {POOL} pooled connections of {APP_USER}"),
+        PATIENCE,
+        || app_connections(&s) == EACH + POOL,
+    );
+    assert!(s.proxy.reload(|c| c.sharing.pool_size = 1).is_empty());
+    wait_for(
+        "the free connection above the lowered pool_size closed",
+        PATIENCE,
+        || app_connections(&s) == EACH + 1,
+    );
+
+    assert!(s.proxy.reload(|c| c.sharing.enabled = false).is_empty());
+    let mut after = Vec::new();
+    for _ in 0..POOL {
+        let mut conn = s.client().await;
+        conn.query_drop("SELECT 1").await.unwrap();
+        after.push(conn);
+    }
+    for conn in &mut sharing {
+        let one: u32 = conn.query_first("SELECT 1").await.unwrap().unwrap();
+        assert_eq!(one, 1, "a client that logged in sharing goes on");
+    }
+    assert_eq!(
+        app_connections(&s),
+        EACH + 1 + POOL,
+        "the clients after the reload keep a connection each"
+    );
+    for conn in sharing {
+        conn.disconnect().await.unwrap();
+    }
+    wait_for("the pool closed once no client shares it", PATIENCE, || {
+        app_connections(&s) == EACH + POOL
+    });
+    for conn in before.iter_mut().chain(after.iter_mut()) {
+        let one: u32 = conn.query_first("SELECT 1").await.unwrap().unwrap();
+        assert_eq!(one, 1);
+    }
+}

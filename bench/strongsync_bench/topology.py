@@ -2,6 +2,7 @@
 what differs), strongsync, HAProxy (where a mode needs it) and the delay relay, and how they are
 wired for each mode."""
 
+import json
 import os
 import signal
 import subprocess
@@ -181,11 +182,12 @@ class Strongsync:
         self.tls_files = None
         # etcd endpoints: strongsync as one of a cluster (`bench/run cluster`).
         self.cluster_endpoints = None
-        # `[sharing]` on (read at start: a change restarts strongsync), and its pool size.
+        # `[sharing]` on (a reload applies it to the logins that follow), and its pool size.
         self.sharing = False
         self.pool_size = 32
 
-    def write_config(self, quorum, on_timeout, ack_timeout, visibility):
+    def write_config(self, quorum, on_timeout, ack_timeout, visibility, sharing=False):
+        self.sharing = sharing
         passthrough = quorum is None
         with open(self.config_path, "w") as f:
             f.write(f"""listen = "127.0.0.1:{self.port}"
@@ -229,15 +231,16 @@ prefix = "/strongsync/bench"
 cert = "{self.tls_files[0]}"
 key = "{self.tls_files[1]}"
 """)
-        self.settings = (quorum, on_timeout, ack_timeout, visibility)
+        self.settings = (quorum, on_timeout, ack_timeout, visibility, sharing)
 
-    def start(self, quorum, on_timeout="degrade", ack_timeout="60s", visibility="commit"):
-        self.write_config(quorum, on_timeout, ack_timeout, visibility)
+    def start(self, quorum, on_timeout="degrade", ack_timeout="60s", visibility="commit",
+              sharing=False):
+        self.write_config(quorum, on_timeout, ack_timeout, visibility, sharing)
         self.launch()
 
         def again():
             self.port, self.admin_port = free_port(), free_port()
-            self.write_config(quorum, on_timeout, ack_timeout, visibility)
+            self.write_config(quorum, on_timeout, ack_timeout, visibility, sharing)
             self.launch()
         on_a_free_port("strongsync", lambda: wait_for("strongsync's admin port answering",
                                                       lambda: self.metrics() is not None,
@@ -251,16 +254,11 @@ key = "{self.tls_files[1]}"
 
     def configure(self, quorum, on_timeout="degrade", ack_timeout="60s", visibility="commit",
                   sharing=False):
-        """Applies new durability settings through a reload (SIGHUP), waiting until they show;
-        a change of `sharing` (read at start) restarts strongsync instead."""
-        if sharing != self.sharing:
-            self.stop()
-            self.sharing = sharing
-            self.start(quorum, on_timeout, ack_timeout, visibility)
+        """Applies new durability and sharing settings through a reload (SIGHUP), waiting
+        until they show."""
+        if self.settings == (quorum, on_timeout, ack_timeout, visibility, sharing):
             return
-        if self.settings == (quorum, on_timeout, ack_timeout, visibility):
-            return
-        self.write_config(quorum, on_timeout, ack_timeout, visibility)
+        self.write_config(quorum, on_timeout, ack_timeout, visibility, sharing)
         self.process.signal(signal.SIGHUP)
         passthrough = 1.0 if quorum is None else 0.0
         barrier = 0.0 if visibility == "commit" else 1.0
@@ -269,7 +267,8 @@ key = "{self.tls_files[1]}"
             m = self.metrics()
             return (m.get("strongsync_passthrough") == passthrough
                     and m.get("strongsync_visibility_quorum") == barrier
-                    and (quorum is None or m.get("strongsync_quorum") == float(quorum)))
+                    and (quorum is None or m.get("strongsync_quorum") == float(quorum))
+                    and self.sharing_on() == sharing)
         wait_for("strongsync applying the reloaded configuration", applied, PATIENCE)
 
     def get(self, path):
@@ -294,6 +293,11 @@ key = "{self.tls_files[1]}"
                 name, _, value = line.rpartition(" ")
                 samples[name] = float(value)
         return samples
+
+    def sharing_on(self):
+        """Whether logins share connections now (`/status` has a `sharing` object then)."""
+        status, body = self.get("/status")
+        return status == 200 and json.loads(body).get("sharing") is not None
 
     def ready(self):
         status, _ = self.get("/readyz")

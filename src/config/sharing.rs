@@ -5,26 +5,29 @@ use std::time::Duration;
 use super::define::{settings, Meta};
 
 settings! {
-    /// Sharing connections to the primary (see docs/sharing.md). Off by default. Read at
-    /// start.
+    /// Sharing connections to the primary (see docs/sharing.md). Off by default. A reload
+    /// applies each setting live; whether a session shares is settled at its login.
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct SharingConfig in "sharing" {
         /// A client with no session state of its own (no transaction, temporary table, user
         /// variable, prepared statement, lock or changed variable) runs each statement on any
         /// free connection of its account and schema, and holds none while it idles or its
         /// commit waits for the quorum. A client that takes on state keeps its connection
-        /// until the state ends.
-        #[setting(Meta::flag("sharing"))]
+        /// until the state ends. Turned on by a reload: sessions that log in from then on
+        /// share. Turned off: new sessions keep a connection of their own, those that logged
+        /// in sharing go on sharing until they end, and a pool none of them uses any longer
+        /// is closed.
+        #[setting(Meta::flag("sharing").live())]
         pub enabled: bool = false,
         /// Free connections kept per account and schema. Connections come only from clients'
         /// logins (strongsync stores no password): one given back while this many are free is
         /// closed, so the primary runs about this many threads for stateless clients, however
-        /// many are connected.
-        #[setting(Meta::flag("sharing-pool-size").range(1, 65536))]
+        /// many are connected. A reload that lowers it closes the free connections above it.
+        #[setting(Meta::flag("sharing-pool-size").live().range(1, 65536))]
         pub pool_size: usize = 32,
         /// How long a statement waits for a free connection of its pool; then the client gets
         /// error 1040 and may try again (its session goes on).
-        #[setting(Meta::FILE.nonzero())]
+        #[setting(Meta::FILE.live().nonzero())]
         pub max_wait: Duration = Duration::from_secs(10),
     }
 }

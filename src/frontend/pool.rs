@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use strongsync_proto::command::COM_QUIT;
 use tokio::sync::Notify;
@@ -37,7 +37,8 @@ pub(super) struct PoolKey {
 
 /// The pools of one proxy.
 pub(crate) struct Pools {
-    config: SharingConfig,
+    /// What a reload may change live.
+    config: RwLock<SharingConfig>,
     pools: Mutex<HashMap<PoolKey, Pool>>,
     durability: Arc<Durability>,
     fenced_reads: bool,
@@ -46,11 +47,15 @@ pub(crate) struct Pools {
     watched: Mutex<u64>,
 }
 
-/// The free connections of one key, and the count of all its connections.
+/// The free connections of one key, the count of all its connections, and of the sessions
+/// that share them.
 #[derive(Default)]
 struct Pool {
     free: Vec<Backend>,
     members: Arc<Members>,
+    /// Sessions that logged in sharing and have not ended: once none is left while sharing
+    /// is off, the free connections serve nobody.
+    sharers: usize,
 }
 
 /// How many connections a pool has anywhere (free, in use, or kept by a pinned session), and
@@ -75,7 +80,7 @@ impl Pools {
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         Arc::new(Pools {
-            config,
+            config: RwLock::new(config),
             pools: Mutex::new(HashMap::new()),
             durability,
             fenced_reads,
@@ -84,13 +89,87 @@ impl Pools {
         })
     }
 
-    /// Whether sessions share connections at all.
+    /// Whether sessions that log in now share connections.
     pub(crate) fn enabled(&self) -> bool {
-        self.config.enabled
+        self.config().enabled
+    }
+
+    fn config(&self) -> SharingConfig {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<PoolKey, Pool>> {
         self.pools.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies reloaded settings: logins from now on share or not as `new.enabled` says;
+    /// free connections above `new.pool_size`, and all those of pools no session shares any
+    /// longer when sharing is off, are closed.
+    pub(crate) fn reconfigure(self: &Arc<Self>, new: SharingConfig) {
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
+        let mut surplus = Vec::new();
+        let mut unused = Vec::new();
+        {
+            let mut pools = self.lock();
+            for pool in pools.values_mut() {
+                if !new.enabled && pool.sharers == 0 {
+                    unused.append(&mut pool.free);
+                } else if pool.free.len() > new.pool_size {
+                    surplus.extend(pool.free.drain(new.pool_size..));
+                }
+            }
+        }
+        self.close_later(surplus, "surplus");
+        self.close_later(unused, "sharing_off");
+    }
+
+    /// Counts a session that logged in sharing as one of `key`'s pool's, until
+    /// [`Pools::leave`].
+    pub(super) fn enter(&self, key: &PoolKey) {
+        self.lock().entry(key.clone()).or_default().sharers += 1;
+    }
+
+    /// A session that logged in sharing ended. The last of a pool's while sharing is off
+    /// closes its free connections.
+    pub(super) fn leave(self: &Arc<Self>, key: &PoolKey) {
+        let unused = {
+            let mut pools = self.lock();
+            let Some(pool) = pools.get_mut(key) else {
+                return;
+            };
+            pool.sharers = pool.sharers.saturating_sub(1);
+            // Read under the pools' lock: a reload that turns sharing off in between then
+            // finds this pool without sharers itself.
+            if pool.sharers > 0 || self.enabled() {
+                return;
+            }
+            std::mem::take(&mut pool.free)
+        };
+        self.close_later(unused, "sharing_off");
+    }
+
+    /// Closes free connections taken out of their pools (`COM_QUIT`, then the end of the
+    /// stream) in a task of their own: the callers may not wait.
+    fn close_later(self: &Arc<Self>, backends: Vec<Backend>, why: &'static str) {
+        if backends.is_empty() {
+            return;
+        }
+        for _ in &backends {
+            self.metrics.pool_idle.dec();
+            self.closed(why);
+        }
+        let pools = Arc::clone(self);
+        let close = async move { pools.quit(backends).await };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(close);
+            }
+            // No runtime (its end): dropping them resets the connections.
+            Err(_) => drop(close),
+        }
     }
 
     /// Counts a login's connection as one of `key`'s pool.
@@ -109,7 +188,8 @@ impl Pools {
     /// [`Error::PoolExhausted`] when none came free in time; [`Error::PoolGone`] when the
     /// pool has no connection left anywhere (the primary closed them while they were free).
     pub(super) async fn acquire(&self, key: &PoolKey, own: u32) -> Result<Backend, Error> {
-        let deadline = Instant::now() + self.config.max_wait;
+        let config = self.config();
+        let deadline = Instant::now() + config.max_wait;
         let mut waited: Option<Instant> = None;
         loop {
             let mut dead = Vec::new();
@@ -154,8 +234,8 @@ impl Pools {
             if tokio::time::timeout_at(deadline, freed).await.is_err() {
                 self.metrics.pool_wait_timeouts.inc();
                 return Err(Error::PoolExhausted {
-                    waited: self.config.max_wait,
-                    pool_size: self.config.pool_size,
+                    waited: config.max_wait,
+                    pool_size: config.pool_size,
                 });
             }
         }
@@ -173,7 +253,7 @@ impl Pools {
         {
             let mut pools = self.lock();
             let pool = pools.entry(key.clone()).or_default();
-            if pool.free.len() < self.config.pool_size {
+            if pool.free.len() < self.pool_size() {
                 pool.free.push(backend);
                 pool.members.freed.notify_one();
                 self.metrics.pool_idle.inc();
@@ -181,8 +261,7 @@ impl Pools {
             }
         }
         self.closed("surplus");
-        backend.conn().write_packet(0, &[COM_QUIT]);
-        backend.close(&self.durability, self.fenced_reads).await;
+        self.quit(vec![backend]).await;
     }
 
     /// Closes the free connections of epochs that are over, so that none outlives the follow
@@ -214,8 +293,15 @@ impl Pools {
             .values_mut()
             .flat_map(|pool| std::mem::take(&mut pool.free))
             .collect();
-        for mut backend in free {
+        for _ in &free {
             self.metrics.pool_idle.dec();
+        }
+        self.quit(free).await;
+    }
+
+    /// Closes connections as a client leaves: `COM_QUIT`, then the end of the stream.
+    async fn quit(&self, backends: Vec<Backend>) {
+        for mut backend in backends {
             backend.conn().write_packet(0, &[COM_QUIT]);
             backend.close(&self.durability, self.fenced_reads).await;
         }
@@ -261,7 +347,10 @@ impl Pools {
 
     /// `sharing.pool_size`.
     pub(crate) fn pool_size(&self) -> usize {
-        self.config.pool_size
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .pool_size
     }
 
     /// Free connections in all pools, for `/status`.

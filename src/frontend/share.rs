@@ -39,6 +39,7 @@ impl Share {
         epoch: u64,
         metrics: Arc<Metrics>,
     ) -> Self {
+        pools.enter(&key);
         Share {
             pools,
             key,
@@ -143,5 +144,6 @@ impl Share {
 impl Drop for Share {
     fn drop(&mut self) {
         self.show(None);
+        self.pools.leave(&self.key);
     }
 }
