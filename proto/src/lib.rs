@@ -47,4 +47,6 @@ pub mod wire;
 mod testing;
 
 pub use error::ProtoError;
+/// The collations a handshake names by id, and their character sets.
+pub use mysql_common::collations;
 pub use packet::{Packet, PacketDecoder};

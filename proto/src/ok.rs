@@ -223,6 +223,19 @@ impl<'a> OkPacket<'a> {
     /// [`reports_only_routine_state`](Self::reports_only_routine_state), with the variables
     /// whose report is routine named by `routine` (as many as the caller counts as such).
     pub fn reports_only_routine_state_and(&self, routine: &[&[u8]]) -> bool {
+        self.reports_only_state(false, |name, _| {
+            routine.iter().any(|r| name.eq_ignore_ascii_case(r))
+        })
+    }
+
+    /// True if the state block has at least one item, and every item is a commit's GTIDs, the
+    /// transaction's state, a state-change item if `change` allows it, or a system-variables
+    /// item each of whose variables `variable(name, value)` accepts.
+    pub fn reports_only_state(
+        &self,
+        change: bool,
+        mut variable: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> bool {
         let mut items = self.state_items().peekable();
         items.peek().is_some()
             && items.all(|item| {
@@ -230,14 +243,11 @@ impl<'a> OkPacket<'a> {
                     SESSION_TRACK_TRANSACTION_STATE
                     | SESSION_TRACK_TRANSACTION_CHARACTERISTICS
                     | SESSION_TRACK_GTIDS => true,
+                    SESSION_TRACK_STATE_CHANGE => change,
                     SESSION_TRACK_SYSTEM_VARIABLES => {
                         let mut vars = item.variables().peekable();
                         vars.peek().is_some()
-                            && vars.all(|var| {
-                                var.is_ok_and(|(name, _)| {
-                                    routine.iter().any(|r| name.eq_ignore_ascii_case(r))
-                                })
-                            })
+                            && vars.all(|var| var.is_ok_and(|(name, value)| variable(name, value)))
                     }
                     _ => false,
                 })

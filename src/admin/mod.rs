@@ -192,6 +192,9 @@ struct SharingStatus {
     free_connections: usize,
     /// Sessions that keep their own connection, by why.
     pinned_sessions: std::collections::BTreeMap<&'static str, i64>,
+    /// The collation `SET NAMES` gives each character set sessions named, as the watch of the
+    /// primary last found (a `SET NAMES` that restates a login's own pins nothing).
+    set_names: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -784,6 +787,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
                     )
                 })
                 .collect(),
+            set_names: admin.durability.session_defaults.names_known(),
         }),
         primary: PrimaryStatus {
             address: admin.control.primary(),

@@ -2,6 +2,7 @@
 //! strongsync needs to learn its commits from its responses alone, as the watch of the
 //! primary last found them.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -18,6 +19,19 @@ pub struct SessionDefaults {
     suspect: AtomicU64,
     /// The last look's verdict; `None` before the first.
     found: Mutex<Option<Result<(), String>>>,
+    /// The collation `SET NAMES` gives each character set on the primary.
+    names: Mutex<Names>,
+}
+
+/// What `SET NAMES <charset>` gives a session's `collation_connection` on the primary, which
+/// MariaDB does not report: the watch of the primary asks it on its own connection for the
+/// character sets sessions asked about, at each look.
+#[derive(Debug, Default)]
+struct Names {
+    /// Character sets a session's `SET NAMES` named, to be asked at the next look.
+    wanted: BTreeSet<String>,
+    /// What the last look found, by character set.
+    known: BTreeMap<String, String>,
 }
 
 impl Default for SessionDefaults {
@@ -27,6 +41,7 @@ impl Default for SessionDefaults {
             good_looks: AtomicU64::new(0),
             suspect: AtomicU64::new(u64::MAX),
             found: Mutex::new(None),
+            names: Mutex::new(Names::default()),
         }
     }
 }
@@ -66,6 +81,39 @@ impl SessionDefaults {
         self.suspect.load(Ordering::Relaxed) == count
     }
 
+    fn names(&self) -> std::sync::MutexGuard<'_, Names> {
+        self.names.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the last look found that `SET NAMES charset` gives `collation` on the primary.
+    /// Not known yet: `false`, and the next look asks.
+    pub fn names_give(&self, charset: &str, collation: &str) -> bool {
+        let mut names = self.names();
+        match names.known.get(charset) {
+            Some(given) => given.eq_ignore_ascii_case(collation),
+            None => {
+                names.wanted.insert(charset.to_owned());
+                false
+            }
+        }
+    }
+
+    /// The character sets to ask about at the next look.
+    pub fn names_wanted(&self) -> Vec<String> {
+        self.names().wanted.iter().cloned().collect()
+    }
+
+    /// Takes in what a look found of `SET NAMES` (character set, collation given), replacing
+    /// all that an earlier look found: a character set it could not ask about is unknown again.
+    pub fn record_names(&self, found: BTreeMap<String, String>) {
+        self.names().known = found;
+    }
+
+    /// What the last look found of `SET NAMES`, for `/status`.
+    pub fn names_known(&self) -> BTreeMap<String, String> {
+        self.names().known.clone()
+    }
+
     /// What the last look found, for `/status`.
     pub fn describe(&self) -> String {
         match &*self.found.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -79,6 +127,18 @@ impl SessionDefaults {
 #[cfg(test)]
 mod tests {
     use super::SessionDefaults;
+
+    #[test]
+    fn set_names_is_unknown_until_a_look_asks_and_each_look_replaces_the_last() {
+        let d = SessionDefaults::default();
+        assert!(!d.names_give("utf8mb4", "utf8mb4_general_ci"));
+        assert_eq!(d.names_wanted(), ["utf8mb4"]);
+        d.record_names([("utf8mb4".into(), "utf8mb4_general_ci".into())].into());
+        assert!(d.names_give("utf8mb4", "UTF8MB4_GENERAL_CI"));
+        assert!(!d.names_give("utf8mb4", "utf8mb4_unicode_ci"));
+        d.record_names(Default::default());
+        assert!(!d.names_give("utf8mb4", "utf8mb4_general_ci"));
+    }
 
     #[test]
     fn sessions_set_up_since_the_last_good_look_are_suspect_once_the_defaults_go() {

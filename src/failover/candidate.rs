@@ -3,6 +3,7 @@
 //! the flavour's questions (see [`crate::flavour::Inspected`]): who it is, what it holds and
 //! has received, whether it is writable, whether it still replicates.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
@@ -119,6 +120,35 @@ async fn inspected_on(conn: &mut Conn) -> Result<(Flavour, Inspected), Candidate
             source,
         })?;
     Ok((flavour, seen))
+}
+
+/// What `SET NAMES` gives `collation_connection` for each of `charsets` on the server,
+/// asked on `conn` (the probe's own connection, never a client's) within `timeout`. A
+/// character set the server does not know, or a name that is not one, is left out.
+pub async fn names_collations(
+    conn: &mut Conn,
+    charsets: &[String],
+    timeout: Duration,
+) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    for charset in charsets {
+        if charset.is_empty()
+            || !charset
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            continue;
+        }
+        let asked = async {
+            conn.query_drop(format!("SET NAMES {charset}")).await?;
+            conn.query_first::<String, _>("SELECT @@collation_connection")
+                .await
+        };
+        if let Ok(Ok(Some(collation))) = tokio::time::timeout(timeout, asked).await {
+            found.insert(charset.clone(), collation);
+        }
+    }
+    found
 }
 
 async fn ask(conn: &mut Conn) -> Result<Candidate, CandidateError> {

@@ -345,6 +345,10 @@ impl Control {
             }
             let addr = self.primary();
             if conn.as_ref().is_none_or(|(to, _)| *to != addr) {
+                // What another server's `SET NAMES` gave says nothing of this one's.
+                self.durability
+                    .session_defaults
+                    .record_names(Default::default());
                 conn = candidate::connect(&addr, &account, self.connect_timeout)
                     .await
                     .ok()
@@ -355,9 +359,14 @@ impl Control {
             };
             let seen = match candidate::identify(open, self.connect_timeout).await {
                 Ok((flavour, seen)) => {
-                    self.durability
-                        .session_defaults
-                        .record(seen.tracking.verdict(flavour));
+                    let defaults = &self.durability.session_defaults;
+                    defaults.record(seen.tracking.verdict(flavour));
+                    let wanted = defaults.names_wanted();
+                    if !wanted.is_empty() {
+                        defaults.record_names(
+                            candidate::names_collations(open, &wanted, self.connect_timeout).await,
+                        );
+                    }
                     seen
                 }
                 Err(_) => {

@@ -5,6 +5,7 @@
 // variables set by a `SELECT`, the last statement's diagnostics) is read from the words.
 
 use strongsync_proto::capabilities::StatusFlags;
+use strongsync_proto::collations::{Collation, CollationId};
 use strongsync_proto::command::*;
 use strongsync_proto::ok::{OkPacket, LAST_GTID};
 
@@ -45,6 +46,10 @@ pub(crate) struct Pins {
     transaction: bool,
     /// Held until the next command's response is over.
     next: Option<Pin>,
+    /// The collation the login asked for (its handshake's id): what `SET NAMES` may restate.
+    login_collation: u8,
+    /// The command is `SET NAMES` and nothing else.
+    set_names: bool,
 }
 
 /// Statement words (upper case) after which the session keeps its connection for good.
@@ -68,6 +73,17 @@ const SETS_VARIABLE: &[&[u8]] = &[b":=", b"INTO @", b"INTO\t@", b"INTO\n@"];
 /// are routine: an empty block under the flag (MariaDB's `SET TRANSACTION` for the next
 /// transaction), a state-change item, a schema or any other variable is the session's state.
 const ROUTINE_VARIABLES: &[&[u8]] = &[LAST_GTID, b"statement_id"];
+
+/// What `SET NAMES` assigns. A report of each of them, the login's character set for the
+/// first three and its collation for the last, says the statement left the session as its
+/// login made it (C clients set their character set so after every login: libmariadb's and
+/// libmysqlclient's `mysql_set_character_set`, so Python's mysqlclient and Django).
+const CHARSET_VARIABLES: [&[u8]; 4] = [
+    b"character_set_client",
+    b"character_set_connection",
+    b"character_set_results",
+    b"collation_connection",
+];
 
 /// Statement words after which the next statement runs on the same connection.
 const ASKS_LAST: &[&[u8]] = &[b"SQL_CALC_FOUND_ROWS"];
@@ -110,6 +126,14 @@ impl Pin {
 // === impl Pins ===
 
 impl Pins {
+    /// The pins of a session whose login asked for collation `login_collation`.
+    pub(crate) fn for_login(login_collation: u8) -> Self {
+        Pins {
+            login_collation,
+            ..Pins::default()
+        }
+    }
+
     /// Pins the session for good, for `why` (unless it already is, for another reason).
     pub(crate) fn fix(&mut self, why: Pin) {
         self.sticky.get_or_insert(why);
@@ -125,6 +149,7 @@ impl Pins {
     /// A command goes to the primary: what it is may pin the session.
     pub(crate) fn on_command(&mut self, payload: &[u8]) {
         self.next = None;
+        self.set_names = false;
         let Some((&cmd, rest)) = payload.split_first() else {
             return;
         };
@@ -146,6 +171,7 @@ impl Pins {
     }
 
     fn on_statement(&mut self, sql: &[u8]) {
+        self.set_names = is_set_names(sql);
         if contains_any(sql, LOCKS) {
             self.stick(Pin::Lock);
         } else if contains_any(sql, SETS_VARIABLE) {
@@ -158,12 +184,15 @@ impl Pins {
     }
 
     /// An OK (or a result set's closing OK) from the primary, parsed with session tracking.
-    pub(crate) fn on_ok(&mut self, ok: &OkPacket<'_>) {
+    /// `names_give(charset, collation)` says whether `SET NAMES charset` gives `collation` on
+    /// the primary, for a report that does not name `collation_connection` (MariaDB's).
+    pub(crate) fn on_ok(&mut self, ok: &OkPacket<'_>, names_give: impl Fn(&str, &str) -> bool) {
         self.on_status(ok.status);
         if ok
             .status
             .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
             && !ok.reports_only_routine_state_and(ROUTINE_VARIABLES)
+            && !(self.set_names && self.restates_login_charset(ok, names_give))
         {
             self.stick(Pin::SessionState);
         }
@@ -195,6 +224,47 @@ impl Pins {
         self.next.get_or_insert(Pin::LastStatement);
     }
 
+    /// Whether `ok` reports the character-set variables of [`CHARSET_VARIABLES`] at the
+    /// login's values, and besides only routine state and the state-change flag: what `SET
+    /// NAMES` of the login's own character set reports. MariaDB does not report
+    /// `collation_connection`; then `names_give` says whether the login's is the one `SET
+    /// NAMES` gives.
+    fn restates_login_charset(
+        &self,
+        ok: &OkPacket<'_>,
+        names_give: impl Fn(&str, &str) -> bool,
+    ) -> bool {
+        let id = CollationId::from(u16::from(self.login_collation));
+        if id == CollationId::UNKNOWN_COLLATION_ID {
+            return false;
+        }
+        let login = Collation::resolve(id);
+        let mut seen = [false; CHARSET_VARIABLES.len()];
+        let only = ok.reports_only_state(true, |name, value| {
+            if ROUTINE_VARIABLES
+                .iter()
+                .any(|r| name.eq_ignore_ascii_case(r))
+            {
+                return true;
+            }
+            let Some(at) = CHARSET_VARIABLES
+                .iter()
+                .position(|v| name.eq_ignore_ascii_case(v))
+            else {
+                return false;
+            };
+            seen[at] = true;
+            let login = if at == 3 {
+                login.collation()
+            } else {
+                login.charset()
+            };
+            value.eq_ignore_ascii_case(login.as_bytes())
+        });
+        only && seen[..3].iter().all(|&s| s)
+            && (seen[3] || names_give(login.charset(), login.collation()))
+    }
+
     fn on_status(&mut self, status: StatusFlags) {
         self.transaction = status.contains(StatusFlags::SERVER_STATUS_IN_TRANS)
             || !status.contains(StatusFlags::SERVER_STATUS_AUTOCOMMIT);
@@ -203,6 +273,29 @@ impl Pins {
     fn stick(&mut self, why: Pin) {
         self.sticky.get_or_insert(why);
     }
+}
+
+/// Whether a statement is `SET NAMES` of one name and nothing else (any case and blanks, the
+/// name bare or quoted, a final `;`): no `COLLATE`, no other assignment, no comment.
+pub(crate) fn is_set_names(sql: &[u8]) -> bool {
+    let sql = sql.trim_ascii();
+    let sql = sql.strip_suffix(b";").unwrap_or(sql).trim_ascii_end();
+    let mut words = sql
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty());
+    let (Some(set), Some(names), Some(name), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return false;
+    };
+    let name = match name {
+        [q, inner @ .., e] if q == e && matches!(q, b'\'' | b'"' | b'`') => inner,
+        bare => bare,
+    };
+    set.eq_ignore_ascii_case(b"SET")
+        && names.eq_ignore_ascii_case(b"NAMES")
+        && !name.is_empty()
+        && name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
 }
 
 /// The expression of a statement that is `SELECT LAST_INSERT_ID()` and nothing else (any

@@ -345,6 +345,13 @@ impl Pools {
         self.metrics.pool_closed.with_label_values(&[why]).inc();
     }
 
+    /// Whether `SET NAMES charset` gives `collation` on the primary, as its last look found.
+    pub(super) fn names_give(&self, charset: &str, collation: &str) -> bool {
+        self.durability
+            .session_defaults
+            .names_give(charset, collation)
+    }
+
     /// `sharing.pool_size`.
     pub(crate) fn pool_size(&self) -> usize {
         self.config

@@ -40,10 +40,11 @@ impl Share {
         metrics: Arc<Metrics>,
     ) -> Self {
         pools.enter(&key);
+        let pins = Pins::for_login(key.charset);
         Share {
             pools,
             key,
-            pins: Pins::default(),
+            pins,
             last_insert_id: 0,
             own,
             epoch,
@@ -64,7 +65,10 @@ impl Share {
 
     /// An OK from the primary (parsed with session tracking).
     pub(super) fn on_ok(&mut self, ok: &OkPacket<'_>) {
-        self.pins.on_ok(ok);
+        let pools = &self.pools;
+        self.pins.on_ok(ok, |charset, collation| {
+            pools.names_give(charset, collation)
+        });
         if ok.last_insert_id != 0 {
             self.last_insert_id = ok.last_insert_id;
         }

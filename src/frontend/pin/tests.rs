@@ -48,7 +48,7 @@ fn query(sql: &str) -> Vec<u8> {
 /// Runs `command` and then the OK `answer` on `pins`; the verdict after.
 fn after(pins: &mut Pins, command: &[u8], answer: &[u8]) -> Option<Pin> {
     pins.on_command(command);
-    pins.on_ok(&OkPacket::parse(answer, true).expect("an OK"));
+    pins.on_ok(&OkPacket::parse(answer, true).expect("an OK"), |_, _| false);
     pins.verdict()
 }
 
@@ -346,4 +346,154 @@ fn a_legacy_eof_that_announces_a_change_pins_for_good() {
     plain.on_command(&query("SELECT 1"));
     plain.on_eof(AUTOCOMMIT, 0);
     assert_eq!(plain.verdict(), None);
+}
+
+/// What `SET NAMES <name>` makes MariaDB report: the state-change flag and the four variables
+/// it assigns, as `charset`, `charset` and `collation` say.
+fn set_names_ok(
+    charset: &[u8],
+    collation: Option<&[u8]>,
+    extra: Option<(&[u8], &[u8])>,
+) -> Vec<u8> {
+    let change = lenenc(b"1");
+    let mut variables = vec![
+        variable(b"character_set_client", charset),
+        variable(b"character_set_connection", charset),
+        variable(b"character_set_results", charset),
+    ];
+    if let Some(collation) = collation {
+        variables.push(variable(b"collation_connection", collation));
+    }
+    if let Some((name, value)) = extra {
+        variables.push(variable(name, value));
+    }
+    let mut items: Vec<(u8, &[u8])> = vec![(2, &change)];
+    items.extend(variables.iter().map(|v| (0, v.as_slice())));
+    ok(AUTOCOMMIT, 0, 0, &items)
+}
+
+/// A `SET NAMES` case: its name, the login's collation, the statement, the OK, the verdict.
+type NamesCase = (&'static str, u8, &'static str, Vec<u8>, Option<Pin>);
+
+#[test]
+fn set_names_of_the_logins_own_character_set_pins_nothing_and_any_other_does() {
+    // 45 is utf8mb4_general_ci, which libmariadb asks for at login with utf8mb4.
+    const UTF8MB4_GENERAL_CI: u8 = 45;
+    let same = set_names_ok(b"utf8mb4", Some(b"utf8mb4_general_ci"), None);
+    let cases: Vec<NamesCase> = vec![
+        (
+            "the login's own",
+            UTF8MB4_GENERAL_CI,
+            "SET NAMES utf8mb4",
+            same.clone(),
+            None,
+        ),
+        (
+            "quoted, any case",
+            UTF8MB4_GENERAL_CI,
+            "set names 'UTF8MB4' ;",
+            same.clone(),
+            None,
+        ),
+        (
+            "another character set",
+            UTF8MB4_GENERAL_CI,
+            "SET NAMES latin1",
+            set_names_ok(b"latin1", Some(b"latin1_swedish_ci"), None),
+            Some(Pin::SessionState),
+        ),
+        (
+            "another collation",
+            UTF8MB4_GENERAL_CI,
+            "SET NAMES utf8mb4",
+            set_names_ok(b"utf8mb4", Some(b"utf8mb4_uca1400_ai_ci"), None),
+            Some(Pin::SessionState),
+        ),
+        (
+            "collation_connection not tracked",
+            UTF8MB4_GENERAL_CI,
+            "SET NAMES utf8mb4",
+            set_names_ok(b"utf8mb4", None, None),
+            Some(Pin::SessionState),
+        ),
+        (
+            "another variable reported besides",
+            UTF8MB4_GENERAL_CI,
+            "SET NAMES utf8mb4",
+            set_names_ok(
+                b"utf8mb4",
+                Some(b"utf8mb4_general_ci"),
+                Some((b"time_zone", b"+00:00")),
+            ),
+            Some(Pin::SessionState),
+        ),
+        (
+            "a user variable set besides (no tracker names it)",
+            UTF8MB4_GENERAL_CI,
+            "SET NAMES utf8mb4, @x = 1",
+            same.clone(),
+            Some(Pin::SessionState),
+        ),
+        (
+            "with a COLLATE",
+            UTF8MB4_GENERAL_CI,
+            "SET NAMES utf8mb4 COLLATE utf8mb4_general_ci",
+            same.clone(),
+            Some(Pin::SessionState),
+        ),
+        (
+            "a login of unknown collation",
+            0,
+            "SET NAMES utf8mb4",
+            same.clone(),
+            Some(Pin::SessionState),
+        ),
+        (
+            "another statement reporting the same",
+            UTF8MB4_GENERAL_CI,
+            "SET character_set_client = utf8mb4",
+            same,
+            Some(Pin::SessionState),
+        ),
+    ];
+    for (name, login, sql, answer, expected) in cases {
+        let mut pins = Pins::for_login(login);
+        assert_eq!(after(&mut pins, &query(sql), &answer), expected, "{name}");
+    }
+}
+
+#[test]
+fn set_names_is_one_name_and_nothing_else() {
+    for (sql, expected) in [
+        ("SET NAMES utf8mb4", true),
+        ("  set\tnames `latin1`;", true),
+        ("SET NAMES \"utf8\"", true),
+        ("SET NAMES", false),
+        ("SET NAMES 'utf8mb4", false),
+        ("SET NAMES utf8mb4 COLLATE utf8mb4_bin", false),
+        ("SET NAMES utf8mb4, time_zone = '+00:00'", false),
+        ("/* x */ SET NAMES utf8mb4", false),
+        ("SET NAMES ''", false),
+        ("SET CHARACTER SET utf8mb4", false),
+    ] {
+        assert_eq!(super::is_set_names(sql.as_bytes()), expected, "{sql}");
+    }
+}
+
+#[test]
+fn on_mariadb_set_names_is_judged_by_what_the_primary_was_found_to_give() {
+    // MariaDB reports the character sets, never collation_connection.
+    let reported = set_names_ok(b"utf8mb4", None, None);
+    let ok = OkPacket::parse(&reported, true).expect("an OK");
+    for (gives, expected) in [
+        ("utf8mb4_general_ci", None),
+        ("utf8mb4_uca1400_ai_ci", Some(Pin::SessionState)),
+    ] {
+        let mut pins = Pins::for_login(45);
+        pins.on_command(&query("SET NAMES utf8mb4"));
+        pins.on_ok(&ok, |charset, collation| {
+            charset == "utf8mb4" && collation == gives
+        });
+        assert_eq!(pins.verdict(), expected, "SET NAMES gives {gives}");
+    }
 }

@@ -34,7 +34,7 @@ const SERVER_DEFAULTS: &[&str] = &[
     "--binlog-expire-logs-seconds=3600",
     // What strongsync needs to run no statement in any session (deploy/sandbox/mysql.cnf).
     "--session-track-gtids=OWN_GTID",
-    "--session-track-system-variables=time_zone,autocommit,character_set_client,character_set_results,character_set_connection,session_track_gtids,session_track_state_change,session_track_system_variables",
+    "--session-track-system-variables=time_zone,autocommit,character_set_client,character_set_results,character_set_connection,collation_connection,session_track_gtids,session_track_state_change,session_track_system_variables",
     "--session-track-state-change=ON",
     "--max-connections=2000",
     "--max-allowed-packet=256M",
