@@ -1,7 +1,7 @@
 //! Client libraries' own test suites, run through strongsync with `[sharing]` on.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use strongsync::config::OnTimeout;
@@ -13,8 +13,11 @@ use support::topology::Topology;
 
 const ROOT_PASSWORD: &str = "suite-root-secret";
 
-/// The pinned versions: a suite's own expectations change with its release.
-const AIOMYSQL: &str = "aiomysql==0.3.2";
+/// The suites, pinned: a suite's own expectations change with its release. Each is a source
+/// distribution from PyPI, which holds its tests.
+const AIOMYSQL: (&str, &str) = ("aiomysql", "0.3.2");
+const MYSQLCLIENT: (&str, &str) = ("mysqlclient", "2.2.7");
+/// What the suites need besides (mysqlclient builds against libmariadb-dev).
 const PYTHON_PACKAGES: &[&str] = &[
     "pytest==8.4.2",
     "PyMySQL==1.1.2",
@@ -37,17 +40,16 @@ fn run(program: &Path, args: &[&str]) {
     );
 }
 
-/// A venv under `target/` with pytest and the suite's dependencies from PyPI, and aiomysql's
-/// source distribution (which holds its tests) unpacked; made once, kept for later runs.
-/// Returns the venv's python and the unpacked source.
-fn aiomysql_suite() -> (PathBuf, PathBuf) {
+/// A venv under `target/` with pytest, the suites' dependencies and the two libraries from
+/// PyPI, and each library's source distribution unpacked; made once, kept for later runs.
+/// Returns the venv's python and the directory the sources are unpacked in.
+fn suites() -> (PathBuf, PathBuf) {
     let dir = support::repo().join("target/client-suites");
     let python = dir.join("venv/bin/python");
-    let source = dir.join("aiomysql-0.3.2");
     let ready = dir.join("ready");
-    let wanted = format!("{AIOMYSQL} {PYTHON_PACKAGES:?}");
+    let wanted = format!("{AIOMYSQL:?} {MYSQLCLIENT:?} {PYTHON_PACKAGES:?}");
     if std::fs::read_to_string(&ready).is_ok_and(|made| made == wanted) {
-        return (python, source);
+        return (python, dir);
     }
     std::fs::create_dir_all(&dir).unwrap();
     run(
@@ -58,9 +60,10 @@ fn aiomysql_suite() -> (PathBuf, PathBuf) {
     install.extend(PYTHON_PACKAGES);
     run(&python, &install);
     let downloads = dir.join("downloads");
-    run(
-        &python,
-        &[
+    for (name, version) in [AIOMYSQL, MYSQLCLIENT] {
+        let pinned = format!("{name}=={version}");
+        let downloads = downloads.to_str().unwrap();
+        let pip = [
             "-m",
             "pip",
             "download",
@@ -68,48 +71,39 @@ fn aiomysql_suite() -> (PathBuf, PathBuf) {
             "--no-deps",
             "--no-binary",
             ":all:",
-            "-d",
-            downloads.to_str().unwrap(),
-            AIOMYSQL,
-        ],
-    );
-    let sdist = downloads.join("aiomysql-0.3.2.tar.gz");
-    run(
-        &python,
-        &[
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            sdist.to_str().unwrap(),
-        ],
-    );
-    run(
-        Path::new("tar"),
-        &["-xzf", sdist.to_str().unwrap(), "-C", dir.to_str().unwrap()],
-    );
+        ];
+        run(&python, &[&pip[..], &["-d", downloads, &pinned]].concat());
+        let sdist = format!("{downloads}/{name}-{version}.tar.gz");
+        run(
+            &python,
+            &["-m", "pip", "install", "-q", "--no-deps", &sdist],
+        );
+        run(
+            Path::new("tar"),
+            &["-xzf", &sdist, "-C", dir.to_str().unwrap()],
+        );
+    }
     std::fs::write(&ready, wanted).unwrap();
-    (python, source)
+    (python, dir)
 }
 
-/// aiomysql's whole suite against MariaDB through strongsync: a primary with TLS (the suite
-/// checks that its connection to the server is encrypted), two replicas, quorum one (every
-/// commit waits for a replica), and a pool of two connections for all of the suite's clients.
-/// Three more clients of the same pool (`client_suites/churn.py`) run beside it and check at
-/// each statement that the connection they were given is in a fresh login's state: the suite
-/// alone passes even when a session's state leaks into the pool (pins for session state taken
-/// out), the churn does not.
-#[tokio::test(flavor = "multi_thread")]
-async fn aiomysqls_own_suite_passes_through_a_shared_pool() {
-    let (python, source) = aiomysql_suite();
+/// A MariaDB primary with TLS (aiomysql's suite checks that its connection to the server is
+/// encrypted) and `LOAD DATA LOCAL`, two replicas, a `root` account over TCP, and strongsync
+/// in front with quorum one (every commit waits for a replica) and a pool of two connections
+/// for all of a suite's clients.
+struct Bed {
+    topology: Topology,
+    proxy: TestProxy,
+    _certs: TestCerts,
+}
+
+fn bed() -> Bed {
     let certs = TestCerts::generate(&["localhost", "127.0.0.1"]);
     let primary = MariaDbOptions {
         extra_cnf: vec![
             format!("ssl_cert = {}", certs.cert.display()),
             format!("ssl_key = {}", certs.key.display()),
             format!("ssl_ca = {}", certs.ca.display()),
-            // The suite's LOAD DATA LOCAL tests.
             "local_infile = ON".to_owned(),
         ],
         ..MariaDbOptions::default()
@@ -135,41 +129,40 @@ async fn aiomysqls_own_suite_passes_through_a_shared_pool() {
     wait_for("the primary's tracking defaults", PATIENCE, || {
         support::admin::status(admin)["session_tracking"] == "configured"
     });
+    Bed {
+        topology,
+        proxy,
+        _certs: certs,
+    }
+}
 
+/// Runs `suite` while three clients of the same library and pool (`client_suites/churn.py`,
+/// told which by `churn_env`) run stateless statements beside it, each checking that the
+/// connection it was given is in a fresh login's state. The suite alone passes even when a
+/// session's state leaks into the pool; the churn does not. Asserts that both pass and that
+/// sessions ran on each other's connections at least `crossed` times.
+async fn passes_beside_the_churn(
+    bed: &Bed,
+    python: &Path,
+    mut suite: Command,
+    churn_env: &[(&str, String)],
+    crossed: f64,
+) {
     let scratch = tempfile::tempdir().unwrap();
     let stop = scratch.path().join("stop");
-    let churn = Command::new(&python)
+    let churn: Child = Command::new(python)
         .arg(support::repo().join("tests/client_suites/churn.py"))
-        .env("MYSQL_HOST", "127.0.0.1")
-        .env("MYSQL_PORT", proxy.port().to_string())
-        .env("MYSQL_ROOT_PASSWORD", ROOT_PASSWORD)
-        .env("MYSQL_DB", "test_pymysql")
+        .envs(churn_env.iter().map(|(k, v)| (*k, v)))
         .env("CHURNERS", "3")
         .env("STOP_FILE", &stop)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("the churn starts");
-    let address = format!("strongsync=127.0.0.1:{}", proxy.port());
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(&python)
-            .current_dir(&source)
-            .env("MYSQL_ROOT_PASSWORD", ROOT_PASSWORD)
-            .args([
-                "-m",
-                "pytest",
-                "-p",
-                "no:cacheprovider",
-                "-q",
-                "--mysql-address",
-                &address,
-                "tests",
-            ])
-            .output()
-            .expect("pytest runs")
-    })
-    .await
-    .unwrap();
+    let output: Output = tokio::task::spawn_blocking(move || suite.output())
+        .await
+        .unwrap()
+        .expect("the suite runs");
     std::fs::write(&stop, "").unwrap();
     let churned = tokio::task::spawn_blocking(move || churn.wait_with_output())
         .await
@@ -178,7 +171,7 @@ async fn aiomysqls_own_suite_passes_through_a_shared_pool() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "aiomysql's suite failed through strongsync:\n{stdout}\n{}",
+        "the suite failed through strongsync:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     eprintln!("{}", stdout.lines().last().unwrap_or_default());
@@ -188,11 +181,85 @@ async fn aiomysqls_own_suite_passes_through_a_shared_pool() {
         "the churn beside the suite failed: {}",
         String::from_utf8_lossy(&churned.stderr)
     );
-    // The suite's clients and the churn's ran on each other's connections.
-    let crossed = support::admin::metrics(admin)
-        .get(r#"strongsync_pool_checkouts_total{connection="other"}"#);
+    let metrics = support::admin::metrics(bed.proxy.admin_addr());
+    let other = metrics.get(r#"strongsync_pool_checkouts_total{connection="other"}"#);
     assert!(
-        crossed >= 50.0,
-        "only {crossed} checkouts of another session's connection"
+        other >= crossed,
+        "only {other} checkouts of another session's connection"
     );
+}
+
+fn pytest(python: &Path, dir: &Path) -> Command {
+    let mut command = Command::new(python);
+    command
+        .current_dir(dir)
+        .args(["-m", "pytest", "-p", "no:cacheprovider", "-q"]);
+    command
+}
+
+/// aiomysql's whole suite (PyMySQL's protocol, asyncio) through a pool of two.
+#[tokio::test(flavor = "multi_thread")]
+async fn aiomysqls_own_suite_passes_through_a_shared_pool() {
+    let (python, dir) = suites();
+    let bed = bed();
+    let port = bed.proxy.port().to_string();
+    let mut suite = pytest(&python, &dir.join("aiomysql-0.3.2"));
+    suite
+        .env("MYSQL_ROOT_PASSWORD", ROOT_PASSWORD)
+        .args(["--mysql-address", &format!("strongsync=127.0.0.1:{port}")])
+        .arg("tests");
+    let churn = [
+        ("CHURN_LIBRARY", "aiomysql".to_owned()),
+        ("MYSQL_HOST", "127.0.0.1".to_owned()),
+        ("MYSQL_PORT", port),
+        ("MYSQL_ROOT_PASSWORD", ROOT_PASSWORD.to_owned()),
+        ("MYSQL_DB", "test_pymysql".to_owned()),
+    ];
+    passes_beside_the_churn(&bed, &python, suite, &churn, 50.0).await;
+}
+
+/// mysqlclient's whole suite (the C library, libmariadb) through a pool of two: its sessions
+/// share although each names its character set with `SET NAMES` after its login.
+#[tokio::test(flavor = "multi_thread")]
+async fn mysqlclients_own_suite_passes_through_a_shared_pool() {
+    let (python, dir) = suites();
+    let bed = bed();
+    bed.topology
+        .primary
+        .sql("CREATE DATABASE mysqldb_test DEFAULT CHARACTER SET utf8mb4");
+    let scratch = tempfile::tempdir().unwrap();
+    let options = scratch.path().join("suite.cnf");
+    std::fs::write(
+        &options,
+        format!(
+            "[MySQLdb-tests]\nhost = 127.0.0.1\nport = {}\nuser = root\npassword = {ROOT_PASSWORD}\n\
+             database = mysqldb_test\ndefault-character-set = utf8mb4\n",
+            bed.proxy.port()
+        ),
+    )
+    .unwrap();
+    // The library names its character set with `SET NAMES` after each login, which pins a
+    // session until the watch of the primary has found what that gives here: one login first.
+    run(
+        &python,
+        &[
+            "-c",
+            "import sys, MySQLdb; MySQLdb.connect(read_default_file=sys.argv[1], \
+             read_default_group='MySQLdb-tests').close()",
+            options.to_str().unwrap(),
+        ],
+    );
+    let admin = bed.proxy.admin_addr();
+    wait_for(
+        "what SET NAMES utf8mb4 gives on the primary",
+        PATIENCE,
+        || support::admin::status(admin)["sharing"]["set_names"]["utf8mb4"] == "utf8mb4_general_ci",
+    );
+    let mut suite = pytest(&python, &dir.join("mysqlclient-2.2.7"));
+    suite.env("TESTDB", &options).arg("tests");
+    let churn = [
+        ("CHURN_LIBRARY", "mysqlclient".to_owned()),
+        ("TESTDB", options.display().to_string()),
+    ];
+    passes_beside_the_churn(&bed, &python, suite, &churn, 50.0).await;
 }

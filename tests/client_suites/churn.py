@@ -3,18 +3,22 @@
 Each logs in as the suite's connections do (same library, account, schema and options), so its
 connection joins their pool, and runs stateless statements until told to stop: the suite's
 clients then run on connections these gave back, and these on the suite's. Each answer must be
-the state every fresh connection starts with; anything else is a session's state that leaked
-into the pool. Exits 1 naming the first leak or error, 0 after `STOP_FILE` appears.
+the state its session started with; anything else is a session's state that leaked into the
+pool. One more client changes its character set after its login (`CHANGES`): it must see its
+change at every statement, and the others never. Exits 1 naming the first leak or error, 0 after `STOP_FILE` appears.
 
-Environment: MYSQL_HOST, MYSQL_PORT, MYSQL_ROOT_PASSWORD, MYSQL_DB, CHURNERS, STOP_FILE.
+Environment: CHURN_LIBRARY (aiomysql or mysqlclient), CHURNERS, STOP_FILE; for aiomysql
+MYSQL_HOST, MYSQL_PORT, MYSQL_ROOT_PASSWORD and MYSQL_DB, as its suite's conftest reads them;
+for mysqlclient TESTDB, the option file its suite reads.
 """
 
 import asyncio
+import itertools
 import os
 import ssl
 import sys
-
-import aiomysql
+import threading
+import time
 
 # What a fresh connection sees; the suite changes each of these in some session of its own.
 STATE = ("SELECT DATABASE(), @@session.autocommit, @@session.sql_mode, @@session.time_zone, "
@@ -22,7 +26,16 @@ STATE = ("SELECT DATABASE(), @@session.autocommit, @@session.sql_mode, @@session
          "@@session.tx_isolation")
 
 
-def params():
+# Statements each client runs at least, stop or not: enough for the clients to cross each
+# other's connections many times (a pool of two for five of them).
+MINIMUM = 1000
+
+# What one more client changes of its session after its login: it must keep a connection of
+# its own (where it sees its change at every statement), and no other client may see it.
+CHANGES = "SET NAMES latin1"
+
+
+def aiomysql_params():
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
@@ -31,37 +44,82 @@ def params():
                 local_infile=True, use_unicode=True, ssl=ctx, autocommit=True)
 
 
-async def connect():
+async def aiomysql_connect():
     """Logs in once the suite has made its database (its first step drops and remakes it)."""
+    import aiomysql
     while True:
         try:
-            return await aiomysql.connect(**params())
+            return await aiomysql.connect(**aiomysql_params())
         except aiomysql.OperationalError as e:
             if e.args[0] != 1049:  # unknown database: not made yet
                 raise
             await asyncio.sleep(0.05)
 
 
-async def churn(stop, counts):
-    conn = await connect()
+def check(seen, fresh):
+    if seen != fresh:
+        raise AssertionError(f"a session's state leaked into the pool: {seen} after {fresh}")
+
+
+async def aiomysql_churn(stop, counts, changes=None):
+    conn = await aiomysql_connect()
     async with conn.cursor() as cur:
+        if changes:
+            await cur.execute(changes)
         await cur.execute(STATE)
         fresh = await cur.fetchone()
-        while not os.path.exists(stop):
+        for done in itertools.count():
+            if done >= MINIMUM and os.path.exists(stop):
+                break
             await cur.execute(STATE)
-            seen = await cur.fetchone()
-            if seen != fresh:
-                raise AssertionError(f"a session's state leaked into the pool: {seen} after {fresh}")
+            check(await cur.fetchone(), fresh)
             counts[0] += 1
             await asyncio.sleep(0.002)
     conn.close()
 
 
+def mysqlclient_churn(stop, counts, failures, changes=None):
+    import MySQLdb
+    try:
+        conn = MySQLdb.connect(read_default_file=os.environ["TESTDB"],
+                               read_default_group="MySQLdb-tests", autocommit=True)
+        cur = conn.cursor()
+        if changes:
+            cur.execute(changes)
+        cur.execute(STATE)
+        fresh = cur.fetchone()
+        for done in itertools.count():
+            if done >= MINIMUM and os.path.exists(stop):
+                break
+            cur.execute(STATE)
+            check(cur.fetchone(), fresh)
+            counts[0] += 1
+            time.sleep(0.002)
+        conn.close()
+    except Exception as e:  # noqa: BLE001: handed to the main thread
+        failures.append(e)
+
+
 async def main():
     counts = [0]
     stop = os.environ["STOP_FILE"]
-    await asyncio.gather(*(churn(stop, counts) for _ in range(int(os.environ["CHURNERS"]))))
-    print(f"churn: {counts[0]} statements, every answer a fresh connection's", flush=True)
+    churners = int(os.environ["CHURNERS"])
+    if os.environ["CHURN_LIBRARY"] == "mysqlclient":
+        failures = []
+        threads = [threading.Thread(target=mysqlclient_churn, args=(stop, counts, failures))
+                   for _ in range(churners)]
+        threads.append(threading.Thread(target=mysqlclient_churn,
+                                        args=(stop, counts, failures, CHANGES)))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if failures:
+            raise failures[0]
+    else:
+        await asyncio.gather(*(aiomysql_churn(stop, counts) for _ in range(churners)),
+                             aiomysql_churn(stop, counts, CHANGES))
+    print(f"churn: {counts[0]} statements, each client saw only its own state", flush=True)
 
 
 if __name__ == "__main__":
