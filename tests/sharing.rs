@@ -58,6 +58,18 @@ fn start<C: Gtids>(sharing: bool, pool_size: usize, max_wait: Duration) -> Stron
     wait_for("the primary's tracking defaults", PATIENCE, || {
         support::admin::status(admin)["session_tracking"] == "configured"
     });
+    if sharing {
+        // The replicas logged in through the pool and pinned it while they set up: their
+        // dumps are no sessions that keep a connection.
+        let status = support::admin::status(admin);
+        let pinned: i64 = status["sharing"]["pinned_sessions"]
+            .as_object()
+            .expect("pinned sessions by why")
+            .values()
+            .map(|n| n.as_i64().expect("a count"))
+            .sum();
+        assert_eq!(pinned, 0, "{status}");
+    }
     s
 }
 

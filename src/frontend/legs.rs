@@ -143,6 +143,14 @@ impl Legs {
         self.backend().member = Some(member);
     }
 
+    /// The connection to the primary is no longer one its pool may give out (it carries a
+    /// replica's binlog dump now).
+    pub(super) fn leave_pool(&mut self) {
+        if let Some(backend) = self.primary.as_mut() {
+            backend.member = None;
+        }
+    }
+
     /// The primary's greeting named the connection's id.
     pub(super) fn set_primary_id(&mut self, id: u32) {
         self.backend().id = id;

@@ -188,6 +188,9 @@ impl Session {
                 // ends it (the hard stop) once the parked commits it may be acknowledging are
                 // done.
                 self.in_flight = None;
+                // Nor a session that shares: it leaves its pool, and the pinned-sessions count.
+                self.share = None;
+                self.legs.leave_pool();
                 if let Some((pipe, first)) = ReplicaPipe::admit(self.shared, self.legs, dump, peer)
                 {
                     pipe.run(first).await;
