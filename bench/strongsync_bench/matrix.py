@@ -3,6 +3,7 @@ mode, the modes interleaved within each cell and repeated, one CSV row per run."
 
 import csv
 import os
+import threading
 import time
 
 from . import sysbench
@@ -12,7 +13,7 @@ from .topology import MODES
 FIELDS = ["thread_handling", "delay_ms", "workload", "threads", "mode", "round", "tps", "qps",
           "p95_ms", "queries", "transactions", "queries_with_warmup", "transactions_with_warmup",
           "errors", "reconnects", "proxy_cpu_s", "primary_cpu_s", "relay_cpu_s", "waited",
-          "released_unwaited", "catchup_s"]
+          "released_unwaited", "catchup_s", "primary_connections"]
 
 # strongsync's commit outcomes that mean "released without its quorum".
 UNWAITED_OUTCOMES = ("timeout", "degraded", "unresolved")
@@ -47,13 +48,45 @@ def counters(topology, mode):
     return snap
 
 
+class ConnectionsSampler:
+    """The most connections the primary had (`Threads_connected`, one thread each under one
+    thread per connection) at looks while a run goes on, the first after `first` seconds and
+    then every `every`: what sharing is to keep low."""
+
+    def __init__(self, primary, first=1.0, every=2.0):
+        self.primary = primary
+        self.first = first
+        self.every = every
+        self.most = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+
+    def sample(self):
+        wait = self.first
+        while not self.done.wait(wait):
+            wait = self.every
+            try:
+                self.most = max(self.most, int(self.primary.status("Threads_connected")))
+            except (BenchError, TypeError, ValueError):
+                pass  # a look that failed is one look fewer
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+
+
 def run_cell(topology, settings, cell, round_no, mode, log):
     thread_handling, delay_ms, workload, threads = cell
     topology.use(mode, delay_ms)
     before = counters(topology, mode)
-    report = sysbench.run(workload, topology.client_port(mode), threads, settings.time,
-                          settings.warmup, sysbench.tables_for(workload, settings), log,
-                          getattr(settings, "ps_mode", "auto"))
+    with ConnectionsSampler(topology.primary) as connections:
+        report = sysbench.run(workload, topology.client_port(mode), threads, settings.time,
+                              settings.warmup, sysbench.tables_for(workload, settings), log,
+                              getattr(settings, "ps_mode", "auto"))
     after = counters(topology, mode)
     # What the primary reported after its last (re)start, not merely what was asked for.
     row = {"thread_handling": topology.thread_handling, "delay_ms": delay_ms,
@@ -67,6 +100,7 @@ def run_cell(topology, settings, cell, round_no, mode, log):
     for key in ("proxy_cpu_s", "primary_cpu_s", "relay_cpu_s", "waited", "released_unwaited"):
         row[key] = round(after[key] - before[key], 2) if key in after else ""
     row["catchup_s"] = round(topology.wait_replicas_caught_up(settings.catchup_timeout), 1)
+    row["primary_connections"] = connections.most or ""
     return row
 
 

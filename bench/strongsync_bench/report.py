@@ -83,8 +83,16 @@ def summarise(runs):
                 cpu_us_per(rows, "proxy_cpu_s", transactions) if has_proxy else None,
             "primary_cpu_us_per_query": cpu_us_per(rows, "primary_cpu_s", queries),
             "released_unwaited": sum(float(r["released_unwaited"] or 0) for r in rows),
+            # runs.csv from before the column has none.
+            "primary_connections": median_of(rows, "primary_connections"),
         }
     return summary
+
+
+def median_of(rows, field):
+    """Median of `field` over the `rows` that have it; None if none does."""
+    values = [float(r[field]) for r in rows if r.get(field) not in (None, "")]
+    return statistics.median(values) if values else None
 
 
 def rounded(value, digits=1):
@@ -94,7 +102,7 @@ def rounded(value, digits=1):
 def write_summary_csv(summary, path):
     fields = ["thread_handling", "delay_ms", "workload", "threads", "mode", "rounds", "qps",
               "tps", "p95_ms", "errors", "proxy_cpu_us_per_query", "proxy_cpu_us_per_transaction",
-              "primary_cpu_us_per_query", "released_unwaited"]
+              "primary_cpu_us_per_query", "released_unwaited", "primary_connections"]
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(fields)
@@ -102,7 +110,8 @@ def write_summary_csv(summary, path):
             w.writerow([*key, s["rounds"], round(s["qps"], 1), round(s["tps"], 1), s["p95_ms"],
                         s["errors"], rounded(s["proxy_cpu_us_per_query"]),
                         rounded(s["proxy_cpu_us_per_transaction"]),
-                        rounded(s["primary_cpu_us_per_query"]), s["released_unwaited"]])
+                        rounded(s["primary_cpu_us_per_query"]), s["released_unwaited"],
+                        rounded(s["primary_connections"], 0)])
 
 
 def ratio(summary, cell, a, b, field="qps"):
@@ -262,6 +271,10 @@ def fmt_us(value):
     return "–" if value is None else f"{value:.1f}"
 
 
+def fmt_count(value):
+    return "–" if value is None else f"{value:.0f}"
+
+
 def cpu_table(summary):
     """The proxy's CPU per query and per transaction in every mode that has one, the primary's
     per query beside it, and the primary's when clients go to it directly (`async`)."""
@@ -271,10 +284,12 @@ def cpu_table(summary):
                   "The proxy is strongsync, or HAProxy in `haproxy`. In `update_non_index` and "
                   "`hot` one transaction is one statement and one commit, so µs/transaction "
                   "is the CPU per commit.", "",
+                  "Primary connections: the most `Threads_connected` at looks every two "
+                  "seconds during the run (under one thread per connection, its threads).", "",
                   "| workload | delay ms | threads | mode | proxy µs/query "
                   "| proxy µs/transaction | primary µs/query | proxy ÷ primary "
-                  "| primary µs/query, direct |",
-                  "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+                  "| primary µs/query, direct | primary connections |",
+                  "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
         for (h, delay, workload, threads, mode), s in summary.items():
             if h != handling or mode not in PROXY_MODES:
                 continue
@@ -286,7 +301,8 @@ def cpu_table(summary):
                 f"| {fmt_us(s['proxy_cpu_us_per_query'])} "
                 f"| {fmt_us(s['proxy_cpu_us_per_transaction'])} "
                 f"| {fmt_us(s['primary_cpu_us_per_query'])} | {fmt_ratio(share)} "
-                f"| {fmt_us(direct['primary_cpu_us_per_query'] if direct else None)} |")
+                f"| {fmt_us(direct['primary_cpu_us_per_query'] if direct else None)} "
+                f"| {fmt_count(s['primary_connections'])} |")
         lines.append("")
     return lines
 

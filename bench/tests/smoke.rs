@@ -114,7 +114,8 @@ fn the_smoke_matrix_runs_every_mode_as_it_claims_and_writes_its_report() {
 
 /// Every workload ran in every mode under each thread handling, each run as its mode claims:
 /// queries and no errors; the commits of the waiting modes waited for their acknowledgement,
-/// none given up on, and none elsewhere; the proxy's CPU only where clients go through one.
+/// none given up on, and none elsewhere; the proxy's CPU only where clients go through one;
+/// sysbench's connections among the primary's.
 fn assert_every_mode_as_it_claims(
     runs: &[std::collections::HashMap<String, String>],
     modes: &[&str],
@@ -147,6 +148,12 @@ fn assert_every_mode_as_it_claims(
         assert!(run["transactions"].parse::<u64>().unwrap() > 0, "{what}");
         assert_eq!(run["errors"], "0", "{what}");
         assert_eq!(run["delay_ms"], "1", "{what}");
+        // sysbench's own connections at least, through a proxy or not.
+        let threads: f64 = run["threads"].parse().unwrap();
+        assert!(
+            run["primary_connections"].parse::<f64>().unwrap() >= threads,
+            "{what}"
+        );
         match mode {
             // Waited, each commit for its acknowledgement, none given up on.
             "semisync"
