@@ -482,6 +482,20 @@ async fn a_pool_the_primary_emptied_ends_its_sessions_and_a_new_login_refills_it
     assert_eq!(one, 1);
 }
 
+/// `n` clients, each logged in and done with one statement.
+async fn clients_that_ran_a_statement<C: Cluster>(
+    s: &Strong<C>,
+    n: usize,
+) -> Vec<mysql_async::Conn> {
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        let mut conn = s.client().await;
+        conn.query_drop("SELECT 1").await.unwrap();
+        clients.push(conn);
+    }
+    clients
+}
+
 /// `[sharing]` changes with a reload: turned on, the clients that log in next share a pool
 /// (six run on two connections beside six unshared ones), and a lower `pool_size` closes
 /// what is free above it; turned off, new clients keep a
@@ -492,21 +506,11 @@ async fn a_reload_turns_sharing_on_for_the_next_logins_and_off_again() {
     const EACH: usize = 6;
     const POOL: usize = 2;
     let mut s = start::<Topology>(false, POOL, Duration::from_secs(60));
-    let mut before = Vec::new();
-    for _ in 0..EACH {
-        let mut conn = s.client().await;
-        conn.query_drop("SELECT 1").await.unwrap();
-        before.push(conn);
-    }
+    let mut before = clients_that_ran_a_statement(&s, EACH).await;
     assert_eq!(app_connections(&s), EACH, "without sharing, one each");
 
     assert!(s.proxy.reload(|c| c.sharing.enabled = true).is_empty());
-    let mut sharing = Vec::new();
-    for _ in 0..EACH {
-        let mut conn = s.client().await;
-        conn.query_drop("SELECT 1").await.unwrap();
-        sharing.push(conn);
-    }
+    let mut sharing = clients_that_ran_a_statement(&s, EACH).await;
     wait_for(
         &format!("{EACH} unshared and {POOL} pooled connections of {APP_USER}"),
         PATIENCE,
@@ -520,12 +524,7 @@ async fn a_reload_turns_sharing_on_for_the_next_logins_and_off_again() {
     );
 
     assert!(s.proxy.reload(|c| c.sharing.enabled = false).is_empty());
-    let mut after = Vec::new();
-    for _ in 0..POOL {
-        let mut conn = s.client().await;
-        conn.query_drop("SELECT 1").await.unwrap();
-        after.push(conn);
-    }
+    let mut after = clients_that_ran_a_statement(&s, POOL).await;
     for conn in &mut sharing {
         let one: u32 = conn.query_first("SELECT 1").await.unwrap().unwrap();
         assert_eq!(one, 1, "a client that logged in sharing goes on");

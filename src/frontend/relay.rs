@@ -160,9 +160,8 @@ impl<'s> ResponseRelay<'s> {
                 }
                 PacketKind::Eof => {
                     // A legacy EOF carries the state-changed flag but never the state itself.
-                    let status = EofPacket::parse(packet.payload())
-                        .map_err(Error::PrimaryProtocol)?
-                        .status;
+                    let eof = EofPacket::parse(packet.payload()).map_err(Error::PrimaryProtocol)?;
+                    let status = eof.status;
                     if status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED) {
                         self.commits.need_check(CheckReason::LegacyEof);
                     }
@@ -171,10 +170,7 @@ impl<'s> ResponseRelay<'s> {
                     }
                     self.status = Some(status);
                     if let Some(share) = &mut self.share {
-                        let warnings = EofPacket::parse(packet.payload())
-                            .map_err(Error::PrimaryProtocol)?
-                            .warnings;
-                        share.on_eof(status, warnings);
+                        share.on_eof(status, eof.warnings);
                     }
                     self.forward_to_client(&packet, mark.seq());
                 }
