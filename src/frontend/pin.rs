@@ -171,14 +171,19 @@ impl Pins {
     }
 
     fn on_statement(&mut self, sql: &[u8]) {
+        if self.sticky.is_some() {
+            // Held for good already: nothing a statement says changes that.
+            return;
+        }
         self.set_names = is_set_names(sql);
-        if contains_any(sql, LOCKS) {
+        let found = words_in(sql);
+        if found & 1 << LOCK_WORDS != 0 {
             self.stick(Pin::Lock);
-        } else if contains_any(sql, SETS_VARIABLE) {
+        } else if found & 1 << VARIABLE_WORDS != 0 {
             self.stick(Pin::SessionState);
-        } else if contains_any(sql, NAMES_CONNECTION) {
+        } else if found & 1 << CONNECTION_WORDS != 0 {
             self.stick(Pin::ConnectionId);
-        } else if contains_any(sql, ASKS_LAST) {
+        } else if found & 1 << LAST_WORDS != 0 {
             self.next = Some(Pin::LastStatement);
         }
     }
@@ -317,18 +322,55 @@ pub(crate) fn asks_last_insert_id(sql: &[u8]) -> Option<&[u8]> {
     (squeezed == b"LAST_INSERT_ID()").then_some(expression)
 }
 
-/// Whether `sql` contains one of `words` (upper case), ignoring ASCII case. One pass over
-/// the statement: a word is compared only where its first letter is.
-fn contains_any(sql: &[u8], words: &[&[u8]]) -> bool {
-    (0..sql.len()).any(|at| {
+/// The lists of statement words, by their bit in [`words_in`]'s answer.
+const WORD_LISTS: [&[&[u8]]; 4] = [LOCKS, SETS_VARIABLE, NAMES_CONNECTION, ASKS_LAST];
+const LOCK_WORDS: usize = 0;
+const VARIABLE_WORDS: usize = 1;
+const CONNECTION_WORDS: usize = 2;
+const LAST_WORDS: usize = 3;
+
+/// The bytes some word of [`WORD_LISTS`] starts with (upper case, as the words are written).
+const FIRST_BYTES: [bool; 256] = {
+    let mut firsts = [false; 256];
+    let mut list = 0;
+    while list < WORD_LISTS.len() {
+        let mut word = 0;
+        while word < WORD_LISTS[list].len() {
+            firsts[WORD_LISTS[list][word][0] as usize] = true;
+            word += 1;
+        }
+        list += 1;
+    }
+    firsts
+};
+
+/// Which lists of [`WORD_LISTS`] `sql` holds a word of (bit `i` for list `i`), ignoring ASCII
+/// case. One pass over the statement: words are compared only where a first letter is.
+fn words_in(sql: &[u8]) -> u8 {
+    const ALL: u8 = (1 << WORD_LISTS.len()) - 1;
+    let mut found = 0;
+    for at in 0..sql.len() {
         let first = sql[at].to_ascii_uppercase();
-        words.iter().any(|word| {
-            word[0] == first
-                && sql
-                    .get(at..at + word.len())
-                    .is_some_and(|here| here.eq_ignore_ascii_case(word))
-        })
-    })
+        if !FIRST_BYTES[usize::from(first)] {
+            continue;
+        }
+        for (bit, words) in WORD_LISTS.iter().enumerate() {
+            if found & 1 << bit == 0
+                && words.iter().any(|word| {
+                    word[0] == first
+                        && sql
+                            .get(at..at + word.len())
+                            .is_some_and(|here| here.eq_ignore_ascii_case(word))
+                })
+            {
+                found |= 1 << bit;
+            }
+        }
+        if found == ALL {
+            break;
+        }
+    }
+    found
 }
 
 #[cfg(test)]

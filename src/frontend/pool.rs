@@ -45,6 +45,10 @@ pub(crate) struct Pools {
     metrics: Arc<Metrics>,
     /// The last epoch whose end the pools watch for (to close their connections of it).
     watched: Mutex<u64>,
+    /// `strongsync_pool_checkouts_total` by `connection`, resolved once: each statement of a
+    /// sharing session counts one.
+    checkouts_own: prometheus::IntCounter,
+    checkouts_other: prometheus::IntCounter,
 }
 
 /// The free connections of one key, the count of all its connections, and of the sessions
@@ -84,6 +88,8 @@ impl Pools {
             pools: Mutex::new(HashMap::new()),
             durability,
             fenced_reads,
+            checkouts_own: metrics.pool_checkouts.with_label_values(&["own"]),
+            checkouts_other: metrics.pool_checkouts.with_label_values(&["other"]),
             metrics,
             watched: Mutex::new(0),
         })
@@ -129,7 +135,7 @@ impl Pools {
     /// Counts a session that logged in sharing as one of `key`'s pool's, until
     /// [`Pools::leave`].
     pub(super) fn enter(&self, key: &PoolKey) {
-        self.lock().entry(key.clone()).or_default().sharers += 1;
+        pool_of(&mut self.lock(), key).sharers += 1;
     }
 
     /// A session that logged in sharing ended. The last of a pool's while sharing is off
@@ -175,7 +181,7 @@ impl Pools {
     /// Counts a login's connection as one of `key`'s pool.
     pub(super) fn join(&self, key: &PoolKey) -> Member {
         let mut pools = self.lock();
-        let members = &pools.entry(key.clone()).or_default().members;
+        let members = &pool_of(&mut pools, key).members;
         members.count.fetch_add(1, Ordering::AcqRel);
         Member(Arc::clone(members))
     }
@@ -195,7 +201,7 @@ impl Pools {
             let mut dead = Vec::new();
             let freed = {
                 let mut pools = self.lock();
-                let pool = pools.entry(key.clone()).or_default();
+                let pool = pool_of(&mut pools, key);
                 while let Some(mut backend) = pool.take(own) {
                     self.metrics.pool_idle.dec();
                     if backend.is_retired() || backend.spoke_unasked() {
@@ -204,11 +210,11 @@ impl Pools {
                     }
                     drop(pools);
                     self.close_dead(dead);
-                    let connection = if backend.id() == own { "own" } else { "other" };
-                    self.metrics
-                        .pool_checkouts
-                        .with_label_values(&[connection])
-                        .inc();
+                    if backend.id() == own {
+                        self.checkouts_own.inc();
+                    } else {
+                        self.checkouts_other.inc();
+                    }
                     if let Some(since) = waited {
                         self.metrics
                             .pool_wait
@@ -252,7 +258,7 @@ impl Pools {
         self.watch_epoch(&backend);
         {
             let mut pools = self.lock();
-            let pool = pools.entry(key.clone()).or_default();
+            let pool = pool_of(&mut pools, key);
             if pool.free.len() < self.pool_size() {
                 pool.free.push(backend);
                 pool.members.freed.notify_one();
@@ -364,6 +370,15 @@ impl Pools {
     pub(crate) fn free(&self) -> usize {
         self.lock().values().map(|pool| pool.free.len()).sum()
     }
+}
+
+/// `key`'s pool, made if there is none yet: the key is cloned only then (a statement's
+/// checkout and give-back find theirs).
+fn pool_of<'p>(pools: &'p mut HashMap<PoolKey, Pool>, key: &PoolKey) -> &'p mut Pool {
+    if !pools.contains_key(key) {
+        pools.insert(key.clone(), Pool::default());
+    }
+    pools.get_mut(key).expect("made above")
 }
 
 // === impl Member ===
