@@ -310,7 +310,8 @@ impl Proxy {
     }
 
     /// Applies reloaded settings: strong sync's settings take effect for the commits made from
-    /// now on, sharing's for the logins from now on. Returns the settings that changed but only take effect after a restart.
+    /// now on, sharing's for the logins from now on. Returns the settings that changed but
+    /// only take effect after a restart.
     pub fn reload(&self, new: &Config) -> Vec<&'static str> {
         let mut held = self.config.lock().unwrap_or_else(|p| p.into_inner());
         let old = &*held;

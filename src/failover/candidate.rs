@@ -123,8 +123,9 @@ async fn inspected_on(conn: &mut Conn) -> Result<(Flavour, Inspected), Candidate
 }
 
 /// What `SET NAMES` gives `collation_connection` for each of `charsets` on the server,
-/// asked on `conn` (the probe's own connection, never a client's) within `timeout`. A
-/// character set the server does not know, or a name that is not one, is left out.
+/// asked on `conn` (the probe's own connection, never a client's) within `timeout` each. A
+/// character set the server does not know, or a name that is not one, is left out; past a
+/// timeout nothing more is asked (the connection is then in the middle of an exchange).
 pub async fn names_collations(
     conn: &mut Conn,
     charsets: &[String],
@@ -144,8 +145,12 @@ pub async fn names_collations(
             conn.query_first::<String, _>("SELECT @@collation_connection")
                 .await
         };
-        if let Ok(Ok(Some(collation))) = tokio::time::timeout(timeout, asked).await {
-            found.insert(charset.clone(), collation);
+        match tokio::time::timeout(timeout, asked).await {
+            Ok(Ok(Some(collation))) => {
+                found.insert(charset.clone(), collation);
+            }
+            Ok(_) => {}
+            Err(_) => break,
         }
     }
     found
