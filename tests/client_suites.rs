@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use strongsync::config::OnTimeout;
 use support::certs::TestCerts;
+use support::failover_rounds::LedgerCluster;
 use support::mariadb::{wait_for, MariaDbOptions};
+use support::mysql_topology::MySqlTopology;
 use support::proxy::TestProxy;
 use support::strong::{durability, PATIENCE};
 use support::topology::Topology;
@@ -87,41 +89,52 @@ fn suites() -> (PathBuf, PathBuf) {
     (python, dir)
 }
 
-/// A MariaDB primary with TLS (aiomysql's suite checks that its connection to the server is
-/// encrypted) and `LOAD DATA LOCAL`, two replicas, a `root` account over TCP, and strongsync
-/// in front with quorum one (every commit waits for a replica) and a pool of two connections
-/// for all of a suite's clients.
-struct Bed {
-    topology: Topology,
+/// The servers and strongsync a suite runs against: a primary, two replicas, a `root`
+/// account over TCP, and strongsync in front with quorum one (every commit waits for a
+/// replica) and a pool of two connections for all of a suite's clients.
+struct Bed<C: LedgerCluster> {
+    topology: C,
     proxy: TestProxy,
-    _certs: TestCerts,
+    _certs: Option<TestCerts>,
 }
 
-fn bed() -> Bed {
+/// A MariaDB primary with TLS (aiomysql's suite checks that its connection to the server is
+/// encrypted) and `LOAD DATA LOCAL`.
+fn mariadb_bed() -> Bed<Topology> {
     let certs = TestCerts::generate(&["localhost", "127.0.0.1"]);
     let primary = MariaDbOptions {
         extra_cnf: vec![
             format!("ssl_cert = {}", certs.cert.display()),
             format!("ssl_key = {}", certs.key.display()),
             format!("ssl_ca = {}", certs.ca.display()),
-            "local_infile = ON".to_owned(),
         ],
         ..MariaDbOptions::default()
     };
     let topology = Topology::start_with(primary, MariaDbOptions::default(), 2);
-    topology.primary.sql(&format!(
-        "CREATE OR REPLACE USER 'root'@'127.0.0.1' IDENTIFIED BY '{ROOT_PASSWORD}'; \
+    bed(topology, Some(certs))
+}
+
+/// A MySQL 9.7 primary, which makes its own TLS certificate.
+fn mysql_bed() -> Bed<MySqlTopology> {
+    bed(MySqlTopology::start(2), None)
+}
+
+fn bed<C: LedgerCluster>(topology: C, certs: Option<TestCerts>) -> Bed<C> {
+    topology.primary_sql(&format!(
+        "SET GLOBAL local_infile = ON; \
+         DROP USER IF EXISTS 'root'@'127.0.0.1'; \
+         CREATE USER 'root'@'127.0.0.1' IDENTIFIED BY '{ROOT_PASSWORD}'; \
          GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION"
     ));
-    let mut config = TestProxy::config(&topology.primary);
+    let mut config = topology.proxy_config();
     config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
-    config.probe = support::failover_rounds::LedgerCluster::probe_account(&topology);
+    config.probe = topology.probe_account();
     config.sharing.enabled = true;
     config.sharing.pool_size = 2;
     config.sharing.max_wait = Duration::from_secs(60);
     let proxy = TestProxy::start_with(config);
     for i in 0..2 {
-        topology.replicas[i].sql("SET GLOBAL rpl_semi_sync_slave_enabled = ON");
+        topology.set_semisync(i, true);
         topology.point_replica_at(i, "127.0.0.1", proxy.port());
         topology.wait_replica_running(i);
     }
@@ -141,8 +154,8 @@ fn bed() -> Bed {
 /// connection it was given is in a fresh login's state. The suite alone passes even when a
 /// session's state leaks into the pool; the churn does not. Asserts that both pass and that
 /// sessions ran on each other's connections at least `crossed` times.
-async fn passes_beside_the_churn(
-    bed: &Bed,
+async fn passes_beside_the_churn<C: LedgerCluster>(
+    bed: &Bed<C>,
     python: &Path,
     mut suite: Command,
     churn_env: &[(&str, String)],
@@ -198,10 +211,8 @@ fn pytest(python: &Path, dir: &Path) -> Command {
 }
 
 /// aiomysql's whole suite (PyMySQL's protocol, asyncio) through a pool of two.
-#[tokio::test(flavor = "multi_thread")]
-async fn aiomysqls_own_suite_passes_through_a_shared_pool() {
+async fn aiomysqls_suite_passes<C: LedgerCluster>(bed: Bed<C>) {
     let (python, dir) = suites();
-    let bed = bed();
     let port = bed.proxy.port().to_string();
     let mut suite = pytest(&python, &dir.join("aiomysql-0.3.2"));
     suite
@@ -218,15 +229,18 @@ async fn aiomysqls_own_suite_passes_through_a_shared_pool() {
     passes_beside_the_churn(&bed, &python, suite, &churn, 50.0).await;
 }
 
-/// mysqlclient's whole suite (the C library, libmariadb) through a pool of two: its sessions
-/// share although each names its character set with `SET NAMES` after its login.
-#[tokio::test(flavor = "multi_thread")]
-async fn mysqlclients_own_suite_passes_through_a_shared_pool() {
+/// mysqlclient's whole suite (the C library, libmariadb) through a pool of two. Its sessions
+/// name their character set with `SET NAMES` after each login; where that restates what the
+/// login set (`restated`: the collation the primary gives it), they still share, at least
+/// `crossed` times.
+async fn mysqlclients_suite_passes<C: LedgerCluster>(
+    bed: Bed<C>,
+    restated: Option<&str>,
+    crossed: f64,
+) {
     let (python, dir) = suites();
-    let bed = bed();
     bed.topology
-        .primary
-        .sql("CREATE DATABASE mysqldb_test DEFAULT CHARACTER SET utf8mb4");
+        .primary_sql("CREATE DATABASE mysqldb_test DEFAULT CHARACTER SET utf8mb4");
     let scratch = tempfile::tempdir().unwrap();
     let options = scratch.path().join("suite.cnf");
     std::fs::write(
@@ -238,28 +252,55 @@ async fn mysqlclients_own_suite_passes_through_a_shared_pool() {
         ),
     )
     .unwrap();
-    // The library names its character set with `SET NAMES` after each login, which pins a
-    // session until the watch of the primary has found what that gives here: one login first.
-    run(
-        &python,
-        &[
-            "-c",
-            "import sys, MySQLdb; MySQLdb.connect(read_default_file=sys.argv[1], \
-             read_default_group='MySQLdb-tests').close()",
-            options.to_str().unwrap(),
-        ],
-    );
-    let admin = bed.proxy.admin_addr();
-    wait_for(
-        "what SET NAMES utf8mb4 gives on the primary",
-        PATIENCE,
-        || support::admin::status(admin)["sharing"]["set_names"]["utf8mb4"] == "utf8mb4_general_ci",
-    );
+    if let Some(collation) = restated {
+        // MariaDB does not report the collation `SET NAMES` gives: the session pins until
+        // the watch of the primary has found it. One login first.
+        run(
+            &python,
+            &[
+                "-c",
+                "import sys, MySQLdb; MySQLdb.connect(read_default_file=sys.argv[1], \
+                 read_default_group='MySQLdb-tests').close()",
+                options.to_str().unwrap(),
+            ],
+        );
+        let admin = bed.proxy.admin_addr();
+        wait_for(
+            "what SET NAMES utf8mb4 gives on the primary",
+            PATIENCE,
+            || support::admin::status(admin)["sharing"]["set_names"]["utf8mb4"] == collation,
+        );
+    }
     let mut suite = pytest(&python, &dir.join("mysqlclient-2.2.7"));
     suite.env("TESTDB", &options).arg("tests");
     let churn = [
         ("CHURN_LIBRARY", "mysqlclient".to_owned()),
         ("TESTDB", options.display().to_string()),
     ];
-    passes_beside_the_churn(&bed, &python, suite, &churn, 50.0).await;
+    passes_beside_the_churn(&bed, &python, suite, &churn, crossed).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_aiomysqls_own_suite_passes_through_a_shared_pool() {
+    aiomysqls_suite_passes(mariadb_bed()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_aiomysqls_own_suite_passes_through_a_shared_pool() {
+    aiomysqls_suite_passes(mysql_bed()).await;
+}
+
+/// libmariadb logs in with utf8mb4_general_ci, which is what `SET NAMES utf8mb4` gives on
+/// MariaDB 10.11: its sessions share.
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_mysqlclients_own_suite_passes_through_a_shared_pool() {
+    mysqlclients_suite_passes(mariadb_bed(), Some("utf8mb4_general_ci"), 50.0).await;
+}
+
+/// On MySQL 9.7 `SET NAMES utf8mb4` gives utf8mb4_0900_ai_ci, not the utf8mb4_general_ci
+/// libmariadb logged in with: the statement changes the session, and its sessions keep their
+/// connections (what strongsync must do).
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_mysqlclients_own_suite_passes_with_its_sessions_pinned() {
+    mysqlclients_suite_passes(mysql_bed(), None, 0.0).await;
 }

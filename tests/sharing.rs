@@ -9,9 +9,10 @@ use std::time::Duration;
 use mysql_async::prelude::*;
 use strongsync::config::OnTimeout;
 use support::failover_rounds::LedgerCluster;
-use support::mariadb::{wait_for, APP_USER};
+use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use support::mysql_gtid::gtid_set_holds;
 use support::mysql_topology::MySqlTopology;
+use support::rawclient::RawClient;
 use support::strong::{answered, durability, newest_gtid, position_holds, spawn_watched};
 use support::strong::{Cluster, Strong, PATIENCE};
 use support::topology::Topology;
@@ -544,4 +545,25 @@ async fn a_reload_turns_sharing_on_for_the_next_logins_and_off_again() {
         let one: u32 = conn.query_first("SELECT 1").await.unwrap().unwrap();
         assert_eq!(one, 1);
     }
+}
+
+/// A session keeps its login's connection until its first command: one that pins the session
+/// then (a set-up statement) pins that connection, not one another session gave back. Two
+/// logins into a pool of one: the first sets a variable, and the second still gets a
+/// connection for its statement (given back at once after their logins, the second's would
+/// have been closed as surplus and the first's pinned: 1040).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_sets_up_on_its_own_connection_and_leaves_the_others_theirs() {
+    let s = start::<Topology>(true, 1, Duration::from_secs(2));
+    let addr = s.proxy.addr();
+    tokio::task::spawn_blocking(move || {
+        let none = mysql_common::constants::CapabilityFlags::empty();
+        let mut first = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
+        let mut second = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
+        assert_eq!(first.query("SET @x = 1").error, None);
+        assert_eq!(second.query("SELECT 1").error, None);
+        assert_eq!(first.query("SELECT @x").first_values, [Some(b"1".to_vec())]);
+    })
+    .await
+    .unwrap();
 }

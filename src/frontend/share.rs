@@ -26,6 +26,11 @@ pub(super) struct Share {
     epoch: u64,
     /// The reason `strongsync_sessions_pinned` counts the session under, if any.
     shown: Option<Pin>,
+    /// A command was sent. Until then the session keeps its login's connection: clients set
+    /// their session up first (a C client's `SET NAMES`, an ORM's `SET autocommit`), and a
+    /// session that gave its connection back and then pinned another could leave those that
+    /// gave theirs back with none, its own closed as surplus meanwhile.
+    commanded: bool,
     metrics: Arc<Metrics>,
 }
 
@@ -49,6 +54,7 @@ impl Share {
             own,
             epoch,
             shown: None,
+            commanded: false,
             metrics,
         }
     }
@@ -60,6 +66,7 @@ impl Share {
 
     /// A command goes to the primary.
     pub(super) fn on_command(&mut self, payload: &[u8]) {
+        self.commanded = true;
         self.pins.on_command(payload);
     }
 
@@ -89,12 +96,12 @@ impl Share {
         self.last_insert_id
     }
 
-    /// Gives the session's connection back to the pool if nothing pins the session; updates
-    /// the pinned-sessions gauge either way.
+    /// Gives the session's connection back to the pool if nothing pins the session and it has
+    /// sent a command; updates the pinned-sessions gauge either way.
     pub(super) async fn give_back(&mut self, legs: &mut Legs) {
         let verdict = self.pins.verdict();
         self.show(verdict);
-        if verdict.is_some() {
+        if verdict.is_some() || !self.commanded {
             return;
         }
         if let Some(backend) = legs.detach() {

@@ -21,9 +21,10 @@ import threading
 import time
 
 # What a fresh connection sees; the suite changes each of these in some session of its own.
+# (Read by names both servers know: the isolation level's differ.)
 STATE = ("SELECT DATABASE(), @@session.autocommit, @@session.sql_mode, @@session.time_zone, "
          "@@session.character_set_results, @@session.sql_select_limit, @@session.max_join_size, "
-         "@@session.tx_isolation")
+         "@@session.collation_connection")
 
 
 # Statements each client runs at least, stop or not: enough for the clients to cross each
