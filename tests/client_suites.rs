@@ -43,9 +43,15 @@ fn run(program: &Path, args: &[&str]) {
 }
 
 /// A venv under `target/` with pytest, the suites' dependencies and the two libraries from
-/// PyPI, and each library's source distribution unpacked; made once, kept for later runs.
-/// Returns the venv's python and the directory the sources are unpacked in.
+/// PyPI, and each library's source distribution unpacked; made once (the tests of this file
+/// run at once and wait for the first), kept for later runs. Returns the venv's python and the
+/// directory the sources are unpacked in.
 fn suites() -> (PathBuf, PathBuf) {
+    static MADE: std::sync::OnceLock<(PathBuf, PathBuf)> = std::sync::OnceLock::new();
+    MADE.get_or_init(make_suites).clone()
+}
+
+fn make_suites() -> (PathBuf, PathBuf) {
     let dir = support::repo().join("target/client-suites");
     let python = dir.join("venv/bin/python");
     let ready = dir.join("ready");
