@@ -330,8 +330,8 @@ metrics! {
         pub pool_wait_timeouts: IntCounter = "strongsync_pool_wait_timeouts_total" [],
         /// Connections to the primary the pools closed, by why: `surplus` (given back while
         /// `sharing.pool_size` were free, or a reload lowered it), `retired` (their epoch
-        /// ended), `closed_by_primary` (the primary ended it while it was free), `sharing_off`
-        /// (a reload turned sharing off and no session shares the pool any longer).
+        /// ended), `closed_by_primary` (the primary ended it while it was free), `unused` (the
+        /// last session sharing its pool ended).
         pub pool_closed: IntCounterVec = "strongsync_pool_closed_total" ["why"],
         /// Sessions that keep their own connection to the primary under `[sharing]`, by why
         /// (transaction, session_state, prepared_statement, lock, last_statement,

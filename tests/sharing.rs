@@ -567,3 +567,42 @@ async fn a_session_sets_up_on_its_own_connection_and_leaves_the_others_theirs() 
     .await
     .unwrap();
 }
+
+/// Logins that each bring a new pool key (a client may vary its capabilities) leave no pool
+/// behind once they have gone: sixteen logins, each with other capabilities and gone before
+/// the next, and `/status` counts at most the pool in use.
+#[tokio::test(flavor = "multi_thread")]
+async fn pools_no_login_uses_any_longer_are_dropped() {
+    use mysql_common::constants::CapabilityFlags as Caps;
+    let s = start::<Topology>(true, 2, Duration::from_secs(2));
+    let (addr, admin) = (s.proxy.addr(), s.proxy.admin_addr());
+    let flags = [
+        Caps::CLIENT_FOUND_ROWS,
+        Caps::CLIENT_IGNORE_SPACE,
+        Caps::CLIENT_LOCAL_FILES,
+        Caps::CLIENT_INTERACTIVE,
+    ];
+    let pools = tokio::task::spawn_blocking(move || {
+        let mut most = 0;
+        for combination in 0..16u32 {
+            let extra = flags
+                .iter()
+                .enumerate()
+                .filter(|(bit, _)| combination & 1 << bit != 0)
+                .fold(Caps::empty(), |all, (_, flag)| all | *flag);
+            let mut client = RawClient::connect(addr, APP_USER, APP_PASSWORD, extra);
+            assert_eq!(client.query("SELECT 1").error, None);
+            drop(client);
+            most = most.max(
+                support::admin::status(admin)["sharing"]["pools"]
+                    .as_u64()
+                    .unwrap(),
+            );
+        }
+        most
+    })
+    .await
+    .unwrap();
+    // The replicas' own pool besides, while they set up.
+    assert!(pools <= 3, "{pools} pools kept for one login at a time");
+}

@@ -190,6 +190,8 @@ struct SharingStatus {
     pool_size: usize,
     /// Free connections in all pools now.
     free_connections: usize,
+    /// Pools kept: one per account, schema, character set and capabilities in use.
+    pools: usize,
     /// Sessions that keep their own connection, by why.
     pinned_sessions: std::collections::BTreeMap<&'static str, i64>,
     /// The collation `SET NAMES` gives each character set sessions named, as the watch of the
@@ -774,6 +776,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         sharing: admin.pools.enabled().then(|| SharingStatus {
             pool_size: admin.pools.pool_size(),
             free_connections: admin.pools.free(),
+            pools: admin.pools.count(),
             pinned_sessions: crate::metrics::PIN_REASONS
                 .iter()
                 .map(|why| {

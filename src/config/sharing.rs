@@ -14,9 +14,8 @@ settings! {
         /// free connection of its account and schema, and holds none while it idles or its
         /// commit waits for the quorum. A client that takes on state keeps its connection
         /// until the state ends. Turned on by a reload: sessions that log in from then on
-        /// share. Turned off: new sessions keep a connection of their own, those that logged
-        /// in sharing go on sharing until they end, and a pool none of them uses any longer
-        /// is closed.
+        /// share. Turned off: new sessions keep a connection of their own, and those that
+        /// logged in sharing go on sharing until they end.
         #[setting(Meta::flag("sharing").live())]
         pub enabled: bool = false,
         /// Free connections kept per account and schema. Connections come only from clients'

@@ -111,25 +111,18 @@ impl Pools {
         self.pools.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Applies reloaded settings: logins from now on share or not as `new.enabled` says;
-    /// free connections above `new.pool_size`, and all those of pools no session shares any
-    /// longer when sharing is off, are closed.
+    /// Applies reloaded settings: logins from now on share or not as `new.enabled` says, and
+    /// free connections above `new.pool_size` are closed. (A pool no session shares has none
+    /// free: the last to leave closed them.)
     pub(crate) fn reconfigure(self: &Arc<Self>, new: SharingConfig) {
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
         let mut surplus = Vec::new();
-        let mut unused = Vec::new();
-        {
-            let mut pools = self.lock();
-            for pool in pools.values_mut() {
-                if !new.enabled && pool.sharers == 0 {
-                    unused.append(&mut pool.free);
-                } else if pool.free.len() > new.pool_size {
-                    surplus.extend(pool.free.drain(new.pool_size..));
-                }
+        for pool in self.lock().values_mut() {
+            if pool.free.len() > new.pool_size {
+                surplus.extend(pool.free.drain(new.pool_size..));
             }
         }
         self.close_later(surplus, "surplus");
-        self.close_later(unused, "sharing_off");
     }
 
     /// Counts a session that logged in sharing as one of `key`'s pool's, until
@@ -138,8 +131,9 @@ impl Pools {
         pool_of(&mut self.lock(), key).sharers += 1;
     }
 
-    /// A session that logged in sharing ended. The last of a pool's while sharing is off
-    /// closes its free connections.
+    /// A session that logged in sharing ended. The last of a pool's closes its free
+    /// connections: they could serve only later logins of the same key, and each of those
+    /// brings a connection of its own.
     pub(super) fn leave(self: &Arc<Self>, key: &PoolKey) {
         let unused = {
             let mut pools = self.lock();
@@ -147,14 +141,12 @@ impl Pools {
                 return;
             };
             pool.sharers = pool.sharers.saturating_sub(1);
-            // Read under the pools' lock: a reload that turns sharing off in between then
-            // finds this pool without sharers itself.
-            if pool.sharers > 0 || self.enabled() {
+            if pool.sharers > 0 {
                 return;
             }
             std::mem::take(&mut pool.free)
         };
-        self.close_later(unused, "sharing_off");
+        self.close_later(unused, "unused");
     }
 
     /// Closes free connections taken out of their pools (`COM_QUIT`, then the end of the
@@ -370,12 +362,20 @@ impl Pools {
     pub(crate) fn free(&self) -> usize {
         self.lock().values().map(|pool| pool.free.len()).sum()
     }
+
+    /// Pools kept (each made by a login with a new key), for `/status`.
+    pub(crate) fn count(&self) -> usize {
+        self.lock().len()
+    }
 }
 
 /// `key`'s pool, made if there is none yet: the key is cloned only then (a statement's
-/// checkout and give-back find theirs).
+/// checkout and give-back find theirs). Making one first drops the pools nothing uses any
+/// longer, so that logins with ever new keys (a client may vary its capabilities) leave no
+/// more pools behind than are in use.
 fn pool_of<'p>(pools: &'p mut HashMap<PoolKey, Pool>, key: &PoolKey) -> &'p mut Pool {
     if !pools.contains_key(key) {
+        pools.retain(|_, pool| !pool.unused());
         pools.insert(key.clone(), Pool::default());
     }
     pools.get_mut(key).expect("made above")
@@ -395,6 +395,11 @@ impl Drop for Member {
 // === impl Pool ===
 
 impl Pool {
+    /// No connection, free or not, and no session sharing it.
+    fn unused(&self) -> bool {
+        self.sharers == 0 && self.free.is_empty() && self.members.count.load(Ordering::Acquire) == 0
+    }
+
     /// The free connection with id `own` if there is one, else the one given back last
     /// (the likeliest still in the primary's caches).
     fn take(&mut self, own: u32) -> Option<Backend> {
