@@ -385,9 +385,8 @@ impl Error {
             // ER_OPTION_PREVENTS_STATEMENT, as a read-only server refuses a write.
             Error::Fenced { .. } => (1290, b"HY000"),
             // ER_CONNECTION_KILLED: the connection is closed after it, as after a KILL, and
-            // connection pools open a new one (which reaches the new primary).
-            // ER_CONNECTION_KILLED: the client reconnects, as it would after losing a direct
-            // connection.
+            // connection pools open a new one (which reaches the new primary, or fills an
+            // emptied pool again).
             Error::Retired { .. } | Error::NotLeading { .. } | Error::PoolGone => (1927, b"70100"),
             Error::Shutdown => (1053, b"08S01"), // ER_SERVER_SHUTDOWN
             // The peer is gone, its socket is broken or it reads nothing: nobody to tell. A

@@ -182,12 +182,11 @@ class Strongsync:
         self.tls_files = None
         # etcd endpoints: strongsync as one of a cluster (`bench/run cluster`).
         self.cluster_endpoints = None
-        # `[sharing]` on (a reload applies it to the logins that follow), and its pool size.
-        self.sharing = False
+        # sharing.pool_size when `[sharing]` is on (a reload turns it on for the logins that
+        # follow).
         self.pool_size = 32
 
     def write_config(self, quorum, on_timeout, ack_timeout, visibility, sharing=False):
-        self.sharing = sharing
         passthrough = quorum is None
         with open(self.config_path, "w") as f:
             f.write(f"""listen = "127.0.0.1:{self.port}"
@@ -215,7 +214,7 @@ user = "{PROBE_USER}"
 password = "{PROBE_PASSWORD}"
 
 [sharing]
-enabled = {str(self.sharing).lower()}
+enabled = {str(sharing).lower()}
 pool_size = {self.pool_size}
 """)
             if self.cluster_endpoints:

@@ -57,8 +57,8 @@ pub(crate) struct Pools {
 struct Pool {
     free: Vec<Backend>,
     members: Arc<Members>,
-    /// Sessions that logged in sharing and have not ended: once none is left while sharing
-    /// is off, the free connections serve nobody.
+    /// Sessions that logged in sharing and have not ended: once none is left, the free
+    /// connections serve nobody.
     sharers: usize,
 }
 
@@ -352,10 +352,7 @@ impl Pools {
 
     /// `sharing.pool_size`.
     pub(crate) fn pool_size(&self) -> usize {
-        self.config
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .pool_size
+        self.config().pool_size
     }
 
     /// Free connections in all pools, for `/status`.
