@@ -277,6 +277,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Conn<S> {
         self.wbuf.extend_from_slice(payload);
     }
 
+    /// Queues `packet`'s payload under sequence id `seq`, with `bytes` written over it from
+    /// offset `at` (a statement id renumbered; the payload keeps its length, so a packet of
+    /// the maximum size goes on as one).
+    pub fn forward_patched(&mut self, packet: &Packet, seq: u8, at: usize, bytes: &[u8]) {
+        let payload = packet.payload();
+        packet::put_header(&mut self.wbuf, payload.len(), seq);
+        let start = self.wbuf.len();
+        self.wbuf.extend_from_slice(payload);
+        self.wbuf[start + at..start + at + bytes.len()].copy_from_slice(bytes);
+    }
+
     /// Queues one packet (`payload` must fit in one).
     pub fn write_packet(&mut self, seq: u8, payload: &[u8]) {
         packet::put_header(&mut self.wbuf, payload.len(), seq);

@@ -117,6 +117,30 @@ pub enum Error {
     /// client's next login fills the pool again.
     #[error("every connection to the primary shared by this account's clients is closed (the primary ended them while they were free); reconnect")]
     PoolGone,
+    /// A statement command named an id the session never gave a statement, or gave one it
+    /// has closed since (ids are the session's own under `[sharing]`).
+    #[error("Unknown prepared statement handler ({id}) given to {command}")]
+    UnknownStatement {
+        /// The id the client sent.
+        id: u32,
+        /// The command that named it.
+        command: &'static str,
+    },
+    /// An execute of 16 MiB or more left its parameter types out, on a shared connection that
+    /// last ran the statement with other types: they cannot be added to a packet of the
+    /// largest size.
+    #[error("this execute of statement {id} leaves its parameter types out, and the shared connection it runs on last ran the statement with other types; send them with it (new_params_bound_flag = 1)")]
+    TypesLeftOut {
+        /// The id the client sent.
+        id: u32,
+    },
+    /// A session that shares connections prepared `sharing.statements_per_session`
+    /// statements and closed none of them.
+    #[error("Can't create more than {limit} prepared statements in one session (sharing.statements_per_session); close some")]
+    TooManyStatements {
+        /// `sharing.statements_per_session`.
+        limit: usize,
+    },
     /// A commit did not reach its quorum in time (`on_timeout = error`); the session goes on.
     #[error("{0}")]
     NotAcknowledged(#[from] crate::commit::NotAcknowledged),
@@ -315,6 +339,9 @@ impl Error {
             Error::TooManyConnections { .. }
             | Error::PoolExhausted { .. }
             | Error::PoolGone
+            | Error::UnknownStatement { .. }
+            | Error::TypesLeftOut { .. }
+            | Error::TooManyStatements { .. }
             | Error::NotAcknowledged(_)
             | Error::Shutdown
             | Error::Fenced { .. }
@@ -374,6 +401,10 @@ impl Error {
             // ER_MASTER_FATAL_ERROR_READING_BINLOG: what a primary answers a dump it refuses.
             Error::ReplicaSetup(_) => (1236, b"HY000"),
             Error::TooManyConnections { .. } | Error::PoolExhausted { .. } => (1040, b"08004"), // ER_CON_COUNT_ERROR
+            Error::UnknownStatement { .. } => (1243, b"HY000"), // ER_UNKNOWN_STMT_HANDLER
+            Error::TypesLeftOut { .. } => (1210, b"HY000"),     // ER_WRONG_ARGUMENTS
+            // ER_MAX_PREPARED_STMT_COUNT_REACHED, as the server refuses one statement too many.
+            Error::TooManyStatements { .. } => (1461, b"42000"),
             // ER_ERROR_DURING_COMMIT: the commit happened on the fenced primary and its fate
             // is not known, which no other cut-off shares.
             Error::NotAcknowledged(e)

@@ -333,6 +333,12 @@ metrics! {
         /// ended), `closed_by_primary` (the primary ended it while it was free), `unused` (the
         /// last session sharing its pool ended).
         pub pool_closed: IntCounterVec = "strongsync_pool_closed_total" ["why"],
+        /// Prepared statements prepared again, by strongsync, on the shared connection a
+        /// session's statement command ran on (it was prepared on another).
+        pub statements_reprepared: IntCounter = "strongsync_pool_statements_reprepared_total" [],
+        /// Prepared statements strongsync closed on a shared connection: the least recently
+        /// used, past `sharing.statements_per_connection`, or one the connection had twice.
+        pub statements_closed: IntCounter = "strongsync_pool_statements_closed_total" [],
         /// Sessions that keep their own connection to the primary under `[sharing]`, by why
         /// (transaction, session_state, prepared_statement, lock, last_statement,
         /// connection_id, command, tracking).
@@ -390,7 +396,7 @@ impl Metrics {
         for connection in ["own", "other"] {
             self.pool_checkouts.with_label_values(&[connection]);
         }
-        for why in ["surplus", "retired", "closed_by_primary"] {
+        for why in ["surplus", "retired", "closed_by_primary", "unused"] {
             self.pool_closed.with_label_values(&[why]);
         }
         for why in PIN_REASONS {

@@ -606,3 +606,224 @@ async fn pools_no_login_uses_any_longer_are_dropped() {
     // The replicas' own pool besides, while they set up.
     assert!(pools <= 3, "{pools} pools kept for one login at a time");
 }
+
+/// The pinned sessions `/status` counts, all reasons together.
+fn pinned_sessions<C: Cluster>(s: &Strong<C>) -> i64 {
+    let status = support::admin::status(s.proxy.admin_addr());
+    status["sharing"]["pinned_sessions"]
+        .as_object()
+        .expect("pinned sessions by why")
+        .values()
+        .map(|n| n.as_i64().expect("a count"))
+        .sum()
+}
+
+/// The primary's prepared statements, all connections together.
+fn prepared_on_primary<C: Cluster>(s: &Strong<C>) -> usize {
+    let row = s
+        .topology
+        .primary_sql("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'");
+    let (_, count) = row.trim().split_once('\t').expect("a name and a count");
+    count.parse().expect("a count")
+}
+
+/// Eight clients of a pool of two run their prepared statements (the binary protocol, as
+/// mysql_async's `exec` does) on whichever connection they take: each statement is prepared
+/// again where it is not yet, every row each client inserted is there once with its value,
+/// no session keeps a connection for its statements, and the primary holds each statement
+/// once per connection (a client's prepare of one the connection has is closed again).
+async fn prepared_statements_run_on_any_connection<C: Gtids>() {
+    const CLIENTS: u64 = 8;
+    const ROUNDS: u64 = 15;
+    const POOL: usize = 2;
+    let s = start::<C>(true, POOL, Duration::from_secs(60));
+    let mut tasks = Vec::new();
+    for client in 0..CLIENTS {
+        let mut conn = s.client().await;
+        tasks.push(tokio::spawn(async move {
+            let insert = conn
+                .prep("INSERT INTO sbtest.t (v) VALUES (?)")
+                .await
+                .unwrap();
+            let count = conn
+                .prep("SELECT COUNT(*) FROM sbtest.t WHERE v = ?")
+                .await
+                .unwrap();
+            let sum = conn.prep("SELECT CONCAT(?, '-', ?)").await.unwrap();
+            for round in 0..ROUNDS {
+                let v = 100_000 + client * 1000 + round;
+                conn.exec_drop(&insert, (v,)).await.unwrap();
+                let n: u64 = conn.exec_first(&count, (v,)).await.unwrap().unwrap();
+                assert_eq!(n, 1, "client {client}, round {round}: its row {v}");
+                let both: String = conn.exec_first(&sum, (v, round)).await.unwrap().unwrap();
+                assert_eq!(both, format!("{v}-{round}"));
+            }
+            conn
+        }));
+    }
+    let mut clients = Vec::new();
+    for task in tasks {
+        clients.push(task.await.unwrap());
+    }
+    let rows = s
+        .topology
+        .primary_sql("SELECT COUNT(*), COUNT(DISTINCT v) FROM sbtest.t WHERE v >= 100000");
+    let expected = CLIENTS * ROUNDS;
+    assert_eq!(rows.trim(), format!("{expected}\t{expected}"));
+    let metrics = s.metrics();
+    assert!(
+        metrics.get(r#"strongsync_pool_checkouts_total{connection="other"}"#) > 0.0,
+        "the clients ran on each other's connections"
+    );
+    assert!(metrics.get("strongsync_pool_statements_reprepared_total") > 0.0);
+    // Connected and idle, with their statements open: nothing pins them.
+    assert_eq!(pinned_sessions(&s), 0);
+    wait_for(
+        &format!("at most {POOL} connections of {APP_USER} on the primary"),
+        PATIENCE,
+        || app_connections(&s) <= POOL,
+    );
+    let prepared = prepared_on_primary(&s);
+    assert!(
+        prepared <= 3 * POOL,
+        "{prepared} statements on the primary: three texts, each at most once on each of {POOL} connections"
+    );
+    drop(clients);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_prepared_statements_run_on_any_connection() {
+    prepared_statements_run_on_any_connection::<Topology>().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_prepared_statements_run_on_any_connection() {
+    prepared_statements_run_on_any_connection::<MySqlTopology>().await;
+}
+
+/// `COM_STMT_EXECUTE` of `INSERT INTO sbtest.t (v) VALUES (?)` as statement `id`: the value
+/// as a `MYSQL_TYPE_LONGLONG` with its type sent (`Some(true)`) or left out, or as a string
+/// with its type sent (`None`).
+fn insert_execute(id: u32, value: i64, longlong: Option<bool>) -> Vec<u8> {
+    let mut p = vec![0x17];
+    p.extend_from_slice(&id.to_le_bytes());
+    p.push(0);
+    p.extend_from_slice(&1u32.to_le_bytes());
+    p.push(0); // no NULLs
+    match longlong {
+        Some(true) => p.extend_from_slice(&[1, 8, 0]),
+        Some(false) => p.push(0),
+        None => p.extend_from_slice(&[1, 253, 0]),
+    }
+    match longlong {
+        Some(_) => p.extend_from_slice(&value.to_le_bytes()),
+        None => {
+            let text = value.to_string();
+            p.push(text.len() as u8);
+            p.extend_from_slice(text.as_bytes());
+        }
+    }
+    p
+}
+
+/// An execute may leave its parameter types out: the server then uses those the statement
+/// last ran with on that connection. Two sessions share one connection and one statement
+/// text; the second runs it with a string, and the first's execute without types still
+/// means its integer (strongsync adds them). A cursor keeps its session on its connection.
+/// (The rows are the proof: a string's bytes read as an integer, or the integer's as a
+/// string, would insert another value or fail.)
+async fn types_left_out_are_the_sessions_own<C: Gtids>() {
+    let s = start::<C>(true, 1, Duration::from_secs(10));
+    let (addr, admin) = (s.proxy.addr(), s.proxy.admin_addr());
+    let insert = "INSERT INTO sbtest.t (v) VALUES (?)";
+    // A full login first (over TLS to MySQL), so that the raw clients' fast one is known.
+    drop(s.client().await);
+    tokio::task::spawn_blocking(move || {
+        let none = mysql_common::constants::CapabilityFlags::empty();
+        let mut first = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
+        let mut second = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
+        let (mine, _) = first.prepare(insert);
+        assert_eq!(
+            first
+                .command(&insert_execute(mine, 200_001, Some(true)))
+                .error,
+            None
+        );
+        // The second's login connection is closed as surplus once it has run a command: from
+        // then on both run on the first's.
+        let (theirs, _) = second.prepare(insert);
+        assert_eq!(
+            second.command(&insert_execute(theirs, 200_002, None)).error,
+            None
+        );
+        assert_eq!(
+            second.command(&insert_execute(theirs, 200_003, None)).error,
+            None
+        );
+        assert_eq!(
+            first
+                .command(&insert_execute(mine, 200_004, Some(false)))
+                .error,
+            None
+        );
+        assert_eq!(
+            second.command(&insert_execute(theirs, 200_005, None)).error,
+            None
+        );
+        // A cursor lives on its connection: the session keeps it (and the pool's only one).
+        let (select, columns) = first.prepare("SELECT v FROM sbtest.t WHERE v > 200000 ORDER BY v");
+        first.execute_with_cursor(select, columns);
+        let (rows, _) = first.fetch(select, 10);
+        assert_eq!(rows, 5, "the cursor's rows");
+        let status = support::admin::status(admin);
+        assert_eq!(
+            status["sharing"]["pinned_sessions"]["prepared_statement"], 1,
+            "the cursor's session keeps its connection: {status}"
+        );
+    })
+    .await
+    .unwrap();
+    let rows = s
+        .topology
+        .primary_sql("SELECT GROUP_CONCAT(v ORDER BY v) FROM sbtest.t WHERE v > 200000");
+    assert_eq!(rows.trim(), "200001,200002,200003,200004,200005");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_types_left_out_are_the_sessions_own() {
+    types_left_out_are_the_sessions_own::<Topology>().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_types_left_out_are_the_sessions_own() {
+    types_left_out_are_the_sessions_own::<MySqlTopology>().await;
+}
+
+/// MariaDB's clients may send a prepare and its execute together, the execute naming "the
+/// statement prepared last" (id 0xFFFFFFFF): that is the session's last, wherever it runs. An
+/// id the session never gave gets the server's error, and the session goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_the_last_prepared_statement_is_the_sessions_own() {
+    let s = start::<Topology>(true, 1, Duration::from_secs(10));
+    let addr = s.proxy.addr();
+    tokio::task::spawn_blocking(move || {
+        let none = mysql_common::constants::CapabilityFlags::empty();
+        let mut first = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
+        let mut second = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
+        assert_eq!(second.query("SELECT 1").error, None);
+        let (_, _) = first.prepare("INSERT INTO sbtest.t (v) VALUES (300001)");
+        // The other session prepares on the same connection after it.
+        let (_, _) = second.prepare("INSERT INTO sbtest.t (v) VALUES (300002)");
+        let reply = first.command(&[0x17, 0xFF, 0xFF, 0xFF, 0xFF, 0, 1, 0, 0, 0]);
+        assert_eq!(reply.error, None);
+        let reply = first.command(&[0x17, 77, 0, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(reply.error.map(|(code, _)| code), Some(1243));
+        assert_eq!(first.query("SELECT 1").error, None);
+    })
+    .await
+    .unwrap();
+    let rows = s
+        .topology
+        .primary_sql("SELECT GROUP_CONCAT(v ORDER BY v) FROM sbtest.t WHERE v > 300000");
+    assert_eq!(rows.trim(), "300001");
+}

@@ -20,6 +20,7 @@
 //! | [`semisync`] | semisync negotiation statements, the event header, ACKs |
 //! | [`reveals_nothing`] | statements whose answers reveal no data (a replica's setup, `BEGIN`, `COMMIT`) |
 //! | [`snapshot`] | statements and tracker states of a transaction that reads only its snapshot |
+//! | [`stmt`] | statement ids and parameter types of the binary protocol's commands, rewritten |
 //! | [`resultset`] | result sets and OKs for the statements the proxy answers itself |
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -41,6 +42,7 @@ pub mod resultset;
 pub mod reveals_nothing;
 pub mod semisync;
 pub mod snapshot;
+pub mod stmt;
 pub mod wire;
 
 #[cfg(test)]

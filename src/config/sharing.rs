@@ -10,8 +10,9 @@ settings! {
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct SharingConfig in "sharing" {
         /// A client with no session state of its own (no transaction, temporary table, user
-        /// variable, prepared statement, lock or changed variable) runs each statement on any
-        /// free connection of its account and schema, and holds none while it idles or its
+        /// variable, lock, cursor or changed variable; its prepared statements are prepared
+        /// again where they run) runs each statement on any free connection of its account
+        /// and schema, and holds none while it idles or its
         /// commit waits for the quorum. A client that takes on state keeps its connection
         /// until the state ends. Turned on by a reload: sessions that log in from then on
         /// share. Turned off: new sessions keep a connection of their own, and those that
@@ -28,5 +29,16 @@ settings! {
         /// error 1040 and may try again (its session goes on).
         #[setting(Meta::FILE.live().nonzero())]
         pub max_wait: Duration = Duration::from_secs(10),
+        /// Prepared statements kept on each shared connection to the primary. A session's
+        /// statement runs on whichever connection it takes, prepared there the first time;
+        /// past this many, the one used least recently is closed (and prepared again when a
+        /// session next runs it). Bounds what the pools hold of the primary's
+        /// `max_prepared_stmt_count`.
+        #[setting(Meta::FILE.live().range(1, 16382))]
+        pub statements_per_connection: usize = 128,
+        /// Prepared statements one sharing session may hold open; one more gets error 1461,
+        /// as the primary refuses a statement past `max_prepared_stmt_count`.
+        #[setting(Meta::FILE.live().range(1, 1_048_576))]
+        pub statements_per_session: usize = 1024,
     }
 }

@@ -14,6 +14,7 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 use tracing::{debug, warn};
 
 use super::pool::Member;
+use super::statements::ConnStatements;
 use crate::config::Timeouts;
 use crate::conn::{Conn, ReadDeadline};
 use crate::durability::{Durability, Epoch, OnEpoch};
@@ -51,6 +52,8 @@ pub(super) struct Backend {
     id: u32,
     /// Counts the connection as one of its pool's, under `[sharing]`.
     member: Option<Member>,
+    /// The prepared statements on the connection, under `[sharing]`.
+    statements: ConnStatements,
 }
 
 /// The client's connection and the session's connection to the primary. Only a session that
@@ -226,6 +229,17 @@ impl Legs {
     pub(super) fn new_exchange(&mut self) {
         self.client_seq = Sequence::expecting(0);
         self.primary_seq = Sequence::expecting(0);
+    }
+
+    /// A new exchange starts on the primary's leg alone: one strongsync has with the primary
+    /// within the client's (a statement prepared again before the client's execute).
+    pub(super) fn new_primary_exchange(&mut self) {
+        self.primary_seq = Sequence::expecting(0);
+    }
+
+    /// The prepared statements on the connection to the primary.
+    pub(super) fn statements(&mut self) -> &mut ConnStatements {
+        &mut self.backend().statements
     }
 
     /// The primary's greeting came with sequence id `seq`: the login goes on from there on its
@@ -496,6 +510,7 @@ impl Backend {
             epoch,
             id: 0,
             member: None,
+            statements: ConnStatements::default(),
         }
     }
 

@@ -22,6 +22,7 @@ mod retired;
 mod session;
 mod share;
 mod snapshot;
+mod statements;
 
 use std::sync::Arc;
 

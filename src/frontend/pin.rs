@@ -17,7 +17,8 @@ pub(crate) enum Pin {
     /// The primary reported a change of the session's state: a variable, the schema, a user
     /// variable, a temporary table, a prepared statement (`PREPARE`), `autocommit`.
     SessionState,
-    /// A prepared statement of the binary protocol (its id lives on the connection).
+    /// A prepared statement's cursor, or parameters sent ahead of its execute
+    /// (`COM_STMT_SEND_LONG_DATA`): both live on the connection.
     Prepared,
     /// A lock held by the session: `GET_LOCK`, `LOCK TABLES`, a backup lock.
     Lock,
@@ -155,17 +156,21 @@ impl Pins {
         };
         match cmd {
             COM_QUERY => self.on_statement(rest),
-            COM_STMT_PREPARE => self.stick(Pin::Prepared),
             // The reset's OK says whether a transaction is still open; state pins for good.
             COM_PING | COM_STATISTICS | COM_PROCESS_KILL | COM_FIELD_LIST | COM_QUIT
             | COM_RESET_CONNECTION => {}
-            // The binary protocol's other commands follow a COM_STMT_PREPARE (already pinned).
-            COM_STMT_EXECUTE
-            | COM_STMT_SEND_LONG_DATA
-            | COM_STMT_CLOSE
-            | COM_STMT_RESET
-            | COM_STMT_FETCH
-            | COM_STMT_BULK_EXECUTE => self.stick(Pin::Prepared),
+            // A session's prepared statements are its own, prepared again on whichever
+            // connection runs them (see `super::statements`); an execute's text is judged by
+            // `on_words` with the words found at its prepare.
+            COM_STMT_PREPARE | COM_STMT_CLOSE | COM_STMT_RESET | COM_STMT_BULK_EXECUTE => {}
+            // A cursor lives on the connection that opened it.
+            COM_STMT_EXECUTE => {
+                if rest.get(4).is_some_and(|f| f & CURSOR_TYPE_READ_ONLY != 0) {
+                    self.stick(Pin::Prepared);
+                }
+            }
+            // So do parameters sent ahead of their execute.
+            COM_STMT_SEND_LONG_DATA | COM_STMT_FETCH => self.stick(Pin::Prepared),
             _ => self.stick(Pin::Command),
         }
     }
@@ -176,7 +181,15 @@ impl Pins {
             return;
         }
         self.set_names = is_set_names(sql);
-        let found = words_in(sql);
+        self.on_words(words_in(sql));
+    }
+
+    /// A statement whose text holds the words `found` ([`words_in`]) runs: a prepared
+    /// statement's, found when it was prepared.
+    pub(crate) fn on_words(&mut self, found: u8) {
+        if self.sticky.is_some() {
+            return;
+        }
         if found & 1 << LOCK_WORDS != 0 {
             self.stick(Pin::Lock);
         } else if found & 1 << VARIABLE_WORDS != 0 {
@@ -346,7 +359,7 @@ const FIRST_BYTES: [bool; 256] = {
 
 /// Which lists of [`WORD_LISTS`] `sql` holds a word of (bit `i` for list `i`), ignoring ASCII
 /// case. One pass over the statement: words are compared only where a first letter is.
-fn words_in(sql: &[u8]) -> u8 {
+pub(crate) fn words_in(sql: &[u8]) -> u8 {
     const ALL: u8 = (1 << WORD_LISTS.len()) - 1;
     let mut found = 0;
     for at in 0..sql.len() {

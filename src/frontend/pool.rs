@@ -13,6 +13,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::legs::Backend;
+use super::statements::StatementLimits;
 use crate::config::SharingConfig;
 use crate::durability::Durability;
 use crate::error::Error;
@@ -98,6 +99,15 @@ impl Pools {
     /// Whether sessions that log in now share connections.
     pub(crate) fn enabled(&self) -> bool {
         self.config().enabled
+    }
+
+    /// The limits sessions' prepared statements live under now.
+    pub(super) fn statement_limits(&self) -> StatementLimits {
+        let config = self.config.read().unwrap_or_else(|e| e.into_inner());
+        StatementLimits {
+            per_connection: config.statements_per_connection,
+            per_session: config.statements_per_session,
+        }
     }
 
     fn config(&self) -> SharingConfig {

@@ -7,6 +7,7 @@ use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::ok::{self, EofPacket, OkPacket};
 use strongsync_proto::packet::Packet;
 use strongsync_proto::response::{PacketKind, ResponseReader};
+use strongsync_proto::stmt::PrepareOk;
 
 use super::bound::Bounds;
 use super::commits::{Mark, ResponseCommits};
@@ -14,6 +15,7 @@ use super::legs::Legs;
 use super::login::forward_ok;
 use super::share::Share;
 use super::snapshot::SnapshotCover;
+use super::statements;
 use super::Shared;
 use crate::commit::{Release, Unresolved};
 use crate::error::Error;
@@ -176,17 +178,14 @@ impl<'s> ResponseRelay<'s> {
                 }
                 PacketKind::Err => {
                     if let Some(share) = &mut self.share {
-                        share.on_err();
+                        share.on_err(self.legs);
                     }
                     // An error may have ended the transaction (a deadlock, a row changed
                     // since the snapshot) and never carries its state.
                     self.commits.leave_snapshot();
                     self.forward_to_client(&packet, mark.seq());
                 }
-                PacketKind::PrepareOk => {
-                    self.cover.prepared(packet.payload());
-                    self.forward_to_client(&packet, mark.seq());
-                }
+                PacketKind::PrepareOk => self.relay_prepare_ok(&packet, mark.seq())?,
                 _ => self.forward_to_client(&packet, mark.seq()),
             }
             self.commits.hold_if_news();
@@ -197,6 +196,9 @@ impl<'s> ResponseRelay<'s> {
         if let Some(reason) = self.commits.take_check() {
             self.check(reason).await?;
             self.commits.hold_if_news();
+        }
+        if self.share.is_some() {
+            statements::close_twice(self.legs, &self.shared.metrics).await?;
         }
         debug_assert!(
             !self.commits.holding(),
@@ -233,6 +235,25 @@ impl<'s> ResponseRelay<'s> {
         }
         if !self.commits.discarded() {
             forward_ok(self.legs.client(), packet, &ok, seq, self.tracker.filter());
+        }
+        Ok(())
+    }
+
+    /// Passes a `PREPARE_OK` to the client, with the id the session gives the statement if
+    /// it shares connections (the connection's own id otherwise).
+    fn relay_prepare_ok(&mut self, packet: &Packet, seq: u8) -> Result<(), Error> {
+        let ok = PrepareOk::parse(packet.payload()).map_err(Error::PrimaryProtocol)?;
+        let id = match &mut self.share {
+            Some(share) => share.prepared(ok, self.legs),
+            None => ok.id,
+        };
+        self.cover.prepared(id);
+        if id == ok.id {
+            self.forward_to_client(packet, seq);
+        } else if !self.commits.discarded() {
+            self.legs
+                .client()
+                .forward_patched(packet, seq, 1, &id.to_le_bytes());
         }
         Ok(())
     }

@@ -18,6 +18,7 @@ use strongsync_proto::response::ResponseReader;
 use strongsync_proto::resultset;
 use strongsync_proto::reveals_nothing;
 use strongsync_proto::snapshot;
+use strongsync_proto::stmt;
 use strongsync_proto::ProtoError;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::debug;
@@ -32,6 +33,7 @@ use super::relay::{Command, ResponseRelay, SessionParts};
 use super::replica::{AcceptedDump, ReplicaSetup};
 use super::share::Share;
 use super::snapshot::{Replacement, SnapshotCover};
+use super::statements::{self, Routed};
 use super::Shared;
 use crate::error::Error;
 use crate::flavour::{Flavour, Tracker, TrackerContext};
@@ -305,7 +307,15 @@ impl Session {
             .cover
             .note_command(packet.payload(), !packet.continues(), may_start)
         {
-            Replacement::None => self.forward_command(&packet).await?,
+            Replacement::None => match &mut self.share {
+                Some(share) if statements::renumbered(cmd) => {
+                    match share.forward_statement(&mut self.legs, &packet).await? {
+                        Routed::Forwarded => self.forward_rest(&packet).await?,
+                        Routed::Answered => return Ok(Phase::Idle),
+                    }
+                }
+                _ => self.forward_command(&packet).await?,
+            },
             Replacement::StartWithSnapshot => {
                 // Its OK is bounded: that bound covers every read of the snapshot.
                 reveals_nothing = false;
@@ -336,6 +346,20 @@ impl Session {
         let Some(share) = &mut self.share else {
             return Ok(None);
         };
+        if cmd == COM_STMT_PREPARE {
+            if let Err(error) = share.may_prepare() {
+                statements::refuse(&mut self.legs, packet, error).await?;
+                return Ok(Some(Phase::Idle));
+            }
+        }
+        if cmd == COM_STMT_CLOSE && !self.legs.has_backend() {
+            // Its statement is prepared on connections other sessions use too: it stays.
+            if let Some(id) = stmt::statement_id(packet.payload()) {
+                share.close_unattached(id);
+            }
+            self.cover.note_command(packet.payload(), true, false);
+            return Ok(Some(Phase::Idle));
+        }
         // A session with a connection of its own (pinned) asks the primary.
         let sql = (cmd == COM_QUERY && !self.legs.has_backend()).then(|| &packet.payload()[1..]);
         if let Some(expression) = sql.and_then(asks_last_insert_id) {
@@ -352,7 +376,11 @@ impl Session {
         let epoch = self.shared.durability.epoch_number();
         match share.take(&mut self.legs, epoch).await {
             Ok(()) => {
-                share.on_command(packet.payload());
+                share.on_command(packet.payload(), !packet.continues());
+                if matches!(cmd, COM_RESET_CONNECTION | COM_CHANGE_USER) {
+                    // The primary closes the connection's statements.
+                    self.legs.statements().forget();
+                }
                 Ok(None)
             }
             Err(error @ Error::PoolExhausted { .. }) => {
@@ -372,6 +400,11 @@ impl Session {
     /// primary.
     async fn forward_command(&mut self, first: &Packet) -> Result<(), Error> {
         self.legs.pass_to_primary(first);
+        self.forward_rest(first).await
+    }
+
+    /// Sends the packets of the command that follow `first` (already queued) to the primary.
+    async fn forward_rest(&mut self, first: &Packet) -> Result<(), Error> {
         let mut continues = first.continues();
         while continues {
             if !self.legs.client().has_buffered_packet() {

@@ -3,11 +3,18 @@
 use std::sync::Arc;
 
 use strongsync_proto::capabilities::StatusFlags;
+use strongsync_proto::command::{
+    COM_CHANGE_USER, COM_RESET_CONNECTION, COM_STMT_BULK_EXECUTE, COM_STMT_EXECUTE,
+    COM_STMT_PREPARE,
+};
 use strongsync_proto::ok::OkPacket;
+use strongsync_proto::packet::Packet;
+use strongsync_proto::stmt::PrepareOk;
 
 use super::legs::Legs;
 use super::pin::{Pin, Pins};
 use super::pool::{PoolKey, Pools};
+use super::statements::{Routed, SessionStatements};
 use crate::error::Error;
 use crate::metrics::Metrics;
 
@@ -16,6 +23,8 @@ pub(super) struct Share {
     pools: Arc<Pools>,
     key: PoolKey,
     pins: Pins,
+    /// Its prepared statements, numbered by the session (they run on any connection).
+    statements: SessionStatements,
     /// The id the session's last insert generated (what `LAST_INSERT_ID()` is on a
     /// connection of its own), 0 before one.
     last_insert_id: u64,
@@ -50,6 +59,7 @@ impl Share {
             pools,
             key,
             pins,
+            statements: SessionStatements::default(),
             last_insert_id: 0,
             own,
             epoch,
@@ -64,10 +74,70 @@ impl Share {
         self.pins.fix(why);
     }
 
-    /// A command goes to the primary.
-    pub(super) fn on_command(&mut self, payload: &[u8]) {
+    /// A command goes to the primary (`whole`: in one packet).
+    pub(super) fn on_command(&mut self, payload: &[u8], whole: bool) {
         self.commanded = true;
         self.pins.on_command(payload);
+        match payload[0] {
+            COM_STMT_PREPARE => {
+                self.statements.preparing(&payload[1..], whole);
+                if !whole {
+                    // Its text is not kept: it can run only where it is prepared now.
+                    self.pins.fix(Pin::Prepared);
+                }
+            }
+            COM_STMT_EXECUTE | COM_STMT_BULK_EXECUTE => {
+                if let Some(words) = self.statements.words_of(payload) {
+                    self.pins.on_words(words);
+                }
+            }
+            COM_RESET_CONNECTION | COM_CHANGE_USER => self.statements.forget(),
+            _ => {}
+        }
+    }
+
+    /// Whether the session may prepare one more statement.
+    ///
+    /// # Errors
+    /// [`Error::TooManyStatements`].
+    pub(super) fn may_prepare(&self) -> Result<(), Error> {
+        let limit = self.pools.statement_limits().per_session;
+        if self.statements.has_room(limit) {
+            Ok(())
+        } else {
+            Err(Error::TooManyStatements { limit })
+        }
+    }
+
+    /// A statement's `PREPARE_OK` came: the id the client is told.
+    pub(super) fn prepared(&mut self, ok: PrepareOk, legs: &mut Legs) -> u32 {
+        self.statements.prepared(ok, legs.statements())
+    }
+
+    /// The client closed a statement, while the session has no connection: nothing goes to
+    /// the primary (a statement that lives on a connection pins the session to it).
+    pub(super) fn close_unattached(&mut self, id: u32) {
+        let own = self.statements.close(id);
+        debug_assert!(
+            own.is_none(),
+            "a session with a statement of its own connection keeps it"
+        );
+    }
+
+    /// Sends a statement command to the primary, renumbered (see
+    /// [`SessionStatements::forward`]).
+    ///
+    /// # Errors
+    /// The legs' errors.
+    pub(super) async fn forward_statement(
+        &mut self,
+        legs: &mut Legs,
+        first: &Packet,
+    ) -> Result<Routed, Error> {
+        let limits = self.pools.statement_limits();
+        self.statements
+            .forward(legs, first, limits, &self.metrics)
+            .await
     }
 
     /// An OK from the primary (parsed with session tracking).
@@ -87,8 +157,10 @@ impl Share {
     }
 
     /// An ERR from the primary.
-    pub(super) fn on_err(&mut self) {
+    pub(super) fn on_err(&mut self, legs: &mut Legs) {
         self.pins.on_err();
+        self.statements.refused();
+        legs.statements().failed();
     }
 
     /// What `LAST_INSERT_ID()` would say on a connection of the session's own.

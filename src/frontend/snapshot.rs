@@ -18,6 +18,7 @@ use strongsync_proto::command::{
 };
 use strongsync_proto::gtid::GtidPosition;
 use strongsync_proto::snapshot::{self, Start};
+use strongsync_proto::stmt::statement_id;
 
 use super::commits::ResponseCommits;
 use crate::durability::{Durability, QuorumRule};
@@ -61,12 +62,9 @@ impl SnapshotCover {
         self.bound.clone().filter(|_| self.reading)
     }
 
-    /// Remembers the statement a `PREPARE_OK` announced if the command in flight prepared a
-    /// single `SELECT`.
-    pub(super) fn prepared(&mut self, prepare_ok: &[u8]) {
-        let Some(id) = statement_id(prepare_ok) else {
-            return;
-        };
+    /// Remembers the statement a `PREPARE_OK` announced (as the client knows it) if the
+    /// command in flight prepared a single `SELECT`.
+    pub(super) fn prepared(&mut self, id: u32) {
         if self.preparing_read && self.prepared_reads.len() < MAX_PREPARED_READS {
             self.prepared_reads.insert(id);
         } else {
@@ -159,13 +157,6 @@ impl SnapshotCover {
             None => false,
         }
     }
-}
-
-/// The statement id at the start of a `COM_STMT_*` payload or a `PREPARE_OK` (after the
-/// command or status byte).
-fn statement_id(payload: &[u8]) -> Option<u32> {
-    let id = payload.get(1..5)?;
-    Some(u32::from_le_bytes(id.try_into().ok()?))
 }
 
 #[cfg(test)]

@@ -71,7 +71,7 @@ fn prepared_selects_are_remembered_until_closed_or_reset() {
     let prepare = [&[COM_STMT_PREPARE][..], b"SELECT v FROM t WHERE id = ?"].concat();
     cover.note_command(&prepare, true, true);
     // PREPARE_OK: status 0, then the statement id.
-    cover.prepared(&with_id(0, 5));
+    cover.prepared(5);
     cover.bound = covered().bound;
     cover.note_command(&with_id(COM_STMT_EXECUTE, 5), true, false);
     assert!(cover.for_response().is_some());
@@ -81,7 +81,7 @@ fn prepared_selects_are_remembered_until_closed_or_reset() {
     cover.note_command(&with_id(COM_STMT_EXECUTE, 5), true, false);
     assert!(cover.for_response().is_none(), "closed");
     cover.note_command(&prepare, true, true);
-    cover.prepared(&with_id(0, 5));
+    cover.prepared(5);
     cover.note_command(&[COM_RESET_CONNECTION], true, false);
     assert!(cover.prepared_reads.is_empty() && cover.bound.is_none());
 }

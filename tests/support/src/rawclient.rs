@@ -6,6 +6,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+use mysql_common::auth::plugins::caching_sha2_password::scramble_sha256;
 use mysql_common::auth::plugins::mysql_native_password::scramble_native;
 use mysql_common::constants::{CapabilityFlags, StatusFlags};
 use mysql_common::io::ParseBuf;
@@ -71,12 +72,23 @@ impl RawClient {
             | extra)
             & handshake.capabilities();
         let nonce = handshake.nonce();
-        let token = scramble_native(&nonce, password.as_bytes())
-            .unwrap()
-            .to_vec();
-        let payload = handshake_response(user, db, &token, caps);
+        // MySQL 9's accounts use caching_sha2_password: its fast path (the server has the
+        // password cached from an earlier full login) needs neither TLS nor a key.
+        let sha2 = handshake.auth_plugin_name_ref() == Some(b"caching_sha2_password");
+        let (token, plugin) = if sha2 {
+            let nonce: [u8; 20] = nonce[..20].try_into().expect("a 20-byte nonce");
+            let token = scramble_sha256(&nonce, password.as_bytes()).unwrap();
+            (token.to_vec(), AuthPlugin::CachingSha2Password)
+        } else {
+            let token = scramble_native(&nonce, password.as_bytes()).unwrap();
+            (token.to_vec(), AuthPlugin::MysqlNativePassword)
+        };
+        let payload = handshake_response_with(user, db, &token, caps, plugin);
         write_packet(&mut stream, 1, &payload);
-        let (_, reply) = read_packet(&mut stream);
+        let (_, mut reply) = read_packet(&mut stream);
+        if sha2 && reply == [0x01, 0x03] {
+            reply = read_packet(&mut stream).1;
+        }
         assert_eq!(
             reply.first(),
             Some(&0x00),
@@ -411,12 +423,23 @@ pub fn handshake_response(
     token: &[u8],
     caps: CapabilityFlags,
 ) -> Vec<u8> {
+    handshake_response_with(user, db, token, caps, AuthPlugin::MysqlNativePassword)
+}
+
+/// A HandshakeResponse41 payload logging `user` in to `db` with `plugin` and its `token`.
+pub fn handshake_response_with(
+    user: &str,
+    db: Option<&str>,
+    token: &[u8],
+    caps: CapabilityFlags,
+    plugin: AuthPlugin<'_>,
+) -> Vec<u8> {
     let response = HandshakeResponse::new(
         Some(token),
         (10, 11, 0),
         Some(user.as_bytes()),
         db.map(str::as_bytes),
-        Some(AuthPlugin::MysqlNativePassword),
+        Some(plugin),
         caps,
         None,
         64 << 20,
