@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use mysql_async::prelude::*;
-use strongsync::config::OnTimeout;
+use strongsync::config::{OnTimeout, SharingConfig};
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use support::mysql_gtid::gtid_set_holds;
@@ -48,12 +48,23 @@ impl Gtids for MySqlTopology {
 /// tracking defaults: a session tracked by them may share), and `[sharing]` as `sharing`
 /// says, with `pool_size` and `max_wait`.
 fn start<C: Gtids>(sharing: bool, pool_size: usize, max_wait: Duration) -> Strong<C> {
+    start_with(sharing, pool_size, max_wait, |_| {})
+}
+
+/// [`start`], with the rest of `[sharing]` as `more` sets it.
+fn start_with<C: Gtids>(
+    sharing: bool,
+    pool_size: usize,
+    max_wait: Duration,
+    more: impl FnOnce(&mut SharingConfig),
+) -> Strong<C> {
     let s = Strong::<C>::launch(2, None, |config, topology| {
         config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
         config.probe = topology.probe_account();
         config.sharing.enabled = sharing;
         config.sharing.pool_size = pool_size;
         config.sharing.max_wait = max_wait;
+        more(&mut config.sharing);
     });
     let admin = s.proxy.admin_addr();
     wait_for("the primary's tracking defaults", PATIENCE, || {
@@ -826,4 +837,45 @@ async fn mariadb_the_last_prepared_statement_is_the_sessions_own() {
         .topology
         .primary_sql("SELECT GROUP_CONCAT(v ORDER BY v) FROM sbtest.t WHERE v > 300000");
     assert_eq!(rows.trim(), "300001");
+}
+
+/// A client that prepares, runs and closes one new statement after another leaves the
+/// connection at most `sharing.statements_per_connection` of them on the primary (the least
+/// recently used are closed there), and a statement past `sharing.statement_bytes` keeps its
+/// session on its connection.
+async fn a_connection_keeps_at_most_its_statements<C: Gtids>() {
+    let s = start_with::<C>(true, 1, Duration::from_secs(10), |sharing| {
+        sharing.statements_per_connection = 4;
+        sharing.statement_bytes = 4096;
+    });
+    let mut conn = s.client().await;
+    for i in 0..20u32 {
+        let statement = conn.prep(format!("SELECT {i} AS n")).await.unwrap();
+        let n: u32 = conn.exec_first(&statement, ()).await.unwrap().unwrap();
+        assert_eq!(n, i);
+        conn.close(statement).await.unwrap();
+    }
+    let prepared = prepared_on_primary(&s);
+    assert!(prepared <= 4, "{prepared} statements on the primary");
+    assert_eq!(pinned_sessions(&s), 0);
+    let long = format!("SELECT 7 AS n /* {} */", "x".repeat(5000));
+    let statement = conn.prep(long).await.unwrap();
+    let n: u32 = conn.exec_first(&statement, ()).await.unwrap().unwrap();
+    assert_eq!(n, 7);
+    let status = support::admin::status(s.proxy.admin_addr());
+    assert_eq!(
+        status["sharing"]["pinned_sessions"]["prepared_statement"], 1,
+        "a statement whose text is not kept holds its session to its connection: {status}"
+    );
+    drop(conn);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_a_connection_keeps_at_most_its_statements() {
+    a_connection_keeps_at_most_its_statements::<Topology>().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_a_connection_keeps_at_most_its_statements() {
+    a_connection_keeps_at_most_its_statements::<MySqlTopology>().await;
 }

@@ -40,5 +40,11 @@ settings! {
         /// as the primary refuses a statement past `max_prepared_stmt_count`.
         #[setting(Meta::FILE.live().range(1, 1_048_576))]
         pub statements_per_session: usize = 1024,
+        /// Bytes of prepared statements' text a sharing session keeps, and each shared
+        /// connection. A statement past it stays on the connection that prepared it (its
+        /// session keeps that connection), and a connection past it closes the statements it
+        /// used least recently.
+        #[setting(Meta::FILE.live().range(1024, 1 << 30))]
+        pub statement_bytes: usize = 1 << 20,
     }
 }

@@ -107,6 +107,7 @@ impl Pools {
         StatementLimits {
             per_connection: config.statements_per_connection,
             per_session: config.statements_per_session,
+            bytes: config.statement_bytes,
         }
     }
 

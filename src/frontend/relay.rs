@@ -198,7 +198,7 @@ impl<'s> ResponseRelay<'s> {
             self.commits.hold_if_news();
         }
         if self.share.is_some() {
-            statements::close_twice(self.legs, &self.shared.metrics).await?;
+            statements::close_surplus(self.legs, &self.shared.metrics).await?;
         }
         debug_assert!(
             !self.commits.holding(),

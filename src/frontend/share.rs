@@ -80,8 +80,8 @@ impl Share {
         self.pins.on_command(payload);
         match payload[0] {
             COM_STMT_PREPARE => {
-                self.statements.preparing(&payload[1..], whole);
-                if !whole {
+                let limits = self.pools.statement_limits();
+                if !self.statements.preparing(&payload[1..], whole, limits) {
                     // Its text is not kept: it can run only where it is prepared now.
                     self.pins.fix(Pin::Prepared);
                 }
@@ -111,7 +111,8 @@ impl Share {
 
     /// A statement's `PREPARE_OK` came: the id the client is told.
     pub(super) fn prepared(&mut self, ok: PrepareOk, legs: &mut Legs) -> u32 {
-        self.statements.prepared(ok, legs.statements())
+        let limits = self.pools.statement_limits();
+        self.statements.prepared(ok, legs.statements(), limits)
     }
 
     /// The client closed a statement, while the session has no connection: nothing goes to

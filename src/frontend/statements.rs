@@ -31,6 +31,8 @@ pub(super) struct SessionStatements {
     next: u32,
     /// The `COM_STMT_PREPARE` in flight, until its `PREPARE_OK` (or ERR).
     preparing: Option<Preparing>,
+    /// The bytes of text kept.
+    bytes: usize,
 }
 
 /// A statement of the session's.
@@ -49,15 +51,16 @@ struct Statement {
 enum Text {
     /// Anywhere: its text, prepared again where it is not yet.
     Shared(Arc<[u8]>),
-    /// Only on the session's own connection, under this id: its text came in several packets
-    /// (16 MiB or more), and the session keeps its connection for good.
+    /// Only on the session's own connection, under this id: its text was not kept (it came
+    /// in several packets, or past `sharing.statement_bytes`), and the session keeps its
+    /// connection for good.
     Own(u32),
 }
 
 /// A `COM_STMT_PREPARE` in flight.
 #[derive(Debug)]
 struct Preparing {
-    /// Its text, if it came in one packet.
+    /// Its text, if the session keeps it.
     text: Option<Arc<[u8]>>,
     words: u8,
 }
@@ -71,8 +74,12 @@ pub(super) struct ConnStatements {
     /// The text of the statement whose execute is in flight: an error leaves its types in
     /// doubt.
     executing: Option<Arc<[u8]>>,
-    /// A statement a client's prepare made twice, to close once its response is over.
-    twice: Option<u32>,
+    /// The bytes of text kept.
+    bytes: usize,
+    /// Statements to close on the connection: made twice by a client's prepare, or the least
+    /// recently used past the limits. Written before the next command (a close has no
+    /// response).
+    to_close: Vec<u32>,
 }
 
 /// A statement prepared on a connection.
@@ -100,6 +107,8 @@ pub(super) struct StatementLimits {
     pub per_connection: usize,
     /// `sharing.statements_per_session`.
     pub per_session: usize,
+    /// `sharing.statement_bytes`: the text a session keeps, and a connection.
+    pub bytes: usize,
 }
 
 /// Whether a sharing session's command `cmd` names a statement by the session's id, which the
@@ -119,12 +128,16 @@ pub(super) fn renumbered(cmd: u8) -> bool {
 // === impl SessionStatements ===
 
 impl SessionStatements {
-    /// A `COM_STMT_PREPARE` of `text` goes to the primary (`whole`: in one packet).
-    pub(super) fn preparing(&mut self, text: &[u8], whole: bool) {
+    /// A `COM_STMT_PREPARE` of `text` goes to the primary (`whole`: in one packet). Whether
+    /// the session keeps its text, within `limits.bytes` (if not, the statement can run only
+    /// where it is prepared now, and the session must keep its connection).
+    pub(super) fn preparing(&mut self, text: &[u8], whole: bool, limits: StatementLimits) -> bool {
+        let keep = whole && self.bytes + text.len() <= limits.bytes;
         self.preparing = Some(Preparing {
-            text: whole.then(|| Arc::from(text)),
+            text: keep.then(|| Arc::from(text)),
             words: super::pin::words_in(text),
         });
+        keep
     }
 
     /// The pin words of the statement an execute names, if the session has it.
@@ -140,15 +153,21 @@ impl SessionStatements {
     /// The `PREPARE_OK` of the statement in flight came, on `conn`: the session gives it an id
     /// of its own, which the client is told. If the connection had the statement already, the
     /// one it had serves, and the new one is closed once the response is over (see
-    /// [`ConnStatements::take_twice`]).
-    pub(super) fn prepared(&mut self, ok: PrepareOk, conn: &mut ConnStatements) -> u32 {
+    /// [`close_surplus`]), as are those past the connection's limits.
+    pub(super) fn prepared(
+        &mut self,
+        ok: PrepareOk,
+        conn: &mut ConnStatements,
+        limits: StatementLimits,
+    ) -> u32 {
         let preparing = self.preparing.take().unwrap_or(Preparing {
             text: None,
             words: 0,
         });
         let text = match preparing.text {
             Some(text) => {
-                conn.twice = conn.insert(Arc::clone(&text), ok.id);
+                self.bytes += text.len();
+                conn.insert(Arc::clone(&text), ok.id, limits);
                 Text::Shared(text)
             }
             None => Text::Own(ok.id),
@@ -181,7 +200,10 @@ impl SessionStatements {
         }
         match statement.text {
             Text::Own(own) => Some(own),
-            Text::Shared(_) => None,
+            Text::Shared(text) => {
+                self.bytes -= text.len();
+                None
+            }
         }
     }
 
@@ -190,6 +212,7 @@ impl SessionStatements {
     pub(super) fn forget(&mut self) {
         self.by_id.clear();
         self.last = None;
+        self.bytes = 0;
     }
 
     fn find(&self, id: u32) -> Option<&Statement> {
@@ -271,6 +294,7 @@ impl SessionStatements {
                 }
             },
         };
+        write_closes(legs, metrics);
         let seq = legs.next_primary_seq();
         let types = Types::of(payload, statement.params).ok().flatten();
         let conn = legs.statements();
@@ -327,11 +351,17 @@ impl ConnStatements {
         Some(prepared.id)
     }
 
-    /// Records `text` prepared as `id`; `Some(id)` to close if the connection had it already.
-    fn insert(&mut self, text: Arc<[u8]>, id: u32) -> Option<u32> {
-        if self.touch(&text).is_some() {
-            return (self.by_text[&text].id != id).then_some(id);
+    /// Records `text` prepared as `id`, to be closed if the connection had it already; then
+    /// the least recently used others go (to be closed) while the connection is past
+    /// `limits`.
+    fn insert(&mut self, text: Arc<[u8]>, id: u32, limits: StatementLimits) {
+        if let Some(had) = self.touch(&text) {
+            if had != id {
+                self.to_close.push(id);
+            }
+            return;
         }
+        self.bytes += text.len();
         self.by_text.insert(
             text,
             Prepared {
@@ -340,21 +370,21 @@ impl ConnStatements {
                 used: self.clock,
             },
         );
-        None
-    }
-
-    /// Forgets the least recently used statement if the connection has `limit` or more:
-    /// `Some` id to close.
-    fn make_room(&mut self, limit: usize) -> Option<u32> {
-        if self.by_text.len() < limit {
-            return None;
+        while self.by_text.len() > limits.per_connection || self.bytes > limits.bytes {
+            let Some(oldest) = self
+                .by_text
+                .iter()
+                .filter(|(_, p)| p.used != self.clock)
+                .min_by_key(|(_, p)| p.used)
+                .map(|(text, _)| Arc::clone(text))
+            else {
+                break;
+            };
+            if let Some(prepared) = self.by_text.remove(&oldest) {
+                self.bytes -= oldest.len();
+                self.to_close.push(prepared.id);
+            }
         }
-        let oldest = self
-            .by_text
-            .iter()
-            .min_by_key(|(_, p)| p.used)
-            .map(|(text, _)| Arc::clone(text))?;
-        self.by_text.remove(&oldest).map(|p| p.id)
     }
 
     fn bound(&mut self, text: &[u8], types: &[u8]) {
@@ -381,12 +411,8 @@ impl ConnStatements {
     pub(super) fn forget(&mut self) {
         self.by_text.clear();
         self.executing = None;
-        self.twice = None;
-    }
-
-    /// The statement a client's prepare made twice on the connection, to close.
-    pub(super) fn take_twice(&mut self) -> Option<u32> {
-        self.twice.take()
+        self.bytes = 0;
+        self.to_close.clear();
     }
 }
 
@@ -399,18 +425,11 @@ async fn prepare_here(
     limits: StatementLimits,
     metrics: &Metrics,
 ) -> Result<Result<u32, Packet>, Error> {
-    let conn = legs.statements();
-    if let Some(id) = conn.touch(text) {
+    if let Some(id) = legs.statements().touch(text) {
         return Ok(Ok(id));
     }
-    let evicted = conn.make_room(limits.per_connection);
-    // Each command is an exchange of its own, from sequence id 0; a close has no response.
+    // Each command is an exchange of its own, from sequence id 0.
     legs.new_primary_exchange();
-    if let Some(old) = evicted {
-        metrics.statements_closed.inc();
-        legs.primary()
-            .write_packet_with(0, |buf| stmt::put_close(buf, old));
-    }
     let seq = legs.next_primary_seq();
     legs.primary()
         .write_packet_with(seq, |buf| stmt::put_prepare(buf, text));
@@ -438,25 +457,38 @@ async fn prepare_here(
     let outcome = outcome.expect("a finished prepare response began with PREPARE_OK or ERR");
     if let Ok(id) = outcome {
         metrics.statements_reprepared.inc();
-        legs.statements().insert(Arc::clone(text), id);
+        legs.statements().insert(Arc::clone(text), id, limits);
     }
     Ok(outcome)
 }
 
-/// Closes the statement a client's prepare made twice on the connection, if it did (once the
-/// prepare's response is over: a close has no response of its own).
+/// Queues the closes of the statements the connection is to close, each an exchange of its
+/// own (from sequence id 0, with no response), before the next command.
+fn write_closes(legs: &mut Legs, metrics: &Metrics) {
+    let mut to_close = std::mem::take(&mut legs.statements().to_close);
+    if to_close.is_empty() {
+        return;
+    }
+    metrics.statements_closed.inc_by(to_close.len() as u64);
+    for id in &to_close {
+        legs.primary()
+            .write_packet_with(0, |buf| stmt::put_close(buf, *id));
+    }
+    // The vector goes back, to be filled again without an allocation.
+    to_close.clear();
+    legs.statements().to_close = to_close;
+}
+
+/// Closes the statements the connection is to close (see [`ConnStatements::insert`]), once
+/// a prepare's response is over.
 ///
 /// # Errors
 /// The legs' errors.
-pub(super) async fn close_twice(legs: &mut Legs, metrics: &Metrics) -> Result<(), Error> {
-    let Some(id) = legs.statements().take_twice() else {
+pub(super) async fn close_surplus(legs: &mut Legs, metrics: &Metrics) -> Result<(), Error> {
+    if legs.statements().to_close.is_empty() {
         return Ok(());
-    };
-    metrics.statements_closed.inc();
-    legs.new_primary_exchange();
-    let seq = legs.next_primary_seq();
-    legs.primary()
-        .write_packet_with(seq, |buf| stmt::put_close(buf, id));
+    }
+    write_closes(legs, metrics);
     legs.flush_primary().await
 }
 

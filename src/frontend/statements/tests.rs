@@ -3,11 +3,17 @@ use std::sync::Arc;
 use strongsync_proto::command::{COM_STMT_EXECUTE, COM_STMT_RESET};
 use strongsync_proto::stmt::{PrepareOk, LAST_PREPARED};
 
-use super::{ConnStatements, SessionStatements, Text};
+use super::{ConnStatements, SessionStatements, StatementLimits, Text};
+
+const LIMITS: StatementLimits = StatementLimits {
+    per_connection: 128,
+    per_session: 1024,
+    bytes: 1 << 20,
+};
 
 fn prepare(session: &mut SessionStatements, conn: &mut ConnStatements, text: &str, id: u32) -> u32 {
-    session.preparing(text.as_bytes(), true);
-    session.prepared(PrepareOk { id, params: 1 }, conn)
+    assert!(session.preparing(text.as_bytes(), true, LIMITS));
+    session.prepared(PrepareOk { id, params: 1 }, conn, LIMITS)
 }
 
 fn execute(id: u32) -> Vec<u8> {
@@ -42,8 +48,8 @@ fn a_session_numbers_its_statements_itself_whatever_the_connections_call_them() 
 fn the_last_prepared_id_names_the_sessions_last_statement() {
     let (mut session, mut conn): (SessionStatements, ConnStatements) = Default::default();
     prepare(&mut session, &mut conn, "SELECT 1", 3);
-    session.preparing(b"SELECT CONNECTION_ID()", true);
-    let last = session.prepared(PrepareOk { id: 4, params: 0 }, &mut conn);
+    session.preparing(b"SELECT CONNECTION_ID()", true, LIMITS);
+    let last = session.prepared(PrepareOk { id: 4, params: 0 }, &mut conn, LIMITS);
     let words = session.words_of(&execute(LAST_PREPARED));
     assert_eq!(words, session.words_of(&execute(last)));
     assert_ne!(
@@ -59,30 +65,64 @@ fn the_last_prepared_id_names_the_sessions_last_statement() {
 fn a_statement_prepared_twice_on_a_connection_keeps_the_first_and_closes_the_second() {
     let (mut one, mut other, mut conn) = Default::default();
     prepare(&mut one, &mut conn, "SELECT ?", 5);
-    assert_eq!(conn.take_twice(), None);
+    assert!(conn.to_close.is_empty());
     prepare(&mut other, &mut conn, "SELECT ?", 6);
-    assert_eq!(conn.take_twice(), Some(6));
+    assert_eq!(conn.to_close, [6]);
     assert_eq!(conn.touch(b"SELECT ?"), Some(5));
 }
 
 #[test]
-fn the_least_recently_used_statement_makes_room() {
+fn past_its_limits_a_connection_closes_the_statements_used_least_recently() {
+    let limits = StatementLimits {
+        per_connection: 3,
+        bytes: 10,
+        ..LIMITS
+    };
     let mut conn = ConnStatements::default();
-    conn.insert(Arc::from(&b"a"[..]), 1);
-    conn.insert(Arc::from(&b"b"[..]), 2);
-    conn.insert(Arc::from(&b"c"[..]), 3);
+    conn.insert(Arc::from(&b"a"[..]), 1, limits);
+    conn.insert(Arc::from(&b"b"[..]), 2, limits);
+    conn.insert(Arc::from(&b"c"[..]), 3, limits);
     conn.touch(b"a");
-    assert_eq!(conn.make_room(4), None, "below the limit");
-    assert_eq!(conn.make_room(3), Some(2));
+    assert!(conn.to_close.is_empty(), "at the limit, not past it");
+    conn.insert(Arc::from(&b"d"[..]), 4, limits);
+    assert_eq!(conn.to_close, [2], "b was used least recently");
     assert_eq!(conn.touch(b"b"), None);
-    assert_eq!(conn.make_room(2), Some(3));
+    conn.to_close.clear();
+    // Eight bytes more: four statements of 11 bytes, so the one used least recently goes.
+    conn.insert(Arc::from(&b"eeeeeeee"[..]), 5, limits);
+    assert_eq!(conn.to_close, [3]);
+    assert_eq!(conn.bytes, 10);
+    conn.to_close.clear();
+    // A text past the bytes on its own stays; the others make what room they can.
+    conn.insert(Arc::from(&b"fffffffffff"[..]), 6, limits);
+    assert_eq!(conn.to_close, [1, 4, 5]);
+    assert_eq!(conn.touch(b"fffffffffff"), Some(6));
+}
+
+#[test]
+fn a_session_keeps_text_within_its_bytes_and_the_rest_live_on_their_connection() {
+    let limits = StatementLimits {
+        bytes: 12,
+        ..LIMITS
+    };
+    let (mut session, mut conn): (SessionStatements, ConnStatements) = Default::default();
+    assert!(session.preparing(b"SELECT 1", true, limits));
+    let kept = session.prepared(PrepareOk { id: 1, params: 0 }, &mut conn, limits);
+    assert!(!session.preparing(b"SELECT 2", true, limits), "8 + 8 bytes");
+    let own = session.prepared(PrepareOk { id: 2, params: 0 }, &mut conn, limits);
+    assert!(matches!(session.by_id[&own].text, Text::Own(2)));
+    session.close(kept);
+    assert!(
+        session.preparing(b"SELECT 3", true, limits),
+        "its bytes are free again"
+    );
 }
 
 #[test]
 fn types_are_known_per_connection_until_an_error_or_a_reset() {
     let mut conn = ConnStatements::default();
     let text: Arc<[u8]> = Arc::from(&b"SELECT ?"[..]);
-    conn.insert(Arc::clone(&text), 1);
+    conn.insert(Arc::clone(&text), 1, LIMITS);
     assert!(!conn.has_bound(&text, &[8, 0]), "nothing executed yet");
     conn.bound(&text, &[8, 0]);
     assert!(conn.has_bound(&text, &[8, 0]));
@@ -105,8 +145,8 @@ fn types_are_known_per_connection_until_an_error_or_a_reset() {
 #[test]
 fn a_prepare_in_several_packets_lives_on_its_connection_only() {
     let (mut session, mut conn): (SessionStatements, ConnStatements) = Default::default();
-    session.preparing(b"SELECT ... (16 MiB)", false);
-    let id = session.prepared(PrepareOk { id: 9, params: 0 }, &mut conn);
+    assert!(!session.preparing(b"SELECT ... (16 MiB)", false, LIMITS));
+    let id = session.prepared(PrepareOk { id: 9, params: 0 }, &mut conn, LIMITS);
     assert!(matches!(session.by_id[&id].text, Text::Own(9)));
     assert_eq!(conn.touch(b"SELECT ... (16 MiB)"), None);
     assert_eq!(session.close(id), Some(9), "closed on its connection");
@@ -121,4 +161,5 @@ fn a_reset_forgets_the_sessions_statements() {
     let mut reset = vec![COM_STMT_RESET];
     reset.extend_from_slice(&id.to_le_bytes());
     assert_eq!(session.words_of(&reset), None);
+    assert!(session.has_room(1), "and its count");
 }
