@@ -96,8 +96,7 @@ def parser():
                        help="strongsync's worker_threads [its default: one per four CPUs, at least one]")
         s.add_argument("--ps-mode", choices=["auto", "disable"], default="auto",
                        help="sysbench's --db-ps-mode: server-side prepared statements (auto), "
-                            "or plain statements (disable; prepared statements pin a session "
-                            "under strongsync-shared) [auto]")
+                            "or plain statements (disable) [auto]")
         s.add_argument("--pool-size", type=int, default=32,
                        help="sharing.pool_size of strongsync-shared [32]")
         s.add_argument("--catchup-timeout", type=int, default=900,
