@@ -73,14 +73,7 @@ fn start_with<C: Gtids>(
     if sharing {
         // The replicas logged in through the pool and pinned it while they set up: their
         // dumps are no sessions that keep a connection.
-        let status = support::admin::status(admin);
-        let pinned: i64 = status["sharing"]["pinned_sessions"]
-            .as_object()
-            .expect("pinned sessions by why")
-            .values()
-            .map(|n| n.as_i64().expect("a count"))
-            .sum();
-        assert_eq!(pinned, 0, "{status}");
+        assert_eq!(pinned_sessions(&s), 0, "{}", support::admin::status(admin));
     }
     s
 }

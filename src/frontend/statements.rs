@@ -93,7 +93,8 @@ struct Prepared {
 
 /// What became of a statement command.
 pub(super) enum Routed {
-    /// It went to the primary, renumbered: its response follows.
+    /// It is queued for the primary, renumbered (a close of a shared statement: nothing is),
+    /// and the rest of it follows, then its response if it has one.
     Forwarded,
     /// strongsync answered it (an error), or it needs no answer: the session waits for the
     /// next command.
