@@ -417,9 +417,9 @@ impl ConnStatements {
     }
 }
 
-/// The id of the statement `text` on the connection, prepared there now if it is not yet (past
-/// `limits.per_connection` the least recently used is closed first); `Err` holds the
-/// primary's refusal.
+/// The id of the statement `text` on the connection, prepared there now if it is not yet (the
+/// statements that puts past `limits` are closed before the command: see [`write_closes`]);
+/// `Err` holds the primary's refusal.
 async fn prepare_here(
     legs: &mut Legs,
     text: &Arc<[u8]>,
