@@ -120,12 +120,6 @@ impl<'a> Types<'a> {
         }
     }
 
-    /// The length of `payload` once [`Types::put_with`] has added `types` to it.
-    pub fn len_with(&self, payload: &[u8], types: &[u8]) -> usize {
-        // The execute's `new_params_bound` byte is there either way, as are the bulk's flags.
-        payload.len() + types.len()
-    }
-
     /// Writes the command of `payload` (which left its types out) as statement `id`, with
     /// `types` added.
     pub fn put_with(&self, dst: &mut impl BufMut, payload: &[u8], id: u32, types: &[u8]) {
@@ -203,7 +197,8 @@ mod tests {
         let mut expected = execute(Some(&types));
         expected[1] = 9;
         assert_eq!(rewritten, expected);
-        assert_eq!(found.len_with(&without, &types), expected.len());
+        // The execute's `new_params_bound` byte is there either way, as are the bulk's flags.
+        assert_eq!(rewritten.len(), without.len() + types.len());
     }
 
     #[test]
@@ -231,7 +226,8 @@ mod tests {
             0,
         ];
         assert_eq!(rewritten, expected);
-        assert_eq!(found.len_with(&without, &types), expected.len());
+        // The execute's `new_params_bound` byte is there either way, as are the bulk's flags.
+        assert_eq!(rewritten.len(), without.len() + types.len());
         let again = Types::of(&expected, 1).unwrap().unwrap();
         assert_eq!(again.sent, Some(&types[..]));
     }
