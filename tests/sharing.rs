@@ -872,3 +872,62 @@ async fn mariadb_a_connection_keeps_at_most_its_statements() {
 async fn mysql_a_connection_keeps_at_most_its_statements() {
     a_connection_keeps_at_most_its_statements::<MySqlTopology>().await;
 }
+
+/// A cursor and parameters sent ahead live on the connection, with the statement they belong
+/// to: a session that opens a cursor and sends a parameter ahead, then prepares and runs more
+/// statements than `sharing.statements_per_connection`, still reads the cursor to its end and
+/// inserts the parameter it sent (the connection closes others to make room, never those).
+async fn a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit<C: Gtids>() {
+    let s = start_with::<C>(true, 1, Duration::from_secs(10), |sharing| {
+        sharing.statements_per_connection = 4;
+    });
+    let addr = s.proxy.addr();
+    drop(s.client().await);
+    s.topology
+        .primary_sql("INSERT INTO sbtest.t (v) VALUES (400001), (400002), (400003), (400004)");
+    tokio::task::spawn_blocking(move || {
+        let none = mysql_common::constants::CapabilityFlags::empty();
+        let mut client = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
+        let (select, columns) =
+            client.prepare("SELECT v FROM sbtest.t WHERE v > 400000 ORDER BY v");
+        client.execute_with_cursor(select, columns);
+        assert_eq!(client.fetch(select, 1).0, 1);
+        let (insert, _) = client.prepare("INSERT INTO sbtest.t (v) VALUES (?)");
+        // COM_STMT_SEND_LONG_DATA of parameter 0; it has no response.
+        let mut long_data = vec![0x18];
+        long_data.extend_from_slice(&insert.to_le_bytes());
+        long_data.extend_from_slice(&[0, 0]);
+        long_data.extend_from_slice(b"400005");
+        client.send(&long_data);
+        for i in 0..8 {
+            let (other, _) = client.prepare(&format!("SELECT {i} AS n"));
+            let mut execute = vec![0x17];
+            execute.extend_from_slice(&other.to_le_bytes());
+            execute.extend_from_slice(&[0, 1, 0, 0, 0]);
+            assert_eq!(client.command(&execute).error, None, "statement {i}");
+        }
+        let (rows, _) = client.fetch(select, 10);
+        assert_eq!(rows, 3, "the cursor's other rows");
+        // The execute of the insert sends its parameter's type and no value: that came ahead.
+        let mut execute = vec![0x17];
+        execute.extend_from_slice(&insert.to_le_bytes());
+        execute.extend_from_slice(&[0, 1, 0, 0, 0, 0, 1, 253, 0]);
+        assert_eq!(client.command(&execute).error, None);
+    })
+    .await
+    .unwrap();
+    let rows = s
+        .topology
+        .primary_sql("SELECT GROUP_CONCAT(v ORDER BY v) FROM sbtest.t WHERE v > 400000");
+    assert_eq!(rows.trim(), "400001,400002,400003,400004,400005");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit() {
+    a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit::<Topology>().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit() {
+    a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit::<MySqlTopology>().await;
+}

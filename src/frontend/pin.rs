@@ -163,14 +163,13 @@ impl Pins {
             // connection runs them (see `super::statements`); an execute's text is judged by
             // `on_words` with the words found at its prepare.
             COM_STMT_PREPARE | COM_STMT_CLOSE | COM_STMT_RESET | COM_STMT_BULK_EXECUTE => {}
-            // A cursor lives on the connection that opened it.
-            COM_STMT_EXECUTE => {
-                if rest.get(4).is_some_and(|f| f & CURSOR_TYPE_READ_ONLY != 0) {
+            // A cursor lives on the connection that opened it, and so do parameters sent
+            // ahead of their execute.
+            COM_STMT_EXECUTE | COM_STMT_SEND_LONG_DATA | COM_STMT_FETCH => {
+                if super::statements::lives_on_connection(payload) {
                     self.stick(Pin::Prepared);
                 }
             }
-            // So do parameters sent ahead of their execute.
-            COM_STMT_SEND_LONG_DATA | COM_STMT_FETCH => self.stick(Pin::Prepared),
             _ => self.stick(Pin::Command),
         }
     }

@@ -89,6 +89,9 @@ struct Prepared {
     /// The types it was last executed with on the connection (empty: not known).
     bound: Vec<u8>,
     used: u64,
+    /// A cursor or parameters sent ahead live on it: it is never closed to make room, for
+    /// that would lose them (its session keeps the connection for good).
+    held: bool,
 }
 
 /// What became of a statement command.
@@ -124,6 +127,19 @@ pub(super) fn renumbered(cmd: u8) -> bool {
             | command::COM_STMT_RESET
             | command::COM_STMT_FETCH
     )
+}
+
+/// Whether statement command `payload` leaves something on the connection that runs it: a
+/// cursor (an execute that opens one, or a fetch from it) or parameters sent ahead of their
+/// execute. Its session keeps that connection, and the connection its statement.
+pub(super) fn lives_on_connection(payload: &[u8]) -> bool {
+    match payload.first() {
+        Some(&command::COM_STMT_EXECUTE) => payload
+            .get(5)
+            .is_some_and(|flags| flags & command::CURSOR_TYPE_READ_ONLY != 0),
+        Some(&(command::COM_STMT_SEND_LONG_DATA | command::COM_STMT_FETCH)) => true,
+        _ => false,
+    }
 }
 
 // === impl SessionStatements ===
@@ -300,6 +316,9 @@ impl SessionStatements {
         let types = Types::of(payload, statement.params).ok().flatten();
         let conn = legs.statements();
         conn.executing.clone_from(&text);
+        if let Some(text) = text.as_ref().filter(|_| lives_on_connection(payload)) {
+            conn.hold(text);
+        }
         let Some(types) = types else {
             legs.primary()
                 .forward_patched(first, seq, 1, &id.to_le_bytes());
@@ -369,13 +388,14 @@ impl ConnStatements {
                 id,
                 bound: Vec::new(),
                 used: self.clock,
+                held: false,
             },
         );
         while self.by_text.len() > limits.per_connection || self.bytes > limits.bytes {
             let Some(oldest) = self
                 .by_text
                 .iter()
-                .filter(|(_, p)| p.used != self.clock)
+                .filter(|(_, p)| p.used != self.clock && !p.held)
                 .min_by_key(|(_, p)| p.used)
                 .map(|(text, _)| Arc::clone(text))
             else {
@@ -385,6 +405,12 @@ impl ConnStatements {
                 self.bytes -= oldest.len();
                 self.to_close.push(prepared.id);
             }
+        }
+    }
+
+    fn hold(&mut self, text: &[u8]) {
+        if let Some(prepared) = self.by_text.get_mut(text) {
+            prepared.held = true;
         }
     }
 

@@ -1,9 +1,11 @@
 use std::sync::Arc;
 
-use strongsync_proto::command::{COM_STMT_EXECUTE, COM_STMT_RESET};
+use strongsync_proto::command::{
+    COM_STMT_EXECUTE, COM_STMT_FETCH, COM_STMT_RESET, COM_STMT_SEND_LONG_DATA,
+};
 use strongsync_proto::stmt::{PrepareOk, LAST_PREPARED};
 
-use super::{ConnStatements, SessionStatements, StatementLimits, Text};
+use super::{lives_on_connection, ConnStatements, SessionStatements, StatementLimits, Text};
 
 const LIMITS: StatementLimits = StatementLimits {
     per_connection: 128,
@@ -97,6 +99,44 @@ fn past_its_limits_a_connection_closes_the_statements_used_least_recently() {
     conn.insert(Arc::from(&b"fffffffffff"[..]), 6, limits);
     assert_eq!(conn.to_close, [1, 4, 5]);
     assert_eq!(conn.touch(b"fffffffffff"), Some(6));
+}
+
+#[test]
+fn a_statement_with_a_cursor_or_long_data_is_never_closed_to_make_room() {
+    let limits = StatementLimits {
+        per_connection: 2,
+        ..LIMITS
+    };
+    let mut conn = ConnStatements::default();
+    conn.insert(Arc::from(&b"a"[..]), 1, limits);
+    conn.hold(b"a");
+    conn.insert(Arc::from(&b"b"[..]), 2, limits);
+    conn.insert(Arc::from(&b"c"[..]), 3, limits);
+    assert_eq!(conn.to_close, [2], "a is older, but its cursor lives on it");
+    conn.to_close.clear();
+    conn.hold(b"c");
+    conn.insert(Arc::from(&b"d"[..]), 4, limits);
+    assert!(
+        conn.to_close.is_empty(),
+        "past the limit rather than lose one"
+    );
+    assert_eq!((conn.touch(b"a"), conn.touch(b"c")), (Some(1), Some(3)));
+}
+
+#[test]
+fn what_lives_on_a_connection_is_a_cursor_or_parameters_sent_ahead() {
+    let mut cursor = execute(1);
+    cursor.extend_from_slice(&[0x01, 1, 0, 0, 0]);
+    let mut plain = execute(1);
+    plain.extend_from_slice(&[0x00, 1, 0, 0, 0]);
+    let fetch = [COM_STMT_FETCH, 1, 0, 0, 0, 10, 0, 0, 0];
+    let long_data = [COM_STMT_SEND_LONG_DATA, 1, 0, 0, 0, 0, 0, b'x'];
+    assert!(lives_on_connection(&cursor));
+    assert!(lives_on_connection(&fetch));
+    assert!(lives_on_connection(&long_data));
+    assert!(!lives_on_connection(&plain));
+    assert!(!lives_on_connection(&execute(1)), "too short to say");
+    assert!(!lives_on_connection(&[COM_STMT_RESET, 1, 0, 0, 0]));
 }
 
 #[test]
