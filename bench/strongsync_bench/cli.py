@@ -66,6 +66,13 @@ def choices(allowed):
     return check
 
 
+def server_option(text):
+    name, eq, value = text.partition("=")
+    if not eq or not name.strip() or any(c in text for c in "\n[]"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return f"{name.strip()}={value.strip()}"
+
+
 def parser():
     p = argparse.ArgumentParser(
         prog="bench/run",
@@ -99,6 +106,11 @@ def parser():
                             "or plain statements (disable) [auto]")
         s.add_argument("--pool-size", type=int, default=32,
                        help="sharing.pool_size of strongsync-shared [32]")
+        s.add_argument("--server-option", action="append", default=[], type=server_option,
+                       metavar="NAME=VALUE",
+                       help="an option for every server's option file, after the bench's own, "
+                            "which it overrides (innodb_buffer_pool_size=128M, "
+                            "rpl_semi_sync_source_timeout=10000); repeatable")
         s.add_argument("--catchup-timeout", type=int, default=900,
                        help="seconds the replicas may take to apply a run's writes [900]")
 
@@ -127,6 +139,9 @@ def parser():
                         f"pool-of-threads is its thread_pool.so); each value restarts the "
                         f"primary once [quick: {OTPC}; full and smoke: both]")
     m.add_argument("--rounds", type=int, help="repeats of each cell (modes interleaved)")
+    m.add_argument("--mode-order", choices=["rotated", "fixed"], default="rotated",
+                   help="each round starts with the next mode (rotated), or every round runs "
+                        "the modes as --modes lists them (fixed) [rotated]")
     m.add_argument("--time", type=int, help="seconds measured per run")
     m.add_argument("--warmup", type=int, help="seconds run before measuring")
     m.add_argument("--tables", type=int, help="sysbench tables")
@@ -354,12 +369,13 @@ def describe(args, strongsync, flavour):
         "strongsync_workers": args.strongsync_workers or "default (one per four CPUs, at least one)",
         "ps_mode": args.ps_mode,
         "pool_size": args.pool_size,
+        "server_options": args.server_option,
     }
     if "haproxy" in modes_of(args):
         facts["haproxy"] = out(["haproxy", "-v"]).partition("\n")[0]
     for key in ("profile", "workload", "workloads", "mode", "threads", "delays", "modes",
                 "thread_handling", "rounds", "time", "warmup", "tables", "table_size",
-                "hot_tables", "hot_rows", "connections"):
+                "hot_tables", "hot_rows", "connections", "mode_order"):
         if hasattr(args, key):
             facts[key] = getattr(args, key)
     return facts
@@ -418,7 +434,8 @@ def run(args, flavour):
                 f"{(limit - 600) // 2 // 100 * 100} or raise the limit (ulimit -Hn, as root)")
         print(f"bench: open files limited to {limit} (needs {needed})", flush=True)
     topology = Topology(flavour, workdir, strongsync, relay_bin, max_connections,
-                        args.sync_binlog, args.primary_via, args.strongsync_workers)
+                        args.sync_binlog, args.primary_via, args.strongsync_workers,
+                        args.server_option)
     topology.proxy.pool_size = args.pool_size
     print(f"bench: servers in {workdir}, results in {out_dir}", flush=True)
     try:

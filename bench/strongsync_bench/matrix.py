@@ -19,8 +19,11 @@ FIELDS = ["thread_handling", "delay_ms", "workload", "threads", "mode", "round",
 UNWAITED_OUTCOMES = ("timeout", "degraded", "unresolved")
 
 
-def rotated(modes, round_no):
-    """The modes in a different order each round, so none always runs first in its cell."""
+def rotated(modes, round_no, order="rotated"):
+    """The modes in a different order each round, so none always runs first in its cell
+    (unless `order` is "fixed": then as listed, to see what running first does)."""
+    if order == "fixed":
+        return list(modes)
     k = round_no % len(modes)
     return modes[k:] + modes[:k]
 
@@ -124,7 +127,8 @@ def run(topology, settings, out_dir):
         for cell in todo:
             topology.set_thread_handling(cell[0])
             for round_no in range(settings.rounds):
-                for mode in rotated(settings.modes, round_no):
+                for mode in rotated(settings.modes, round_no,
+                                    getattr(settings, "mode_order", "rotated")):
                     try:
                         row = run_cell(topology, settings, cell, round_no, mode, log)
                     except BenchError as e:

@@ -64,7 +64,8 @@ class Server:
     """One server (its flavour says which kind: servers.py) in its own directory, on its own
     port."""
 
-    def __init__(self, flavour, root, name, server_id, max_connections, sync_binlog):
+    def __init__(self, flavour, root, name, server_id, max_connections, sync_binlog,
+                 options=()):
         self.flavour = flavour
         self.name = name
         self.dir = os.path.join(root, name)
@@ -73,6 +74,8 @@ class Server:
         self.socket = os.path.join(self.dir, flavour.socket_name)
         self.max_connections = max_connections
         self.sync_binlog = sync_binlog
+        # NAME=VALUE lines written after the bench's own options (--server-option).
+        self.options = list(options)
         self.thread_handling = THREAD_HANDLINGS[0]
         # Accounts to prepare after every (re)start (`Flavour.after_start`).
         self.accounts = []
@@ -89,6 +92,8 @@ class Server:
         cnf = os.path.join(self.dir, "my.cnf")
         with open(cnf, "w") as f:
             f.write(self.flavour.config(self))
+            # Later lines of a section win: the caller's options override the bench's.
+            f.write("".join(f"{option}\n" for option in self.options))
         self.log_offset = log_size(self.error_log)
         self.process = Process(self.name, self.flavour.server_argv(cnf),
                                os.path.join(self.dir, "stderr.log"))
@@ -421,12 +426,14 @@ class Topology:
     relay between the replicas and whatever they replicate from."""
 
     def __init__(self, flavour, root, strongsync_bin, relay_bin, max_connections=2000,
-                 sync_binlog=0, primary_via="socket", strongsync_workers=None):
+                 sync_binlog=0, primary_via="socket", strongsync_workers=None,
+                 server_options=()):
         self.root = root
         self.flavour = flavour
-        self.primary = Server(flavour, root, "primary", 1, max_connections, sync_binlog)
+        self.primary = Server(flavour, root, "primary", 1, max_connections, sync_binlog,
+                              server_options)
         self.replicas = [Server(flavour, root, f"replica{i}", 1 + i, max_connections,
-                                sync_binlog) for i in (1, 2)]
+                                sync_binlog, server_options) for i in (1, 2)]
         # strongsync is a sidecar: beside the primary it reaches it over its Unix socket.
         self.primary_via = primary_via
         primary_address = self.primary_address()
