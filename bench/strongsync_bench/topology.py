@@ -253,8 +253,11 @@ key = "{self.tls_files[1]}"
 
     def launch(self):
         self.log_offset = log_size(self.log_path)
+        # Only the bench's file configures it: a STRONGSYNC_* variable of the caller's
+        # (STRONGSYNC_SHARING, say) would override it and measure another mode.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STRONGSYNC_")}
         self.process = Process("strongsync", [self.binary, "--config", self.config_path],
-                               self.log_path)
+                               self.log_path, env=env)
 
     def configure(self, quorum, on_timeout="degrade", ack_timeout="60s", visibility="commit",
                   sharing=False):

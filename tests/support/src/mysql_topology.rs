@@ -172,6 +172,7 @@ pub fn proxy_config(primary: &MySql) -> Config {
     config.listen = "127.0.0.1:0".parse().expect("a socket address");
     config.admin_listen = "127.0.0.1:0".parse().expect("a socket address");
     config.durability.passthrough = true;
+    config.sharing.enabled = super::proxy::sharing_everywhere();
     config
 }
 

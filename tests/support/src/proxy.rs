@@ -90,6 +90,7 @@ impl TestProxy {
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.admin_listen = "127.0.0.1:0".parse().unwrap();
         config.durability.passthrough = true;
+        config.sharing.enabled = sharing_everywhere();
         config
     }
 
@@ -333,6 +334,14 @@ impl Drop for ProxyProcess {
             let _ = self.child.wait();
         }
     }
+}
+
+/// `STRONGSYNC_SHARING=true` in the test's environment: the whole suite runs with
+/// `[sharing]` on. The binary reads the same variable (the proxies the tests start inherit it);
+/// in-process proxies start from it in their default configuration, which a test that chooses
+/// (tests/sharing.rs) overrides.
+pub fn sharing_everywhere() -> bool {
+    std::env::var("STRONGSYNC_SHARING").is_ok_and(|v| matches!(v.as_str(), "true" | "1"))
 }
 
 /// The `strongsync` binary of this build: cargo builds it beside the test executables when it
