@@ -164,6 +164,9 @@ def parser():
     prof.add_argument("--time", type=int, default=10, help="seconds profiled [10]")
     prof.add_argument("--settle", type=int, default=3,
                       help="seconds of load before and after the window [3]")
+    prof.add_argument("--parts", action="store_true",
+                      help="sample call stacks too (DWARF, heavier) and split strongsync's CPU "
+                      "by part of its work: parts.md (not for haproxy)")
     prof.add_argument("--tables", type=int, default=4)
     prof.add_argument("--table-size", type=int, default=10_000)
     hot(prof)

@@ -4,6 +4,7 @@ can sample) a profile of the proxy over the same window, split between kernel an
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -20,13 +21,17 @@ def run(topology, args, out_dir):
             f"--threads={args.threads}", f"--time={args.time + 2 * args.settle}",
             "--report-interval=0", f"--db-ps-mode={getattr(args, 'ps_mode', 'auto')}", "run"]
     perf_data = os.path.join(out_dir, "perf.data")
+    parts = getattr(args, "parts", False)
     window = cpu_window(topology, args.mode, argv, args.settle, args.time,
-                        os.path.join(out_dir, "sysbench.log"), perf_data)
+                        os.path.join(out_dir, "sysbench.log"), perf_data, parts)
     result = {"workload": args.workload, "threads": args.threads, "mode": args.mode,
               **window.figures()}
     if window.sampled:
         proxy = topology.proxy_for(args.mode).process
         result.update(perf_summary(perf_data, out_dir, os.path.basename(proxy.popen.args[0])))
+        if parts and args.mode != "haproxy":
+            result["parts"] = part_summary(perf_data, out_dir,
+                                           result["proxy_cpu_us_per_query"])
     with open(os.path.join(out_dir, "profile.json"), "w") as f:
         json.dump(result, f, indent=2)
     return result
@@ -65,10 +70,12 @@ class Window:
 COUNTED = {"raw_syscalls:sys_enter": "syscalls", "context-switches": "context_switches"}
 
 
-def cpu_window(topology, mode, argv, settle, seconds, log, perf_data=None):
+def cpu_window(topology, mode, argv, settle, seconds, log, perf_data=None, stacks=False):
     """Runs the sysbench load `argv` (which must last `seconds + 2 * settle`) and measures a
     window of `seconds` in its middle, sampling the proxy with perf if `perf_data` is given
-    and perf is there (and then counting its system calls and context switches too)."""
+    and perf is there (and then counting its system calls and context switches too). With
+    `stacks`, each sample keeps its call stack, unwound from a copy of the stack (DWARF): the
+    release build keeps no frame pointers to walk."""
     load = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(settle)
     proxy_of_mode = topology.proxy_for(mode)
@@ -86,8 +93,9 @@ def cpu_window(topology, mode, argv, settle, seconds, log, perf_data=None):
             ["perf", "stat", "-x", ",", "-e", ",".join(COUNTED), "-p", str(proxy.pid), "--",
              "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True)
+        call_graph = ["--call-graph", "dwarf,16384"] if stacks else ["-g"]
         recorded = subprocess.run(
-            ["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(proxy.pid),
+            ["perf", "record", "-e", "cpu-clock", "-F", "999", *call_graph, "-p", str(proxy.pid),
              "-o", perf_data, "--", "sleep", str(seconds)], capture_output=True, text=True)
         sampled = recorded.returncode == 0
         if not sampled:
@@ -149,3 +157,73 @@ def perf_summary(perf_data, out_dir, binary):
     # --strongsync-bin is called).
     return {"kernel_share_pct": round(kernel, 1), "proxy_binary": binary,
             "proxy_code_share_pct": round(shares.get(binary, 0.0), 1)}
+
+
+# The parts of strongsync a sample is counted to: the first whose frame is on its stack, in this
+# order (a replica stream's work first, since it runs beside the sessions, then a statement's
+# steps from the inside out).
+PARTS = [
+    ("ReplicaPipe", "replica streams: the binlog relayed, ACKs read"),
+    ("ResponseRelay::release", "the response released to the client (a commit's wait included)"),
+    ("ResponseRelay", "the primary's response relayed"),
+    ("next_command", "the client's next command awaited and read"),
+    ("next_primary_packet", "the primary's response awaited"),
+    ("Session::dispatch", "the command sent to the primary"),
+    ("Session", "a session's other work"),
+    ("Context::park", "the runtime asleep and woken (epoll)"),
+    ("tokio::runtime", "the runtime's other work"),
+]
+OTHER = "anything else"
+
+
+def samples(script_text):
+    """The samples of `perf script -F ip,sym,dso`: each a list of (symbol, dso), innermost
+    frame first."""
+    stacks, stack = [], []
+    for line in script_text.splitlines():
+        if not line.strip():
+            if stack:
+                stacks.append(stack)
+            stack = []
+            continue
+        frame = re.match(r"\s*[0-9a-f]+ (.*) \((.*)\)$", line)
+        if frame:
+            stack.append((frame.group(1), frame.group(2)))
+    if stack:
+        stacks.append(stack)
+    return stacks
+
+
+def parts_of(stacks):
+    """Per part, its samples and those of them in user space (the innermost frame not the
+    kernel's)."""
+    counts = {name: [0, 0] for _, name in PARTS + [(None, OTHER)]}
+    for stack in stacks:
+        symbols = [symbol for symbol, _ in stack]
+        name = next((name for key, name in PARTS if any(key in s for s in symbols)), OTHER)
+        counts[name][0] += 1
+        if "kernel" not in stack[0][1]:
+            counts[name][1] += 1
+    return counts
+
+
+def part_summary(perf_data, out_dir, us_per_query):
+    """Each part's share of the proxy's samples and its µs per query, with its user-space
+    share, written to parts.md; the shares by part are returned."""
+    script = subprocess.run(["perf", "script", "-i", perf_data, "-F", "ip,sym,dso"],
+                            capture_output=True, text=True).stdout
+    stacks = samples(script)
+    total = max(len(stacks), 1)
+    counts = parts_of(stacks)
+    lines = [f"{len(stacks)} samples, {us_per_query} µs of proxy CPU per query", "",
+             "| part | share of the proxy's CPU | µs per query | of it user space, µs |",
+             "|---|---:|---:|---:|"]
+    shares = {}
+    for name, (n, user) in sorted(counts.items(), key=lambda kv: -kv[1][0]):
+        share = 100 * n / total
+        shares[name] = round(share, 1)
+        lines.append(f"| {name} | {share:.1f} % | {us_per_query * n / total:.1f} | "
+                     f"{us_per_query * user / total:.1f} |")
+    with open(os.path.join(out_dir, "parts.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return shares

@@ -233,6 +233,7 @@ fn the_profile_measures_the_proxys_cpu_per_query_against_the_primarys() {
         "--time=3",
         "--settle=1",
         "--table-size=1000",
+        "--parts",
         &out_arg,
     ]);
     let profile = std::fs::read_to_string(out.path().join("profile.json")).unwrap();
@@ -240,14 +241,22 @@ fn the_profile_measures_the_proxys_cpu_per_query_against_the_primarys() {
         assert!(json_number(&profile, field) > 0.0, "{field} in {profile}");
     }
     // Where perf could sample the proxy (Debian: linux-perf), it counted its system calls and
-    // context switches over the same window too.
+    // context switches over the same window too, and unwound each sample's stack far enough
+    // to tell the parts of a statement's path apart.
     if profile.contains("\"kernel_share_pct\"") {
         for field in [
             "proxy_syscalls_per_query",
             "proxy_context_switches_per_query",
+            "the client's next command awaited and read",
+            "the command sent to the primary",
         ] {
             assert!(json_number(&profile, field) > 0.0, "{field} in {profile}");
         }
+        let parts = std::fs::read_to_string(out.path().join("parts.md")).unwrap();
+        assert!(
+            parts.contains("| the primary's response relayed |"),
+            "{parts}"
+        );
     }
 }
 
