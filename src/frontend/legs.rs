@@ -1,7 +1,7 @@
 //! A client session's two connections — the client's and its own to the primary — with the
 //! sequence ids of the exchange in flight as each leg sees them, the client's time limits, and
-//! the ways the session waits on one leg while watching the other. The login, the relay and a
-//! replica's pipe each own them in turn.
+//! the ways the session waits on one leg while watching the other. The login and the relay own
+//! them in turn; a replica's pipe takes the two connections apart ([`Legs::into_dump`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -14,6 +14,7 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 use tracing::{debug, warn};
 
 use super::pool::Member;
+use super::replica::DumpLegs;
 use super::statements::ConnStatements;
 use crate::config::Timeouts;
 use crate::conn::{Conn, ReadDeadline};
@@ -426,6 +427,23 @@ impl Legs {
     /// Queues the ERR packet that tells the client about `error`, as the next packet of the
     /// exchange, if it has one. The SQLSTATE marker is only understood once the client has
     /// logged in with protocol 4.1.
+    /// Queues the primary's OK for the client, with the tracker data `filter` does not let
+    /// through removed (the packet as it came when there is none).
+    pub(super) fn forward_ok(
+        &mut self,
+        packet: &Packet,
+        ok: &ok::OkPacket<'_>,
+        seq: u8,
+        filter: ok::TrackingFilter,
+    ) {
+        if ok.needs_filtering(filter) {
+            self.client
+                .write_packet_with(seq, |buf| ok.write_filtered(filter, buf));
+        } else {
+            self.client.forward_as(packet, seq);
+        }
+    }
+
     pub(super) fn queue_client_error(&mut self, error: &Error) {
         let seq = self.client_seq.advance();
         queue_client_error(&mut self.client, seq, self.logged_in, error);
@@ -491,12 +509,17 @@ impl Legs {
 
     /// The two connections, for a replica's pipe: the client's with the sequence id of the
     /// next packet to it, the primary's, and the epoch they belong to.
-    pub(super) fn into_dump(mut self) -> (Conn<ClientStream>, u8, Conn<PrimaryStream>, OnEpoch) {
+    pub(super) fn into_dump(mut self) -> DumpLegs {
         let seq = self.client_seq.advance();
         let backend = self
             .primary
             .expect("a dump is relayed on a connection to the primary");
-        (self.client, seq, backend.conn, backend.epoch)
+        DumpLegs {
+            replica: self.client,
+            seq,
+            primary: backend.conn,
+            epoch: backend.epoch,
+        }
     }
 }
 

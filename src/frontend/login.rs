@@ -489,7 +489,7 @@ pub(super) async fn relay_auth(
                     Some(OK_HEADER) => {
                         let ok = OkPacket::parse(packet.payload(), auth.primary_tracks)
                             .map_err(Error::PrimaryProtocol)?;
-                        forward_ok(legs.client(), &packet, &ok, seq, auth.filter);
+                        legs.forward_ok(&packet, &ok, seq, auth.filter);
                         Some(AuthOutcome::Accepted(ok.status))
                     }
                     Some(ERR_HEADER) => {
@@ -562,20 +562,4 @@ async fn relay_password(
     }
     legs.pass_to_primary(packet);
     legs.flush_primary().await
-}
-
-/// Queues an OK for the client with the tracker data `filter` does not let through removed
-/// (the packet as it came when there is none).
-pub(super) fn forward_ok(
-    client: &mut Conn<ClientStream>,
-    packet: &Packet,
-    ok: &OkPacket<'_>,
-    seq: u8,
-    filter: TrackingFilter,
-) {
-    if ok.needs_filtering(filter) {
-        client.write_packet_with(seq, |buf| ok.write_filtered(filter, buf));
-    } else {
-        client.forward_as(packet, seq);
-    }
 }

@@ -3,18 +3,16 @@
 //! it needs and hands it on: a [`login::Login`], then a [`session::Session`] that relays
 //! commands (one [`relay::ResponseRelay`] per response, with the session's commit tracker,
 //! snapshot cover and read barrier), and — if the primary accepts its binlog dump — a
-//! [`pipe::ReplicaPipe`].
+//! [`replica::ReplicaPipe`].
 
 mod bound;
 mod commits;
-mod held_back;
 mod in_flight;
 mod legs;
 mod listener;
 mod login;
 mod own_query;
 mod pin;
-mod pipe;
 mod pool;
 mod relay;
 mod replica;
@@ -70,4 +68,19 @@ pub(crate) struct Shared {
     pub standing: tokio::sync::watch::Receiver<crate::cluster::Standing>,
     /// The connections to the primary that sessions without state share (`[sharing]`).
     pub pools: Arc<Pools>,
+}
+
+// === impl Shared ===
+
+impl Shared {
+    /// What a replica pipe takes of it.
+    fn pipe_context(&self) -> replica::PipeContext {
+        replica::PipeContext {
+            durability: Arc::clone(&self.durability),
+            metrics: Arc::clone(&self.metrics),
+            write_timeout: self.config.timeouts.client_write,
+            max_held_bytes: self.config.limits.max_async_held_bytes,
+            hard_stop: self.hard_stop.clone(),
+        }
+    }
 }

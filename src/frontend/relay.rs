@@ -12,7 +12,6 @@ use strongsync_proto::stmt::PrepareOk;
 use super::bound::Bounds;
 use super::commits::{Mark, ResponseCommits};
 use super::legs::Legs;
-use super::login::forward_ok;
 use super::share::Share;
 use super::snapshot::SnapshotCover;
 use super::statements;
@@ -234,7 +233,8 @@ impl<'s> ResponseRelay<'s> {
             self.commits.need_check(reason);
         }
         if !self.commits.discarded() {
-            forward_ok(self.legs.client(), packet, &ok, seq, self.tracker.filter());
+            self.legs
+                .forward_ok(packet, &ok, seq, self.tracker.filter());
         }
         Ok(())
     }

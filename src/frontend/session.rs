@@ -28,9 +28,8 @@ use super::in_flight::InFlightGuard;
 use super::legs::Legs;
 use super::login::{relay_auth, Auth, ClientCaps, LoggedIn};
 use super::pin::{asks_last_insert_id, Pin as Pinned};
-use super::pipe::ReplicaPipe;
 use super::relay::{Command, ResponseRelay, SessionParts};
-use super::replica::{AcceptedDump, ReplicaSetup};
+use super::replica::{AcceptedDump, ReplicaPipe, ReplicaSetup};
 use super::share::Share;
 use super::snapshot::{Replacement, SnapshotCover};
 use super::statements::{self, Routed};
@@ -193,7 +192,9 @@ impl Session {
                 // Nor a session that shares: it leaves its pool, and the pinned-sessions count.
                 self.share = None;
                 self.legs.leave_pool();
-                if let Some((pipe, first)) = ReplicaPipe::admit(self.shared, self.legs, dump, peer)
+                let cx = self.shared.pipe_context();
+                if let Some((pipe, first)) =
+                    ReplicaPipe::admit(cx, self.legs.into_dump(), dump, peer)
                 {
                     pipe.run(first).await;
                 }

@@ -21,7 +21,6 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use bytes::BytesMut;
 use prometheus::{Histogram, IntCounter};
@@ -39,9 +38,7 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 use tracing::{debug, info, warn};
 
 use super::held_back::HeldBack;
-use super::legs::Legs;
-use super::replica::AcceptedDump;
-use super::Shared;
+use super::{AcceptedDump, DumpLegs, PipeContext};
 use crate::conn::Conn;
 use crate::deadline;
 use crate::durability::{OnEpoch, ReplicaHandle, StreamCoverage};
@@ -54,8 +51,8 @@ use crate::stream::ClientStream;
 const FLAGGED_KEPT: usize = 4096;
 
 /// One replica's dump.
-pub(super) struct ReplicaPipe {
-    shared: Arc<Shared>,
+pub(in crate::frontend) struct ReplicaPipe {
+    cx: PipeContext,
     replica: Conn<ClientStream>,
     primary: Conn<PrimaryStream>,
     /// The epoch of the dump: once it is fenced (or over) nothing more is written.
@@ -111,16 +108,21 @@ impl ReplicaPipe {
     /// admitted to strong sync now, holding what the primary was told it has — unless the
     /// dump's epoch was fenced or is over meanwhile: then both connections close (the replica
     /// asks again, and is let in once strongsync follows a primary).
-    pub(super) fn admit(
-        shared: Arc<Shared>,
-        legs: Legs,
+    pub(in crate::frontend) fn admit(
+        cx: PipeContext,
+        legs: DumpLegs,
         dump: AcceptedDump,
         peer: SocketAddr,
     ) -> Option<(Self, Packet)> {
-        let (mut client, seq, mut primary, epoch) = legs.into_dump();
+        let DumpLegs {
+            replica: mut client,
+            seq,
+            mut primary,
+            epoch,
+        } = legs;
         let (server_id, semisync) = (dump.server_id(), dump.semisync());
         let (connect_state, first) = dump.into_start();
-        let handle = match shared.durability.admit(
+        let handle = match cx.durability.admit(
             epoch.number(),
             server_id,
             peer,
@@ -138,11 +140,11 @@ impl ReplicaPipe {
         if client.is_compressed() {
             handle.compressed();
         }
-        let (ack_latency, acks) = shared.metrics.ack_latency_of(server_id);
-        let held = HeldBack::new(shared.metrics.async_held_bytes.clone());
-        let quorum = shared.durability.watch_quorum();
+        let (ack_latency, acks) = cx.metrics.ack_latency_of(server_id);
+        let held = HeldBack::new(cx.metrics.async_held_bytes.clone());
+        let quorum = cx.durability.watch_quorum();
         let pipe = ReplicaPipe {
-            shared,
+            cx,
             replica: client,
             primary,
             fenced: Box::pin(epoch.fenced()),
@@ -170,11 +172,11 @@ impl ReplicaPipe {
 
     /// Relays the dump, starting with its first packet, until either side ends it; then
     /// closes both connections (the replica leaves strong sync when the pipe is dropped).
-    pub(super) async fn run(mut self, first: Packet) {
+    pub(in crate::frontend) async fn run(mut self, first: Packet) {
         let result = self.relay(first).await;
         if let Err(error) = &result {
             if let Some(kind) = error.malformed_kind() {
-                self.shared.metrics.malformed(kind);
+                self.cx.metrics.malformed(kind);
             }
             if error.is_routine() {
                 debug!(%error, server_id = self.handle.server_id(), "replica dump ended");
@@ -182,7 +184,7 @@ impl ReplicaPipe {
                 warn!(%error, replica = %self.peer, server_id = self.handle.server_id(), side = ?error.side(), "closing replica connection");
             }
         }
-        let limit = self.shared.config.timeouts.client_write;
+        let limit = self.cx.write_timeout;
         if matches!(result, Err(Error::Fenced { .. } | Error::NotLeading { .. })) {
             // What is queued came from the fenced primary: it goes nowhere. The replica
             // reconnects by itself and is let in once strongsync follows a new primary.
@@ -199,9 +201,9 @@ impl ReplicaPipe {
         if !self.on_primary_packet(&first)? {
             return self.flush_replica().await;
         }
-        let hard_stop = self.shared.hard_stop.clone();
+        let hard_stop = self.cx.hard_stop.clone();
         let mut hard_stop = std::pin::pin!(hard_stop.cancelled());
-        let limit = self.shared.config.limits.max_async_held_bytes;
+        let limit = self.cx.max_held_bytes;
         loop {
             // What either side sent that is already read is taken at once, with no `select!`
             // per event: a burst of commits is one pass, and one write to the replica.
@@ -219,7 +221,7 @@ impl ReplicaPipe {
             // Read while an ACK is owed, at every turn: the setting is live.
             let remind_at = self
                 .unacked
-                .map(|(_, since)| since + self.shared.durability.ack_nudge_after());
+                .map(|(_, since)| since + self.cx.durability.ack_nudge_after());
             let event = tokio::select! {
                 biased;
                 () = hard_stop.as_mut() => return Err(Error::Shutdown),
@@ -326,12 +328,11 @@ impl ReplicaPipe {
 
     /// Keeps track of what the event tells strong sync.
     fn note(&mut self, seen: &EventSeen) {
-        if seen.header.kind == MYSQL_ANONYMOUS_GTID_EVENT
-            && !self.shared.durability.commits_untracked()
+        if seen.header.kind == MYSQL_ANONYMOUS_GTID_EVENT && !self.cx.durability.commits_untracked()
         {
             // The primary commits without GTIDs (gtid_mode turned off at run time): until a
             // check of the primary finds it on again, every response is bounded.
-            self.shared.durability.untracked_commits(Some(
+            self.cx.durability.untracked_commits(Some(
                 "a transaction without a GTID was relayed (gtid_mode is not ON on the primary)"
                     .into(),
             ));
@@ -388,7 +389,7 @@ impl ReplicaPipe {
     /// Sends a packet to a replica without semisync, or holds it back until the quorum holds
     /// what it brings the replica to (`gate`).
     fn send_async(&mut self, packet: &Packet, gate: Option<Position>) {
-        if self.shared.durability.async_held_back() {
+        if self.cx.durability.async_held_back() {
             let quorum = *self.quorum.borrow();
             if !self.held.may_pass(gate, quorum) {
                 self.held.hold(gate, packet.clone());
@@ -407,7 +408,7 @@ impl ReplicaPipe {
         if self.held.is_empty() {
             return;
         }
-        let all = !self.shared.durability.async_held_back();
+        let all = !self.cx.durability.async_held_back();
         let quorum = *self.quorum.borrow_and_update();
         while let Some(packet) = self.held.release(quorum, all) {
             let seq = self.advance();
@@ -570,11 +571,11 @@ impl ReplicaPipe {
     async fn flush_replica(&mut self) -> Result<(), Error> {
         // Before the replica can see (and acknowledge) an event, strong sync knows of it.
         self.report_relayed();
-        let limit = self.shared.config.timeouts.client_write;
+        let limit = self.cx.write_timeout;
         // The one way out to the replica: nothing passes once the epoch is fenced or over, or
         // the cluster's lease lapsed, not even the rest of a large write under way (the gate
         // of every write to the primary, checked before every write).
-        let durability = &self.shared.durability;
+        let durability = &self.cx.durability;
         let number = self.epoch.number();
         let open = || durability.admits(number, false).is_ok();
         let flushed = self
@@ -590,7 +591,7 @@ impl ReplicaPipe {
     }
 
     fn fenced_error(&self) -> Error {
-        if self.shared.durability.lease().may_act() {
+        if self.cx.durability.lease().may_act() {
             Error::Fenced {
                 epoch: self.epoch.number(),
             }
@@ -600,7 +601,7 @@ impl ReplicaPipe {
     }
 
     fn count_relayed_bytes(&mut self) {
-        let m = &self.shared.metrics;
+        let m = &self.cx.metrics;
         m.relayed_to_primary.inc_by(self.primary.take_written());
         m.relayed_to_client.inc_by(self.replica.take_written());
     }

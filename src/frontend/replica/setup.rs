@@ -6,7 +6,7 @@
 //! the primary's binlog does not have, …) leaves a log line and a counter, and the connection
 //! goes on as an ordinary client.
 //!
-//! [`ReplicaPipe`]: super::pipe::ReplicaPipe
+//! [`ReplicaPipe`]: super::ReplicaPipe
 
 use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::command::{COM_BINLOG_DUMP, COM_QUERY};
@@ -16,21 +16,21 @@ use strongsync_proto::resultset::{self, Layout};
 use strongsync_proto::semisync::Negotiation;
 use tracing::{debug, info};
 
-use super::legs::Legs;
 use crate::error::{Error, ReplicaSetupError};
 use crate::flavour::{Answer, Flavour, OwnQueries};
+use crate::frontend::legs::Legs;
 use crate::metrics::Metrics;
 
 /// A replica's setup, as far as the proxy cares.
 #[derive(Debug, Default)]
-pub(super) struct ReplicaSetup {
+pub(in crate::frontend) struct ReplicaSetup {
     /// It sent `SET @rpl_semi_sync_slave = 1`: it will acknowledge flagged events.
     semisync: bool,
 }
 
 /// A dump the primary accepted: what the replica pipe starts from.
 #[derive(Debug)]
-pub(super) struct AcceptedDump {
+pub(in crate::frontend) struct AcceptedDump {
     /// The replica's `server_id` (from its dump request).
     server_id: u32,
     /// It negotiated semisync with the proxy.
@@ -44,16 +44,16 @@ pub(super) struct AcceptedDump {
 // === impl AcceptedDump ===
 
 impl AcceptedDump {
-    pub(super) fn server_id(&self) -> u32 {
+    pub(in crate::frontend) fn server_id(&self) -> u32 {
         self.server_id
     }
 
-    pub(super) fn semisync(&self) -> bool {
+    pub(in crate::frontend) fn semisync(&self) -> bool {
         self.semisync
     }
 
     /// What the replica holds by its connect state, and the dump's first packet.
-    pub(super) fn into_start(self) -> (GtidPosition, Packet) {
+    pub(in crate::frontend) fn into_start(self) -> (GtidPosition, Packet) {
         (self.connect_state, self.first)
     }
 }
@@ -62,13 +62,13 @@ impl AcceptedDump {
 
 impl ReplicaSetup {
     /// Recognises a semisync negotiation statement (to answer, not forward).
-    pub(super) fn negotiation(&self, payload: &[u8]) -> Option<Negotiation> {
+    pub(in crate::frontend) fn negotiation(&self, payload: &[u8]) -> Option<Negotiation> {
         Negotiation::recognise(payload.strip_prefix(&[COM_QUERY])?)
     }
 
     /// Answers a semisync negotiation statement as a semisync-enabled primary would, laid out
     /// as the client reads result sets, its terminator carrying `status`.
-    pub(super) async fn answer(
+    pub(in crate::frontend) async fn answer(
         &mut self,
         negotiation: Negotiation,
         legs: &mut Legs,
@@ -113,7 +113,7 @@ impl ReplicaSetup {
     /// Asks the primary for the binlog on the client's behalf. The connection is handed over
     /// to a replica pipe only if the primary accepts (its first event comes back); if it
     /// refuses, the client gets the primary's error and stays an ordinary client (`None`).
-    pub(super) async fn request_dump(
+    pub(in crate::frontend) async fn request_dump(
         &self,
         dump: &Packet,
         legs: &mut Legs,
