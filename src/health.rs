@@ -2,10 +2,12 @@
 //! finds no recent report connects on its own (and reads the greeting), at most once per
 //! interval, so an idle proxy does not fill the primary's log with probe connections.
 
-use std::sync::Mutex;
+use std::io;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus::IntGauge;
+use thiserror::Error;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
@@ -23,10 +25,31 @@ pub struct PrimaryHealth {
     up: IntGauge,
 }
 
+/// Why the primary is not reachable. Cloned, since a recent outcome answers every check
+/// until it is stale.
+#[derive(Debug, Clone, Error)]
+pub enum Unreachable {
+    /// A session could not reach it.
+    #[error("{0}")]
+    Session(Arc<crate::error::Error>),
+    /// The check's own connection failed, or its greeting did not come whole.
+    #[error("{0}")]
+    Io(Arc<io::Error>),
+    /// It sent an error instead of its greeting.
+    #[error("the primary refuses connections (it sent an error instead of its greeting)")]
+    Refused,
+    /// What came is no greeting.
+    #[error("unexpected greeting byte 0x{0:02x}")]
+    NotAGreeting(u8),
+    /// Nothing came in time.
+    #[error("no greeting within {0:?}")]
+    NoGreeting(Duration),
+}
+
 #[derive(Debug, Clone)]
 struct Seen {
     at: Instant,
-    result: Result<(), String>,
+    result: Result<(), Unreachable>,
 }
 
 // === impl PrimaryHealth ===
@@ -48,7 +71,7 @@ impl PrimaryHealth {
     }
 
     /// Records the outcome of a connection to the primary.
-    pub fn record(&self, result: Result<(), String>) {
+    pub fn record(&self, result: Result<(), Unreachable>) {
         self.up.set(i64::from(result.is_ok()));
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Seen {
             at: Instant::now(),
@@ -61,7 +84,7 @@ impl PrimaryHealth {
     ///
     /// # Errors
     /// Why it is not reachable.
-    pub async fn check(&self) -> Result<(), String> {
+    pub async fn check(&self) -> Result<(), Unreachable> {
         let recent = self
             .last
             .lock()
@@ -76,29 +99,72 @@ impl PrimaryHealth {
         result
     }
 
-    async fn probe(&self) -> Result<(), String> {
+    async fn probe(&self) -> Result<(), Unreachable> {
+        let io = |e| Unreachable::Io(Arc::new(e));
         let attempt = async {
-            let mut stream = primary::connect(&self.addr())
-                .await
-                .map_err(|e| e.to_string())?;
+            let mut stream = primary::connect(&self.addr()).await.map_err(io)?;
             // Header, then the first payload byte: 0x0A for a greeting, 0xFF for a refusal.
             let mut head = [0u8; 5];
-            stream
-                .read_exact(&mut head)
-                .await
-                .map_err(|e| e.to_string())?;
+            stream.read_exact(&mut head).await.map_err(io)?;
             match head[4] {
                 0x0A => Ok(()),
-                0xFF => Err(
-                    "the primary refuses connections (it sent an error instead of its greeting)"
-                        .into(),
-                ),
-                other => Err(format!("unexpected greeting byte 0x{other:02x}")),
+                0xFF => Err(Unreachable::Refused),
+                other => Err(Unreachable::NotAGreeting(other)),
             }
         };
         match tokio::time::timeout(self.connect_timeout, attempt).await {
             Ok(result) => result,
-            Err(_) => Err(format!("no greeting within {:?}", self.connect_timeout)),
+            Err(_) => Err(Unreachable::NoGreeting(self.connect_timeout)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A health check against a listener that sends a packet header and the byte given
+    /// (`Some(Some(byte))`), or closes at once (`Some(None)`), or says nothing (`None`).
+    async fn check_against(answer: Option<Option<u8>>) -> Result<(), Unreachable> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            match answer {
+                Some(Some(first)) => socket.write_all(&[1, 0, 0, 0, first]).await.unwrap(),
+                Some(None) => drop(socket),
+                None => std::future::pending().await,
+            }
+        });
+        let (_keep, upstream) = tokio::sync::watch::channel((1, addr));
+        let gauge = IntGauge::new("up", "up").unwrap();
+        let health = PrimaryHealth::new(upstream, Duration::from_secs(5), gauge.clone());
+        let result = health.check().await;
+        assert_eq!(gauge.get(), i64::from(result.is_ok()));
+        result
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_way_of_being_unreachable_is_its_own_case() {
+        assert!(check_against(Some(Some(0x0A))).await.is_ok());
+        assert!(matches!(
+            check_against(Some(Some(0xFF))).await,
+            Err(Unreachable::Refused)
+        ));
+        assert!(matches!(
+            check_against(Some(Some(0x42))).await,
+            Err(Unreachable::NotAGreeting(0x42))
+        ));
+        assert!(matches!(
+            check_against(Some(None)).await,
+            Err(Unreachable::Io(_))
+        ));
+        assert!(matches!(
+            check_against(None).await,
+            Err(Unreachable::NoGreeting(limit)) if limit == Duration::from_secs(5)
+        ));
     }
 }

@@ -796,7 +796,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
             address: admin.control.primary(),
             identity: admin.control.followed().identity.map(|i| i.to_string()),
             reachable: reachable.is_ok(),
-            problem: reachable.err(),
+            problem: reachable.err().map(|e| e.to_string()),
         },
         replicas: s
             .replicas

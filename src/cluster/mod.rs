@@ -78,12 +78,15 @@ pub enum ClusterError {
     Config(#[from] crate::config::ConfigError),
 }
 
+/// Why a takeover failed, as its implementation says.
+pub type TakeoverFailed = Box<dyn std::error::Error + Send + Sync>;
+
 /// What a new leader does before it acts: read the state the last leader left, raise the
 /// epoch, and follow the primary or promote a replica. Until it is done, the instance holds
 /// the lease but relays and releases nothing.
 pub trait Takeover: Send + Sync {
     /// Takes over; an error gives the lease up again (and says why).
-    fn take_over(&self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>>;
+    fn take_over(&self) -> Pin<Box<dyn Future<Output = Result<(), TakeoverFailed>> + Send + '_>>;
 
     /// The instance no longer leads: what it holds in memory may be older than what the next
     /// leader writes, and must not be written again before another takeover reads it.

@@ -7,7 +7,8 @@ use std::time::Duration;
 use strongsync_proto::ProtoError;
 use thiserror::Error;
 
-use super::state::StateError;
+use super::state::{StateError, Unreadable};
+use crate::cluster::{ClusterError, StoreError};
 use crate::config::ConfigError;
 use crate::flavour::{Flavour, GtidModeProblem, ServerIdentity};
 
@@ -26,7 +27,7 @@ pub enum ControlError {
     NoClusterState,
     /// The cluster's state in etcd does not read.
     #[error("the cluster's state in etcd is unreadable: {0}")]
-    ClusterStateCorrupt(String),
+    ClusterStateCorrupt(#[source] Unreadable),
     /// No account to check a primary with.
     #[error("refused: following a primary needs the [probe] account, to check it first")]
     NoAccount,
@@ -236,9 +237,15 @@ pub enum ControlStartError {
     /// The state file to create exists already.
     #[error("state file {0} exists already: strongsync init-state creates only a new one")]
     Exists(PathBuf),
+    /// The cluster's settings do not make an etcd connection.
+    #[error(transparent)]
+    ClusterSettings(ClusterError),
     /// The cluster's state could not be created in etcd.
     #[error("cluster: {0}")]
-    Cluster(String),
+    ClusterStore(#[source] StoreError),
+    /// No runtime to reach etcd with.
+    #[error("cluster: cannot start a runtime to reach etcd: {0}")]
+    Runtime(#[source] std::io::Error),
 }
 
 impl ControlError {

@@ -528,13 +528,13 @@ impl Control {
 /// cannot be written.
 pub fn init_state(config: &Config) -> Result<String, ControlStartError> {
     if config.cluster.enabled() {
-        let options = crate::cluster::connect_options(config)
-            .map_err(|e| ControlStartError::Cluster(e.to_string()))?;
+        let options =
+            crate::cluster::connect_options(config).map_err(ControlStartError::ClusterSettings)?;
         let state = State::fresh(&config.primary).to_json();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| ControlStartError::Cluster(e.to_string()))?;
+            .map_err(ControlStartError::Runtime)?;
         let key = runtime
             .block_on(crate::cluster::create_state(
                 &config.cluster.endpoints,
@@ -542,7 +542,7 @@ pub fn init_state(config: &Config) -> Result<String, ControlStartError> {
                 &config.cluster.prefix,
                 state,
             ))
-            .map_err(|e| ControlStartError::Cluster(e.to_string()))?;
+            .map_err(ControlStartError::ClusterStore)?;
         return Ok(format!("etcd key {key}"));
     }
     let path = config

@@ -77,7 +77,33 @@ pub enum StateError {
         /// The file.
         path: PathBuf,
         /// What is wrong.
-        problem: String,
+        problem: Unreadable,
+    },
+}
+
+/// What in a state (a file's, or the cluster's in etcd) strongsync cannot read.
+#[derive(Debug, Error)]
+pub enum Unreadable {
+    /// Larger than any state strongsync writes.
+    #[error("larger than {0} bytes")]
+    TooLarge(u64),
+    /// Not the JSON of a state.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// A format this strongsync does not know.
+    #[error("format version {0} (this strongsync reads 1 to {VERSION})")]
+    Version(u32),
+    /// A server's identity that does not read.
+    #[error("server identity {0:?}")]
+    Identity(String),
+    /// A position or a GTID set that does not read.
+    #[error("{what}: {source}")]
+    Gtids {
+        /// Which (`acknowledged`, `tail`, `replica 3`, …).
+        what: String,
+        /// Why.
+        #[source]
+        source: strongsync_proto::ProtoError,
     },
 }
 
@@ -181,14 +207,14 @@ impl State {
         let mut text = String::new();
         io::Read::read_to_string(&mut io::Read::take(file, MAX_LEN + 1), &mut text)
             .map_err(io_error)?;
-        let corrupt = |problem: String| StateError::Corrupt {
+        let corrupt = |problem: Unreadable| StateError::Corrupt {
             path: path.to_owned(),
             problem,
         };
         if text.len() as u64 > MAX_LEN {
-            return Err(corrupt(format!("larger than {MAX_LEN} bytes")));
+            return Err(corrupt(Unreadable::TooLarge(MAX_LEN)));
         }
-        let disk: OnDisk = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+        let disk: OnDisk = serde_json::from_str(&text).map_err(|e| corrupt(Unreadable::Json(e)))?;
         State::from_disk(disk).map_err(corrupt)
     }
 
@@ -226,8 +252,8 @@ impl State {
     ///
     /// # Errors
     /// What is wrong with it.
-    pub fn from_json(json: &[u8]) -> Result<State, String> {
-        let disk: OnDisk = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+    pub fn from_json(json: &[u8]) -> Result<State, Unreadable> {
+        let disk: OnDisk = serde_json::from_slice(json)?;
         State::from_disk(disk)
     }
 
@@ -266,32 +292,27 @@ impl State {
         }
     }
 
-    fn from_disk(disk: OnDisk) -> Result<State, String> {
+    fn from_disk(disk: OnDisk) -> Result<State, Unreadable> {
         if !(1..=VERSION).contains(&disk.version) {
-            return Err(format!(
-                "format version {} (this strongsync reads 1 to {VERSION})",
-                disk.version
-            ));
+            return Err(Unreadable::Version(disk.version));
         }
         let identity = |key: Option<String>| {
-            key.map(|key| {
-                ServerIdentity::from_key(&key).ok_or_else(|| format!("server identity {key:?}"))
-            })
-            .transpose()
+            key.map(|key| ServerIdentity::from_key(&key).ok_or(Unreadable::Identity(key)))
+                .transpose()
         };
-        let set = |what: &str, text: &str| GtidSet::parse(text).map_err(|e| format!("{what}: {e}"));
+        let set = |what: &str, text: &str| GtidSet::parse(text).map_err(gtids(what));
         let replicas = disk
             .replicas
             .into_iter()
             .map(|r| {
                 Ok(PersistedReplica {
                     server_id: r.server_id,
-                    held: position(&r.held).map_err(|e| format!("replica {}: {e}", r.server_id))?,
+                    held: position(&r.held).map_err(gtids(&format!("replica {}", r.server_id)))?,
                     address: r.address,
                     semisync: r.semisync,
                 })
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, Unreadable>>()?;
         let retired = disk
             .retired
             .into_iter()
@@ -308,7 +329,7 @@ impl State {
                     identity: identity(key)?,
                 }),
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, Unreadable>>()?;
         Ok(State {
             epoch: disk.epoch,
             primary: KnownPrimary {
@@ -317,8 +338,7 @@ impl State {
             },
             retired,
             durability: Persisted {
-                acknowledged: position(&disk.acknowledged)
-                    .map_err(|e| format!("acknowledged: {e}"))?,
+                acknowledged: position(&disk.acknowledged).map_err(gtids("acknowledged"))?,
                 acknowledged_set: set("acknowledged_set", &disk.acknowledged_set)?,
                 acknowledged_inexact: disk.acknowledged_inexact,
                 released_without_quorum: set(
@@ -330,6 +350,14 @@ impl State {
                 tail: set("tail", &disk.tail)?,
             },
         })
+    }
+}
+
+/// Makes a GTID that does not read the [`Unreadable`] of `what`.
+fn gtids(what: &str) -> impl FnOnce(strongsync_proto::ProtoError) -> Unreadable + '_ {
+    move |source| Unreadable::Gtids {
+        what: what.to_owned(),
+        source,
     }
 }
 
@@ -409,6 +437,37 @@ mod tests {
             Err(StateError::Exists { .. })
         ));
         assert_eq!(State::load(&path).unwrap().primary.address, "db1:3306");
+    }
+
+    /// A state that does not read says which part, as a case of its own.
+    #[test]
+    fn an_unreadable_state_names_what_is_wrong() {
+        let good = String::from_utf8(sample().to_json()).unwrap();
+        let with = |from: &str, to: &str| {
+            assert!(good.contains(from), "{from} in {good}");
+            State::from_json(good.replacen(from, to, 1).as_bytes())
+        };
+        assert!(State::from_json(good.as_bytes()).is_ok());
+        assert!(matches!(
+            State::from_json(b"{\"version\":2"),
+            Err(Unreadable::Json(_))
+        ));
+        assert!(matches!(
+            with("\"version\":2", "\"version\":9"),
+            Err(Unreadable::Version(9))
+        ));
+        assert!(matches!(
+            with("\"mariadb:2\"", "\"nobody:2\""),
+            Err(Unreadable::Identity(key)) if key == "nobody:2"
+        ));
+        assert!(matches!(
+            with("\"tail\":\"0-1-12..13\"", "\"tail\":\"0-1-x\""),
+            Err(Unreadable::Gtids { what, .. }) if what == "tail"
+        ));
+        assert!(matches!(
+            with("\"held\":\"0-1-11\"", "\"held\":\"0-1\""),
+            Err(Unreadable::Gtids { what, .. }) if what == "replica 2"
+        ));
     }
 
     /// A file of the first format (retired primaries by address only) is still read.

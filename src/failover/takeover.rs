@@ -11,11 +11,11 @@ use tracing::{info, warn};
 
 use super::candidate;
 use super::{Control, ControlError, KnownPrimary, State, StateError, Store};
-use crate::cluster::Takeover;
+use crate::cluster::{Takeover, TakeoverFailed};
 
 impl Takeover for Control {
-    fn take_over(&self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + '_>> {
-        Box::pin(async move { self.take_over_now().await.map_err(|e| e.to_string()) })
+    fn take_over(&self) -> Pin<Box<dyn Future<Output = Result<(), TakeoverFailed>> + Send + '_>> {
+        Box::pin(async move { Ok(self.take_over_now().await?) })
     }
 
     fn stepped_down(&self) {

@@ -17,6 +17,7 @@ use super::session::Session;
 use super::Shared;
 use crate::conn::Conn;
 use crate::error::Error;
+use crate::health::Unreachable;
 use crate::stream::ClientStream;
 
 /// Longest pause after repeated accept failures (e.g. out of file descriptors).
@@ -117,7 +118,10 @@ async fn handle(tcp: TcpStream, peer: SocketAddr, shared: Arc<Shared>, cancel: C
             }
         }
         Err(error) => {
-            shared.primary_health.record(Err(error.to_string()));
+            let error = Arc::new(error);
+            shared
+                .primary_health
+                .record(Err(Unreachable::Session(Arc::clone(&error))));
             error!(%error, "client turned away: the primary is unreachable");
             close_with(client, &error).await;
         }
