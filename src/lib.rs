@@ -34,6 +34,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod asked;
 pub mod cluster;
 pub mod commit;
 pub mod config;
@@ -50,6 +51,7 @@ pub mod primary;
 pub mod probe;
 pub mod stream;
 pub mod tls;
+pub mod tracking_defaults;
 
 mod frontend;
 

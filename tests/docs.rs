@@ -323,12 +323,20 @@ fn module_graph() -> BTreeSet<(String, String)> {
             let Ok(text) = fs::read_to_string(&file) else {
                 continue;
             };
-            // Code only: comments may name any module (a doc link is no import).
-            let code: String = text
-                .split("#[cfg(test)]")
-                .next()
-                .unwrap_or("")
-                .lines()
+            // Code only: comments may name any module (a doc link is no import), and an
+            // inline test module may reach anywhere. A test-only module declared on its own
+            // line (`#[cfg(test)] mod testing;`) ends nothing: the imports after it count.
+            let lines: Vec<&str> = text.lines().collect();
+            let tests_at = lines
+                .windows(2)
+                .position(|w| {
+                    w[0].trim() == "#[cfg(test)]"
+                        && w[1].trim_start().starts_with("mod ")
+                        && w[1].trim_end().ends_with('{')
+                })
+                .unwrap_or(lines.len());
+            let code: String = lines[..tests_at]
+                .iter()
                 .map(|line| line.split("//").next().unwrap_or(""))
                 .collect::<Vec<_>>()
                 .join("\n");

@@ -9,7 +9,6 @@
 //! [`CommitHook`] before releasing a response that reported a commit.
 
 mod coverage;
-mod defaults;
 mod degraded;
 mod epoch;
 mod fence;
@@ -46,8 +45,8 @@ use tracing::warn;
 
 use crate::commit::{Commit, CommitHook, Release, WaitKind};
 use crate::config::{DurabilityConfig, Topology};
+use crate::tracking_defaults::SessionDefaults;
 pub use coverage::StreamCoverage;
-pub use defaults::SessionDefaults;
 pub use degraded::{DomainRange, ReleasedWithoutQuorum};
 pub use epoch::{Epoch, OnEpoch, Pass, Refused};
 pub use fence::Fence;

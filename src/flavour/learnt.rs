@@ -12,10 +12,10 @@ use strongsync_proto::ok::OkPacket;
 use strongsync_proto::ok::{SESSION_TRACK_STATE_CHANGE_VAR, SESSION_TRACK_SYSTEM_VARIABLES_VAR};
 use tracing::{debug, warn};
 
-use super::asked::AskedQuorum;
 use super::defaults::{lacks, on};
 use super::{plain, variable_set, Answer, CheckReason, Checked, Common, Flavour, OwnQueries};
 use super::{OkNews, Unlearnt};
+use crate::asked::AskedQuorum;
 use crate::commit::Unresolved;
 use crate::error::Error;
 
@@ -26,7 +26,7 @@ const QUORUM_QUERY: &str = "SELECT CAST(@strongsync_quorum AS BINARY)";
 #[derive(Debug, Default)]
 pub(super) struct FromDefaults {
     /// The count of good looks at the defaults when it was set up (see
-    /// [`crate::durability::SessionDefaults::suspect`]).
+    /// [`crate::tracking_defaults::SessionDefaults::suspect`]).
     looks: u64,
     /// Why its responses can no longer be taken to report its commits, if so.
     untrusted: Option<&'static str>,
@@ -43,10 +43,10 @@ impl Common {
     /// statement, and every tracker item the server sends is the client's own. False if they
     /// do not (or are not known): the flavour sets the session up with statements.
     pub(super) fn set_up_from_defaults(&mut self) -> bool {
-        let looks = self.context.durability.session_defaults.configured();
+        let looks = self.context.proxy.session_defaults().configured();
         // Under `visibility = "snapshot"` a transaction's snapshot is followed through the
         // session's isolation settings, which only the session itself can be asked.
-        let snapshot = self.context.snapshot_vars && self.context.durability.snapshot_reads();
+        let snapshot = self.context.snapshot_vars && self.context.proxy.snapshot_reads();
         self.defaults = match looks {
             Some(looks) if self.context.primary_tracks && !snapshot => Some(FromDefaults {
                 looks,
@@ -94,8 +94,8 @@ impl Common {
         let defaults = self.defaults.as_ref()?;
         defaults.untrusted.or_else(|| {
             self.context
-                .durability
-                .session_defaults
+                .proxy
+                .session_defaults()
                 .suspect(defaults.looks)
                 .then_some("the primary's session-tracking defaults changed after it logged in")
         })

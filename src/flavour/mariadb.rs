@@ -181,7 +181,7 @@ impl Tracker {
         self.common.note_plain(payload);
         match payload.split_first() {
             Some((&(COM_QUERY | COM_STMT_PREPARE), text)) => {
-                super::asked::names_session_quorum(text).then_some(CheckReason::SessionQuorum)
+                crate::asked::names_session_quorum(text).then_some(CheckReason::SessionQuorum)
             }
             _ => None,
         }

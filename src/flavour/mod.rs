@@ -11,7 +11,6 @@
 //! GTIDs and positions themselves are in [`strongsync_proto::gtid`]. The relay and the replica
 //! pipes speak to the primary's flavour only through this module.
 
-mod asked;
 mod defaults;
 mod learnt;
 mod mariadb;
@@ -30,12 +29,13 @@ use strongsync_proto::gtid::{Gtid, GtidPosition};
 use strongsync_proto::handshake::ServerGreeting;
 use strongsync_proto::ok::{OkPacket, TrackingFilter};
 use strongsync_proto::ProtoError;
-use tracing::warn;
+use tracing::{debug, warn};
 
+use crate::asked::AskedQuorum;
 use crate::commit::Unresolved;
-use crate::durability::Durability;
 use crate::error::{Error, ReplicaSetupError};
 use crate::metrics::Metrics;
+use crate::tracking_defaults::SessionDefaults;
 pub use defaults::TrackingDefaults;
 pub use server::{GtidModeProblem, Inspected, PromoteSql, ServerIdentity};
 
@@ -79,6 +79,8 @@ struct Common {
     /// The quorum the session asked for (`@strongsync_quorum`), as last read; `None`: it did
     /// not ask (or asked for something that is not a count).
     quorum: Option<usize>,
+    /// `quorum` changed since the session last took it in ([`Tracker::quorum_change`]).
+    quorum_changed: bool,
     /// Set up from the primary's defaults, with no statement of strongsync's (see
     /// [`learnt`]); `None`: set up with statements.
     defaults: Option<learnt::FromDefaults>,
@@ -107,8 +109,19 @@ pub struct TrackerContext {
     pub snapshot_vars: bool,
     /// Counts checks, restorations and refused session quorums.
     pub metrics: Arc<Metrics>,
-    /// The bounds of a session's own quorum.
-    pub durability: Arc<Durability>,
+    /// What the tracker reads of the proxy's state as it runs.
+    pub proxy: Arc<dyn ProxyState>,
+}
+
+/// What a tracker reads of the proxy's state as it runs: strong sync provides it, and the
+/// flavour sees nothing else of strong sync.
+pub trait ProxyState: Send + Sync {
+    /// Under `visibility = "snapshot"`: a transaction's snapshot is followed.
+    fn snapshot_reads(&self) -> bool;
+    /// The primary records transactions without a GTID: no response's commits can be named.
+    fn commits_untracked(&self) -> bool;
+    /// What the watch of the primary last found of its session-tracking defaults.
+    fn session_defaults(&self) -> &SessionDefaults;
 }
 
 /// Why a response is checked.
@@ -341,6 +354,13 @@ impl Tracker {
         self.common().quorum
     }
 
+    /// The quorum the session asked for, once after each change (`Some(None)`: it no longer
+    /// asks).
+    pub fn quorum_change(&mut self) -> Option<Option<usize>> {
+        let common = self.common_mut();
+        std::mem::take(&mut common.quorum_changed).then_some(common.quorum)
+    }
+
     /// Whether the session's next transaction started with a consistent snapshot reads only
     /// that snapshot (see [`crate::config::Visibility::Snapshot`]).
     pub fn snapshot_ready(&self) -> bool {
@@ -380,7 +400,27 @@ impl Common {
             active: false,
             reset: false,
             quorum: None,
+            quorum_changed: false,
             defaults: None,
+        }
+    }
+
+    /// Takes in the quorum the session asks for. A value that is not a count is taken as no
+    /// ask (the configured quorum), and counted, so that an operator sees sessions asking for
+    /// what they do not get; the session bounds a count by the settings.
+    fn take_quorum(&mut self, asked: &AskedQuorum) {
+        let quorum = match asked {
+            AskedQuorum::Unset => None,
+            AskedQuorum::Count(n) => Some(*n),
+            AskedQuorum::Invalid(value) => {
+                debug!(connection_id = self.context.connection_id, %value, "@strongsync_quorum is not a count: the configured quorum applies");
+                self.context.metrics.session_quorum_refused("not_a_count");
+                None
+            }
+        };
+        if quorum != self.quorum {
+            self.quorum = quorum;
+            self.quorum_changed = true;
         }
     }
 

@@ -22,11 +22,11 @@ use strongsync_proto::position::Position;
 use strongsync_proto::ProtoError;
 use tracing::{debug, warn};
 
-use super::asked::{names_session_quorum, AskedQuorum};
 use super::{
     tracks, variable_set, Answer, CheckReason, Checked, Common, OkNews, OwnQueries, TrackerContext,
     Unlearnt,
 };
+use crate::asked::{names_session_quorum, AskedQuorum};
 use crate::commit::Unresolved;
 use crate::error::Error;
 
@@ -150,7 +150,7 @@ impl Tracker {
     }
 
     pub(super) fn checks_every_response(&self) -> Option<CheckReason> {
-        if self.common.context.durability.commits_untracked() {
+        if self.common.context.proxy.commits_untracked() {
             Some(CheckReason::GtidModeOff)
         } else {
             (self.common.untrusted().is_some() || !self.common.active)

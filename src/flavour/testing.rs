@@ -7,11 +7,10 @@ use std::sync::Arc;
 use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::wire::put_lenenc_str;
 
-use super::{Answer, OwnQueries, TrackerContext};
-use crate::config::DurabilityConfig;
-use crate::durability::Durability;
+use super::{Answer, OwnQueries, ProxyState, TrackerContext};
 use crate::error::Error;
 use crate::metrics::Metrics;
+use crate::tracking_defaults::SessionDefaults;
 
 pub(super) fn context() -> TrackerContext {
     TrackerContext {
@@ -20,7 +19,28 @@ pub(super) fn context() -> TrackerContext {
         primary_tracks: true,
         snapshot_vars: false,
         metrics: Arc::new(Metrics::new()),
-        durability: Durability::new(DurabilityConfig::default()),
+        proxy: Arc::new(Proxy::default()),
+    }
+}
+
+/// The proxy's state as a tracker's test sets it: strong sync's defaults (no snapshot reads,
+/// commits tracked) and the primary's session-tracking defaults as looks record them.
+#[derive(Default)]
+pub(super) struct Proxy {
+    pub(super) defaults: SessionDefaults,
+}
+
+impl ProxyState for Proxy {
+    fn snapshot_reads(&self) -> bool {
+        false
+    }
+
+    fn commits_untracked(&self) -> bool {
+        false
+    }
+
+    fn session_defaults(&self) -> &SessionDefaults {
+        &self.defaults
     }
 }
 

@@ -29,10 +29,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::commit::CommitHook;
 use crate::config::Config;
-use crate::durability::Durability;
+use crate::durability::{Durability, SessionQuorum};
+use crate::flavour::{ProxyState, Tracker};
 use crate::health::PrimaryHealth;
 use crate::metrics::Metrics;
 use crate::probe::Probe;
+use crate::tracking_defaults::SessionDefaults;
 
 pub(crate) use in_flight::InFlight;
 pub(crate) use listener::serve;
@@ -73,6 +75,21 @@ pub(crate) struct Shared {
 // === impl Shared ===
 
 impl Shared {
+    /// Bounds the quorum a session asks for by the settings, once after each change, and
+    /// counts an ask that is not taken as it was (the bound applies when its commits wait).
+    fn take_in_quorum(&self, tracker: &mut Tracker) {
+        let Some(asked) = tracker.quorum_change() else {
+            return;
+        };
+        let applies = self.durability.config().session_quorum(asked);
+        match applies {
+            SessionQuorum::BelowFloor(_) => self.metrics.session_quorum_refused("below_floor"),
+            SessionQuorum::AboveMax(_) => self.metrics.session_quorum_refused("above_max"),
+            SessionQuorum::Taken(_) => {}
+        }
+        tracing::debug!(?asked, applies = applies.get(), "session quorum");
+    }
+
     /// What a replica pipe takes of it.
     fn pipe_context(&self) -> replica::PipeContext {
         replica::PipeContext {
@@ -82,5 +99,23 @@ impl Shared {
             max_held_bytes: self.config.limits.max_async_held_bytes,
             hard_stop: self.hard_stop.clone(),
         }
+    }
+}
+
+// === impl ProxyState for Durability ===
+
+/// Where the flavour and strong sync meet: a session's tracker reads strong sync's live state
+/// through this, and sees nothing else of it.
+impl ProxyState for Durability {
+    fn snapshot_reads(&self) -> bool {
+        Durability::snapshot_reads(self)
+    }
+
+    fn commits_untracked(&self) -> bool {
+        Durability::commits_untracked(self)
+    }
+
+    fn session_defaults(&self) -> &SessionDefaults {
+        &self.session_defaults
     }
 }

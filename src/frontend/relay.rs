@@ -269,6 +269,7 @@ impl<'s> ResponseRelay<'s> {
     /// as unresolved.
     async fn check(&mut self, reason: CheckReason) -> Result<(), Error> {
         let checked = self.tracker.check(reason, &mut *self.legs).await?;
+        self.shared.take_in_quorum(self.tracker);
         if let Some(gtid) = checked.committed {
             self.commits.reported(gtid);
         }

@@ -35,7 +35,7 @@ use super::snapshot::{Replacement, SnapshotCover};
 use super::statements::{self, Routed};
 use super::Shared;
 use crate::error::Error;
-use crate::flavour::{Flavour, Tracker, TrackerContext};
+use crate::flavour::{Flavour, ProxyState, Tracker, TrackerContext};
 
 /// One logged-in client and its connection to the primary.
 pub(super) struct Session {
@@ -115,7 +115,7 @@ impl Session {
             // can bound one per snapshot.
             snapshot_vars: shared.probe.is_some() && client.deprecate_eof(),
             metrics: Arc::clone(&shared.metrics),
-            durability: Arc::clone(&shared.durability),
+            proxy: Arc::clone(&shared.durability) as Arc<dyn ProxyState>,
         });
         let pool_key = logged_in.pool_key().filter(|_| shared.pools.enabled());
         let connection_id = logged_in.connection_id();
@@ -215,6 +215,7 @@ impl Session {
 
     async fn set_up_tracking(&mut self) -> Result<Phase, Error> {
         self.tracker.set_up(&mut self.legs).await?;
+        self.shared.take_in_quorum(&mut self.tracker);
         if let Some(share) = &mut self.share {
             if !self.tracker.tracks_from_defaults() {
                 share.fix(Pinned::Tracking);

@@ -3,8 +3,8 @@
 
 use strongsync_proto::gtid::{Domain, Gtid};
 
-use super::super::asked::AskedQuorum;
 use super::super::tracks;
+use crate::asked::AskedQuorum;
 use strongsync_proto::ok::{
     LAST_GTID, SESSION_TRACK_STATE_CHANGE_VAR, SESSION_TRACK_TRANSACTION_INFO_VAR,
 };

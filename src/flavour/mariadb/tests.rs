@@ -1,9 +1,9 @@
 //! The MariaDB tracker without a socket: reading a check's answer, the client's own view,
 //! and whole set-ups and checks against a primary leg that answers from a script.
 
-use super::super::asked::{names_session_quorum, AskedQuorum};
 use super::super::testing::{context, failed, ok, row, Scripted};
 use super::*;
+use crate::asked::{names_session_quorum, AskedQuorum};
 
 fn tracker() -> Tracker {
     Tracker::new(context())
@@ -351,7 +351,7 @@ async fn a_check_that_cannot_read_what_the_session_committed_asks_for_a_bound() 
 /// A tracker whose primary's defaults hold what is needed, set up: no statement.
 async fn from_defaults() -> Tracker {
     let mut t = tracker();
-    t.common.context.durability.session_defaults.record(Ok(()));
+    t.common.context.proxy.session_defaults().record(Ok(()));
     let mut primary = Scripted::default();
     t.set_up(&mut primary).await.unwrap();
     assert!(primary.asked.is_empty(), "{:?}", primary.asked);
@@ -464,8 +464,8 @@ async fn a_session_set_up_after_the_last_good_look_at_defaults_that_went_is_boun
     assert_eq!(t.checks_every_response(), None);
     t.common
         .context
-        .durability
-        .session_defaults
+        .proxy
+        .session_defaults()
         .record(Err("session_track_state_change is OFF".into()));
     assert_eq!(t.checks_every_response(), Some(CheckReason::Untracked));
 }

@@ -256,7 +256,7 @@ async fn all_gtids_reports_are_waited_for_whole() {
 
 async fn from_defaults() -> Tracker {
     let mut t = tracker();
-    t.common.context.durability.session_defaults.record(Ok(()));
+    t.common.context.proxy.session_defaults().record(Ok(()));
     let mut primary = Scripted::default();
     t.set_up(&mut primary).await.unwrap();
     assert!(primary.asked.is_empty(), "{:?}", primary.asked);

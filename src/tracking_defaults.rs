@@ -1,6 +1,6 @@
 //! Whether the primary's global session-tracking defaults give every new session what
 //! strongsync needs to learn its commits from its responses alone, as the watch of the
-//! primary last found them.
+//! primary last found them: strong sync holds it, the sessions' trackers read it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
