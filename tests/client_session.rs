@@ -13,18 +13,13 @@ use mysql_async::prelude::*;
 use strongsync::config::OnTimeout;
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{APP_PASSWORD, APP_USER};
-use support::mysql_gtid::gtid_set_holds;
 use support::mysql_topology::MySqlTopology;
 use support::strong::Strong;
-use support::strong::{answered, durability, newest_gtid, position_holds, spawn_watched};
+use support::strong::{answered, durability, spawn_watched};
 use support::topology::Topology;
 
 /// What the tests need to know of a server kind.
 trait Flavoured: LedgerCluster {
-    /// The GTID of the newest transaction the primary wrote.
-    fn newest(&self) -> String;
-    /// Whether what a witness received holds `gtid`.
-    fn holds(received: &str, gtid: &str) -> bool;
     /// The character sets of results the tests set (MySQL has no `filename` to set).
     const RESULT_CHARSETS: &'static [&'static str];
     /// A commit its OK does not report is bounded by the probe (MySQL), rather than read from
@@ -35,14 +30,6 @@ trait Flavoured: LedgerCluster {
 }
 
 impl Flavoured for Topology {
-    fn newest(&self) -> String {
-        newest_gtid(&self.primary, 0)
-    }
-
-    fn holds(received: &str, gtid: &str) -> bool {
-        position_holds(received, gtid)
-    }
-
     const RESULT_CHARSETS: &'static [&'static str] = &["filename", "utf16", "utf32", "binary"];
     const HIDDEN_NEEDS_PROBE: bool = false;
 
@@ -57,14 +44,6 @@ impl Flavoured for Topology {
 }
 
 impl Flavoured for MySqlTopology {
-    fn newest(&self) -> String {
-        self.newest_gtid()
-    }
-
-    fn holds(received: &str, gtid: &str) -> bool {
-        gtid_set_holds(received, gtid)
-    }
-
     const RESULT_CHARSETS: &'static [&'static str] = &["utf16", "utf32", "binary"];
     const HIDDEN_NEEDS_PROBE: bool = true;
 
@@ -97,7 +76,7 @@ async fn waited_for_by_quorum<C: Flavoured>(
     support::mariadb::wait_for(&format!("{sql} to park"), support::strong::PATIENCE, || {
         s.parked() == before + 1
     });
-    let newest = s.topology.newest();
+    let newest = s.topology.newest_gtid();
     // Only the witnessed replica: with quorum 1 the other one could be the quorum.
     s.start_io(0);
     let watched = answered(watched).await;

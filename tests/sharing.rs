@@ -10,49 +10,21 @@ use mysql_async::prelude::*;
 use strongsync::config::{OnTimeout, SharingConfig};
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
-use support::mysql_gtid::gtid_set_holds;
 use support::mysql_topology::MySqlTopology;
 use support::rawclient::RawClient;
-use support::strong::{answered, durability, newest_gtid, position_holds, spawn_watched};
+use support::strong::{answered, durability, newest_gtid, spawn_watched};
 use support::strong::{Cluster, Strong, PATIENCE};
 use support::topology::Topology;
-
-/// What the tests need to know of a server kind: its newest GTID, and whether a replica's
-/// received set holds one.
-trait Gtids: LedgerCluster {
-    fn newest(&self) -> String;
-    fn holds(received: &str, gtid: &str) -> bool;
-}
-
-impl Gtids for Topology {
-    fn newest(&self) -> String {
-        newest_gtid(&self.primary, 0)
-    }
-
-    fn holds(received: &str, gtid: &str) -> bool {
-        position_holds(received, gtid)
-    }
-}
-
-impl Gtids for MySqlTopology {
-    fn newest(&self) -> String {
-        self.newest_gtid()
-    }
-
-    fn holds(received: &str, gtid: &str) -> bool {
-        gtid_set_holds(received, gtid)
-    }
-}
 
 /// Quorum 1, waiting as long as it takes, two replicas, the probe (which finds the primary's
 /// tracking defaults: a session tracked by them may share), and `[sharing]` as `sharing`
 /// says, with `pool_size` and `max_wait`.
-fn start<C: Gtids>(sharing: bool, pool_size: usize, max_wait: Duration) -> Strong<C> {
+fn start<C: LedgerCluster>(sharing: bool, pool_size: usize, max_wait: Duration) -> Strong<C> {
     start_with(sharing, pool_size, max_wait, |_| {})
 }
 
 /// [`start`], with the rest of `[sharing]` as `more` sets it.
-fn start_with<C: Gtids>(
+fn start_with<C: LedgerCluster>(
     sharing: bool,
     pool_size: usize,
     max_wait: Duration,
@@ -93,7 +65,7 @@ fn app_connections<C: Cluster>(s: &Strong<C>) -> usize {
 /// parked, and the primary serves them on at most `pool_size` connections (without sharing,
 /// one each: the control). Each OK comes only once the replica started again holds the
 /// newest transaction.
-async fn parked_commits_hold_no_connection<C: Gtids>(sharing: bool) {
+async fn parked_commits_hold_no_connection<C: LedgerCluster>(sharing: bool) {
     const CLIENTS: usize = 20;
     const POOL: usize = 3;
     let s = start::<C>(sharing, POOL, Duration::from_secs(60));
@@ -145,7 +117,7 @@ async fn parked_commits_hold_no_connection<C: Gtids>(sharing: bool) {
         watched.iter().all(|w| !w.is_finished()),
         "no client has its answer while no replica holds its commit"
     );
-    let newest = s.topology.newest();
+    let newest = s.topology.newest_gtid();
     s.start_io(0);
     for w in watched {
         let w = answered(w).await;
@@ -175,7 +147,7 @@ async fn mysql_parked_commits_hold_no_connection_to_the_primary() {
 
 /// A client's variable, temporary table, transaction and connection id stay its own while
 /// other clients churn through a pool of two connections; a client without state runs on any.
-async fn state_pins_a_client_to_its_connection<C: Gtids>() {
+async fn state_pins_a_client_to_its_connection<C: LedgerCluster>() {
     let s = start::<C>(true, 2, Duration::from_secs(60));
     let mut pinned = s.client().await;
     pinned.query_drop("SET @mine = 7").await.unwrap();
@@ -406,7 +378,7 @@ async fn a_follow_closes_the_pool_on_the_old_primary_and_its_clients_get_1927() 
 
 /// `SELECT LAST_INSERT_ID()` says the session's own last insert, though the one connection of
 /// the pool ran another client's insert since.
-async fn last_insert_id_is_the_sessions_own<C: Gtids>() {
+async fn last_insert_id_is_the_sessions_own<C: LedgerCluster>() {
     let s = start::<C>(true, 1, Duration::from_secs(60));
     let mut a = s.client().await;
     let mut b = s.client().await;
@@ -636,7 +608,7 @@ fn prepared_on_primary<C: Cluster>(s: &Strong<C>) -> usize {
 /// again where it is not yet, every row each client inserted is there once with its value,
 /// no session keeps a connection for its statements, and the primary holds each statement
 /// once per connection (a client's prepare of one the connection has is closed again).
-async fn prepared_statements_run_on_any_connection<C: Gtids>() {
+async fn prepared_statements_run_on_any_connection<C: LedgerCluster>() {
     const CLIENTS: u64 = 8;
     const ROUNDS: u64 = 15;
     const POOL: usize = 2;
@@ -736,7 +708,7 @@ fn insert_execute(id: u32, value: i64, longlong: Option<bool>) -> Vec<u8> {
 /// means its integer (strongsync adds them). A cursor keeps its session on its connection.
 /// (The rows are the proof: a string's bytes read as an integer, or the integer's as a
 /// string, would insert another value or fail.)
-async fn types_left_out_are_the_sessions_own<C: Gtids>() {
+async fn types_left_out_are_the_sessions_own<C: LedgerCluster>() {
     let s = start::<C>(true, 1, Duration::from_secs(10));
     let (addr, admin) = (s.proxy.addr(), s.proxy.admin_addr());
     let insert = "INSERT INTO sbtest.t (v) VALUES (?)";
@@ -836,7 +808,7 @@ async fn mariadb_the_last_prepared_statement_is_the_sessions_own() {
 /// connection at most `sharing.statements_per_connection` of them on the primary (the least
 /// recently used are closed there), and a statement past `sharing.statement_bytes` keeps its
 /// session on its connection.
-async fn a_connection_keeps_at_most_its_statements<C: Gtids>() {
+async fn a_connection_keeps_at_most_its_statements<C: LedgerCluster>() {
     let s = start_with::<C>(true, 1, Duration::from_secs(10), |sharing| {
         sharing.statements_per_connection = 4;
         sharing.statement_bytes = 4096;
@@ -877,7 +849,7 @@ async fn mysql_a_connection_keeps_at_most_its_statements() {
 /// to: a session that opens a cursor and sends a parameter ahead, then prepares and runs more
 /// statements than `sharing.statements_per_connection`, still reads the cursor to its end and
 /// inserts the parameter it sent (the connection closes others to make room, never those).
-async fn a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit<C: Gtids>() {
+async fn a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit<C: LedgerCluster>() {
     let s = start_with::<C>(true, 1, Duration::from_secs(10), |sharing| {
         sharing.statements_per_connection = 4;
     });

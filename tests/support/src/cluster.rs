@@ -8,8 +8,10 @@ use strongsync::Config;
 
 use super::mariadb::{received_gtids_at, MariaDb};
 use super::mysql::{received_transaction_set_at, MySql};
+use super::mysql_gtid::gtid_set_holds;
 use super::mysql_topology::{proxy_config, MySqlTopology};
 use super::proxy::TestProxy;
+use super::strong::{newest_gtid, position_holds};
 use super::topology::Topology;
 
 /// A primary and replicas, started and controlled by a test.
@@ -42,6 +44,12 @@ pub trait Cluster: Sized + Send + Sync + 'static {
     fn primary_port(&self) -> u16;
     /// What reads replica `i`'s received GTIDs from a task.
     fn witness(&self, i: usize) -> Witness;
+    /// The server id replica `i` replicates with.
+    fn replica_server_id(&self, i: usize) -> u32;
+    /// The GTID of the primary's newest transaction.
+    fn newest_gtid(&self) -> String;
+    /// Whether what a [`Witness`] read holds `gtid`.
+    fn holds(received: &str, gtid: &str) -> bool;
 }
 
 /// Reads what a replica has received — `Gtid_IO_Pos` on MariaDB, `RECEIVED_TRANSACTION_SET` on
@@ -140,6 +148,18 @@ impl Cluster for Topology {
     fn witness(&self, i: usize) -> Witness {
         Witness::of(&self.replicas[i])
     }
+
+    fn replica_server_id(&self, i: usize) -> u32 {
+        self.replicas[i].server_id()
+    }
+
+    fn newest_gtid(&self) -> String {
+        newest_gtid(&self.primary, 0)
+    }
+
+    fn holds(received: &str, gtid: &str) -> bool {
+        position_holds(received, gtid)
+    }
 }
 
 impl Cluster for MySqlTopology {
@@ -204,4 +224,36 @@ impl Cluster for MySqlTopology {
     fn witness(&self, i: usize) -> Witness {
         Witness::of_mysql(&self.replicas[i])
     }
+
+    fn replica_server_id(&self, i: usize) -> u32 {
+        self.replicas[i].server_id()
+    }
+
+    fn newest_gtid(&self) -> String {
+        self.primary.newest_gtid()
+    }
+
+    fn holds(received: &str, gtid: &str) -> bool {
+        gtid_set_holds(received, gtid)
+    }
+}
+
+/// Declares each test written once over a [`Cluster`] twice, as a module of the test's name
+/// with a `mariadb` and a `mysql` test that run it on MariaDB 10.11 and MySQL 9.7:
+/// `each_server!(name);` for `async fn name<C: Cluster>()`.
+#[macro_export]
+macro_rules! each_server {
+    ($($test:ident),* $(,)?) => {$(
+        mod $test {
+            #[tokio::test(flavor = "multi_thread")]
+            async fn mariadb() {
+                super::$test::<$crate::topology::Topology>().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread")]
+            async fn mysql() {
+                super::$test::<$crate::mysql_topology::MySqlTopology>().await;
+            }
+        }
+    )*};
 }
