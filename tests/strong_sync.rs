@@ -1,6 +1,8 @@
-//! Strong sync end to end: a primary and two MariaDB replicas replicating through the proxy
-//! with semisync; commits acknowledged only once the quorum has them, under each timeout
-//! policy, with replicas stopped and started under them.
+//! Strong sync end to end: a primary and two replicas replicating through the proxy with
+//! semisync; commits acknowledged only once the quorum has them, each witnessed by the replicas'
+//! own state (`Gtid_IO_Pos`, `RECEIVED_TRANSACTION_SET`) at the moment the client got its answer,
+//! under each timeout policy, with replicas stopped and started under them. The tests written
+//! over [`Cluster`] run on MariaDB 10.11 and MySQL 9.7; the others say which server they need.
 
 use std::time::Duration;
 
@@ -8,19 +10,294 @@ use mysql_async::prelude::*;
 use mysql_common::constants::CapabilityFlags;
 use strongsync::config::{DurabilityConfig, OnTimeout, WithoutQuorum};
 use strongsync::durability::State;
+use support::cluster::Cluster;
+use support::each_server;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
+use support::mysql_topology::MySqlTopology;
 use support::proxy::assert_not_acknowledged;
 use support::rawclient::RawClient;
 use support::strong::{answered, durability, position_holds, Strong, Watched, PATIENCE};
 use support::sysbench::Sysbench;
 
 /// Waits for a parked statement's answer (once something has released it) and expects an OK.
-async fn expect_ok(parked: tokio::task::JoinHandle<Watched>) {
-    answered(parked).await.result.unwrap();
+async fn expect_ok(parked: tokio::task::JoinHandle<Watched>) -> Watched {
+    let watched = answered(parked).await;
+    watched.result.as_ref().unwrap();
+    watched
+}
+
+/// Two replicas, and commits released by `quorum` of them within `ack_timeout`, then under
+/// `on_timeout`.
+fn start<C: Cluster>(quorum: usize, on_timeout: OnTimeout, ack_timeout: Duration) -> Strong<C> {
+    Strong::<C>::start_on(2, durability(quorum, on_timeout, ack_timeout))
+}
+
+// === Each server ===
+
+async fn quorum_one_parks_until_a_replica_has_the_transaction<C: Cluster>() {
+    let s = start::<C>(1, OnTimeout::Block, Duration::from_secs(3600));
+    s.stop_all();
+    let insert = s
+        .park(
+            "INSERT INTO t (v) VALUES (1)",
+            vec![s.witness(0), s.witness(1)],
+        )
+        .await;
+    let gtid = s.topology.newest_gtid();
+    // Parked: neither replica has it (each was stopped before the commit).
+    assert!(!C::holds(&s.witness(0).received(), &gtid));
+    assert!(!C::holds(&s.witness(1).received(), &gtid));
+    s.start_io(0);
+    let watched = expect_ok(insert).await;
+    assert!(
+        C::holds(&watched.received[0], &gtid),
+        "{gtid} not in replica 0's RECEIVED_TRANSACTION_SET {:?} when the OK came",
+        watched.received[0]
+    );
+    assert_eq!(s.released("quorum"), 1);
+    assert_eq!(s.parked(), 0);
+    // With one replica up, a commit goes through on its ACK.
+    let mut conn = s.client().await;
+    conn.query_drop("INSERT INTO t (v) VALUES (2)")
+        .await
+        .unwrap();
+    assert_eq!(s.released("quorum"), 2);
+    assert!(C::holds(
+        &s.witness(0).received(),
+        &s.topology.newest_gtid()
+    ));
+}
+
+async fn quorum_two_waits_for_the_second_replica_which_then_has_the_transaction<C: Cluster>() {
+    let s = start::<C>(2, OnTimeout::Block, Duration::from_secs(3600));
+    s.stop_io(1);
+    s.wait_semisync(1);
+    let insert = s
+        .park(
+            "INSERT INTO t (v) VALUES (1)",
+            vec![s.witness(0), s.witness(1)],
+        )
+        .await;
+    let gtid = s.topology.newest_gtid();
+    wait_for("replica 0 to receive the transaction", PATIENCE, || {
+        C::holds(&s.witness(0).received(), &gtid)
+    });
+    assert_eq!(s.parked(), 1, "one replica of the two is not the quorum");
+    s.start_io(1);
+    let watched = expect_ok(insert).await;
+    for (i, received) in watched.received.iter().enumerate() {
+        assert!(
+            C::holds(received, &gtid),
+            "replica {i}: {gtid} not in {received:?}"
+        );
+    }
+    assert_eq!(s.released("quorum"), 1);
+}
+
+async fn on_timeout_error_answers_an_error_naming_the_gtid_and_the_connection_goes_on<
+    C: Cluster,
+>() {
+    let s = start::<C>(1, OnTimeout::Error, Duration::from_secs(1));
+    s.stop_all();
+    let mut conn = s.client().await;
+    let err = conn
+        .query_drop("INSERT INTO t (v) VALUES (1)")
+        .await
+        .unwrap_err();
+    let gtid = s.topology.newest_gtid();
+    assert_not_acknowledged(&err, &gtid);
+    assert!(!C::holds(&s.witness(0).received(), &gtid));
+    let n: u64 = conn
+        .query_first("SELECT COUNT(*) FROM t")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(n, 1, "the transaction did commit on the primary");
+    assert_eq!(s.released("timeout"), 1);
+    assert_eq!(s.state(), State::Strong);
+}
+
+async fn on_timeout_degrade_releases_then_returns_to_strong_once_replicas_catch_up<C: Cluster>() {
+    let s = start::<C>(1, OnTimeout::Degrade, Duration::from_secs(1));
+    s.stop_all();
+    let mut conn = s.client().await;
+    conn.query_drop("INSERT INTO t (v) VALUES (1)")
+        .await
+        .unwrap();
+    assert_eq!(s.released("timeout"), 1);
+    assert_eq!(s.state(), State::Degraded);
+    conn.query_drop("INSERT INTO t (v) VALUES (2)")
+        .await
+        .unwrap();
+    assert_eq!(s.released("degraded"), 1);
+    let released = s.proxy.durability().status().released_without_quorum;
+    assert_eq!(released.count(), 2, "{released}");
+
+    s.start_io(0);
+    s.start_io(1);
+    wait_for("STRONG again", PATIENCE, || s.state() == State::Strong);
+    let gtid = s.topology.newest_gtid();
+    assert!(C::holds(&s.witness(0).received(), &gtid) || C::holds(&s.witness(1).received(), &gtid));
+    conn.query_drop("INSERT INTO t (v) VALUES (3)")
+        .await
+        .unwrap();
+    assert_eq!(
+        s.released("quorum"),
+        1,
+        "the next commit waited for its quorum"
+    );
+}
+
+async fn on_timeout_block_waits_through_timeouts_until_a_replica_returns<C: Cluster>() {
+    let s = start::<C>(1, OnTimeout::Block, Duration::from_millis(300));
+    s.stop_all();
+    let insert = s
+        .park("INSERT INTO t (v) VALUES (1)", vec![s.witness(1)])
+        .await;
+    wait_for("the commit to outlast its ACK timeout", PATIENCE, || {
+        s.proxy.durability().status().parked_overdue == 1
+    });
+    assert_eq!(s.parked(), 1);
+    assert!(!insert.is_finished());
+    assert_eq!(s.released_total(), 0);
+    let gtid = s.topology.newest_gtid();
+    s.start_io(1);
+    let watched = expect_ok(insert).await;
+    assert!(
+        C::holds(&watched.received[0], &gtid),
+        "{:?}",
+        watched.received
+    );
+    assert_eq!(s.released("quorum"), 1);
+}
+
+async fn without_quorum_immediate_applies_the_policy_at_once<C: Cluster>() {
+    let mut config = durability(1, OnTimeout::Error, Duration::from_secs(3600));
+    config.without_quorum = WithoutQuorum::Immediate;
+    let s = Strong::<C>::start_on(2, config);
+    s.stop_all();
+    let mut conn = s.client().await;
+    // An hour-long ack timeout, yet the answer comes at once: there is no quorum to wait for.
+    let result = tokio::time::timeout(PATIENCE, conn.query_drop("INSERT INTO t (v) VALUES (1)"))
+        .await
+        .expect("no waiting for the timeout");
+    assert!(
+        matches!(result, Err(mysql_async::Error::Server(ref e)) if e.code == 1105),
+        "{result:?}"
+    );
+}
+
+each_server!(
+    quorum_one_parks_until_a_replica_has_the_transaction,
+    quorum_two_waits_for_the_second_replica_which_then_has_the_transaction,
+    on_timeout_error_answers_an_error_naming_the_gtid_and_the_connection_goes_on,
+    on_timeout_degrade_releases_then_returns_to_strong_once_replicas_catch_up,
+    on_timeout_block_waits_through_timeouts_until_a_replica_returns,
+    without_quorum_immediate_applies_the_policy_at_once,
+);
+
+// === MySQL ===
+
+/// MySQL gives `XA PREPARE` a GTID of its own (MariaDB does not: its XA is in
+/// [`mariadb_xa_procedures_and_batches_each_park_and_wait_for_their_last_gtid`]).
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_xa_prepare_and_xa_commit_each_park_for_their_own_gtid() {
+    let s = start::<MySqlTopology>(1, OnTimeout::Block, Duration::from_secs(3600));
+    let mut xa = s.client().await;
+    xa.query_drop("XA START 'x'").await.unwrap();
+    xa.query_drop("INSERT INTO t (v) VALUES (1)").await.unwrap();
+    xa.query_drop("XA END 'x'").await.unwrap();
+    s.stop_all();
+    let mut xa = Some(xa);
+    let mut gtids = Vec::new();
+    for sql in ["XA PREPARE 'x'", "XA COMMIT 'x'"] {
+        let mut conn = xa.take().unwrap();
+        let witness = s.witness(0);
+        let before = s.parked();
+        let task = tokio::spawn(async move {
+            let result = conn.query_drop(sql).await;
+            let received = tokio::task::spawn_blocking(move || witness.received())
+                .await
+                .unwrap();
+            (conn, result, received)
+        });
+        wait_for(&format!("{sql} to park"), PATIENCE, || {
+            s.parked() == before + 1
+        });
+        let gtid = s.topology.newest_gtid();
+        assert!(
+            !MySqlTopology::holds(&s.witness(0).received(), &gtid),
+            "{sql}"
+        );
+        s.start_io(0);
+        let (conn, result, received) = tokio::time::timeout(PATIENCE, task)
+            .await
+            .expect("released")
+            .unwrap();
+        result.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        assert!(
+            MySqlTopology::holds(&received, &gtid),
+            "{sql}: {gtid} not in {received:?}"
+        );
+        gtids.push(gtid);
+        xa = Some(conn);
+        s.stop_io(0);
+        s.wait_semisync(0);
+    }
+    assert_ne!(
+        gtids[0], gtids[1],
+        "XA PREPARE and XA COMMIT each have a GTID"
+    );
+    assert_eq!(s.released("quorum"), 2);
 }
 
 #[test]
-fn sysbench_write_only_through_the_proxy_leaves_three_identical_servers() {
+fn mysql_sysbench_write_only_through_the_proxy_leaves_three_identical_servers() {
+    let s = start::<MySqlTopology>(1, OnTimeout::Error, Duration::from_secs(30));
+    // libmariadb's caching_sha2_password takes the fast path once the server has cached the
+    // account (a first login over the socket); the proxy's own full authentication is tested
+    // with the clients that fetch the server's key.
+    s.topology.primary.cache_password(APP_USER, APP_PASSWORD);
+    let sysbench = Sysbench::new("oltp_write_only")
+        .port(s.proxy.port())
+        .threads(16)
+        .tables(2)
+        .table_size(2_000)
+        .time(20);
+    sysbench.prepare();
+    let report = sysbench.run();
+    assert_eq!(
+        (report.errors, report.reconnects),
+        (0, 0),
+        "{}",
+        report.summary()
+    );
+    assert!(report.transactions > 0);
+    s.topology.wait_replicas_caught_up();
+    let tables = "CHECKSUM TABLE sbtest.sbtest1, sbtest.sbtest2";
+    let primary = s.topology.primary.sql(tables);
+    for replica in &s.topology.replicas {
+        assert_eq!(replica.sql(tables), primary);
+        assert_eq!(replica.status_var("Rpl_semi_sync_replica_status"), "ON");
+    }
+    let status = s.proxy.durability().status();
+    assert!(
+        status.released["quorum"] >= report.transactions,
+        "{status:?}"
+    );
+    assert_eq!(status.released["unresolved"], 0, "{status:?}");
+    assert_eq!(
+        status.released["timeout"] + status.released["degraded"],
+        0,
+        "{status:?}"
+    );
+    eprintln!("{}", report.summary());
+}
+
+// === MariaDB ===
+
+#[test]
+fn mariadb_sysbench_write_only_through_the_proxy_leaves_three_identical_servers() {
     let s = Strong::start(2, DurabilityConfig::default());
     for replica in &s.topology.replicas {
         assert_eq!(replica.status_var("Rpl_semi_sync_slave_status"), "ON");
@@ -71,60 +348,7 @@ fn sysbench_write_only_through_the_proxy_leaves_three_identical_servers() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn quorum_one_survives_one_replica_and_parks_without_both() {
-    let s = Strong::start(
-        2,
-        durability(1, OnTimeout::Block, Duration::from_secs(3600)),
-    );
-    s.stop_io(0);
-    s.wait_semisync(1);
-    let mut conn = s.client().await;
-    conn.query_drop("INSERT INTO t (v) VALUES (1)")
-        .await
-        .unwrap();
-    assert_eq!(
-        s.released("quorum"),
-        1,
-        "acknowledged by the replica still up"
-    );
-
-    s.stop_io(1);
-    s.wait_semisync(0);
-    let insert = s.park("INSERT INTO t (v) VALUES (2)", vec![]).await;
-    s.start_io(0);
-    expect_ok(insert).await;
-    assert_eq!(s.released("quorum"), 2);
-    assert_eq!(s.parked(), 0);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn on_timeout_error_answers_an_error_naming_the_gtid_and_the_connection_goes_on() {
-    let s = Strong::start(2, durability(1, OnTimeout::Error, Duration::from_secs(1)));
-    s.stop_all();
-    let mut conn = s.client().await;
-    let err = conn
-        .query_drop("INSERT INTO t (v) VALUES (1)")
-        .await
-        .unwrap_err();
-    let gtid = s.topology.primary.gtid_binlog_pos();
-    assert_not_acknowledged(&err, &gtid);
-    // The transaction did commit, and the connection is still usable.
-    let n: u64 = conn
-        .query_first("SELECT COUNT(*) FROM t")
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(n, 1);
-    assert_eq!(s.released("timeout"), 1);
-    assert_eq!(
-        s.proxy.durability().status().state,
-        State::Strong,
-        "error does not degrade"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok() {
+async fn mariadb_a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok() {
     let mut s = Strong::start(2, durability(1, OnTimeout::Error, Duration::from_secs(2)));
     s.stop_all();
     let insert = s.park("INSERT INTO t (v) VALUES (1)", vec![]).await;
@@ -137,103 +361,7 @@ async fn a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn on_timeout_degrade_releases_then_returns_to_strong_once_replicas_catch_up() {
-    let s = Strong::start(2, durability(1, OnTimeout::Degrade, Duration::from_secs(1)));
-    s.stop_all();
-    let mut conn = s.client().await;
-    conn.query_drop("INSERT INTO t (v) VALUES (1)")
-        .await
-        .unwrap();
-    assert_eq!(s.released("timeout"), 1);
-    assert_eq!(s.proxy.durability().status().state, State::Degraded);
-    // DEGRADED: commits do not wait.
-    conn.query_drop("INSERT INTO t (v) VALUES (2)")
-        .await
-        .unwrap();
-    assert_eq!(s.released("degraded"), 1);
-
-    s.start_io(0);
-    s.start_io(1);
-    wait_for("STRONG again", PATIENCE, || {
-        s.proxy.durability().status().state == State::Strong
-    });
-    s.topology.wait_replicas_caught_up();
-    conn.query_drop("INSERT INTO t (v) VALUES (3)")
-        .await
-        .unwrap();
-    assert_eq!(
-        s.released("quorum"),
-        1,
-        "the next commit waited for its quorum"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn on_timeout_block_waits_through_timeouts_until_a_replica_returns() {
-    let s = Strong::start(
-        2,
-        durability(1, OnTimeout::Block, Duration::from_millis(300)),
-    );
-    s.stop_all();
-    let insert = s.park("INSERT INTO t (v) VALUES (1)", vec![]).await;
-    // Its timeout passes; the commit stays parked.
-    wait_for("the commit to outlast its ACK timeout", PATIENCE, || {
-        s.proxy.durability().status().parked_overdue == 1
-    });
-    assert_eq!(s.parked(), 1);
-    assert!(!insert.is_finished());
-    assert_eq!(
-        s.proxy.durability().status().released.values().sum::<u64>(),
-        0
-    );
-    s.start_io(1);
-    expect_ok(insert).await;
-    assert_eq!(s.released("quorum"), 1);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn without_quorum_immediate_applies_the_policy_at_once() {
-    let mut config = durability(1, OnTimeout::Error, Duration::from_secs(3600));
-    config.without_quorum = WithoutQuorum::Immediate;
-    let s = Strong::start(2, config);
-    s.stop_all();
-    let mut conn = s.client().await;
-    // An hour-long ack timeout, yet the answer comes at once: there is no quorum to wait for.
-    let result = tokio::time::timeout(PATIENCE, conn.query_drop("INSERT INTO t (v) VALUES (1)"))
-        .await
-        .expect("no waiting for the timeout");
-    assert!(
-        matches!(result, Err(mysql_async::Error::Server(ref e)) if e.code == 1105),
-        "{result:?}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn quorum_two_waits_for_the_second_replica_which_then_has_the_transaction() {
-    let s = Strong::start(
-        2,
-        durability(2, OnTimeout::Block, Duration::from_secs(3600)),
-    );
-    s.stop_io(1);
-    s.wait_semisync(1);
-    let insert = s
-        .park("INSERT INTO t (v) VALUES (1)", vec![s.witness(1)])
-        .await;
-    let gtid = s.topology.primary.gtid_binlog_pos();
-    s.start_io(1);
-    // At the moment of the OK, the second replica has received the transaction.
-    let watched = answered(insert).await;
-    watched.result.unwrap();
-    assert!(
-        position_holds(&watched.received[0], &gtid),
-        "{gtid} not in Gtid_IO_Pos {}",
-        watched.received[0]
-    );
-    assert_eq!(s.released("quorum"), 1);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over_tcp() {
+async fn mariadb_over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over_tcp() {
     let s = Strong::start_with(2, |config, topology| {
         config.durability = durability(2, OnTimeout::Block, Duration::from_secs(3600));
         config.primary = topology.primary.socket().to_str().unwrap().to_owned();
@@ -263,7 +391,7 @@ async fn over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn xa_procedures_and_batches_each_park_and_wait_for_their_last_gtid() {
+async fn mariadb_xa_procedures_and_batches_each_park_and_wait_for_their_last_gtid() {
     let s = Strong::start(
         2,
         durability(1, OnTimeout::Block, Duration::from_secs(3600)),
@@ -327,7 +455,7 @@ async fn xa_procedures_and_batches_each_park_and_wait_for_their_last_gtid() {
 }
 
 #[test]
-fn a_client_that_leaves_while_parked_leaves_no_waiter_behind() {
+fn mariadb_a_client_that_leaves_while_parked_leaves_no_waiter_behind() {
     let s = Strong::start(
         2,
         durability(1, OnTimeout::Block, Duration::from_secs(3600)),
@@ -347,7 +475,7 @@ fn a_client_that_leaves_while_parked_leaves_no_waiter_behind() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_thousand_parked_commits_do_not_stop_reads_on_other_connections() {
+async fn mariadb_a_thousand_parked_commits_do_not_stop_reads_on_other_connections() {
     raise_open_files_limit();
     let s = Strong::start(
         2,
@@ -411,7 +539,8 @@ fn raise_open_files_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_both_replicas() {
+async fn mariadb_a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_both_replicas()
+{
     let s = Strong::start(2, durability(2, OnTimeout::Error, Duration::from_secs(60)));
     let mut conn = s.client().await;
     conn.query_drop("CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB)")
@@ -432,7 +561,7 @@ async fn a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_bot
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_batch_that_ends_inside_a_large_transaction_asks_for_the_ack_with_a_heartbeat() {
+async fn mariadb_a_batch_that_ends_inside_a_large_transaction_asks_for_the_ack_with_a_heartbeat() {
     let s = Strong::start(
         1,
         durability(1, OnTimeout::Block, Duration::from_secs(3600)),
