@@ -1,7 +1,11 @@
 //! The read barrier (`visibility = "quorum"`): no response a client gets reveals a transaction
 //! the quorum does not hold. Proved from the replica's own record of what it had received
-//! (`Gtid_IO_Pos`) at the moment a reader got its answer; the control, `visibility = "commit"`,
-//! shows the same reader seeing what the replica does not have.
+//! (`Gtid_IO_Pos`, `RECEIVED_TRANSACTION_SET`) at the moment a reader got its answer; the
+//! control, `visibility = "commit"`, shows the same reader seeing what the replica does not
+//! have. MySQL makes a transaction's rows visible to other sessions before its GTID is in
+//! `gtid_executed`, never before it is in the binlog, so there the barrier bounds each response
+//! by the primary's binlog position. The tests written over [`Cluster`] run on MariaDB 10.11
+//! and MySQL 9.7; the others are MariaDB's, and say so.
 
 use std::time::Duration;
 
@@ -9,23 +13,37 @@ use mysql_async::prelude::*;
 use strongsync::config::ProbeConfig;
 use strongsync::config::{DurabilityConfig, OnTimeout, Visibility};
 use support::admin;
+use support::cluster::Cluster;
+use support::each_server;
 use support::mariadb::{wait_for, MariaDb};
 use support::strong::{durability, newest_gtid, position_holds, Strong, Witness, PATIENCE};
+use support::topology::Topology;
 use tokio::task::JoinHandle;
 
 const PROBE_USER: &str = "probe";
 const PROBE_PASSWORD: &str = "probe-secret";
 
-/// One replica through a proxy with the read barrier on and the given policy.
+/// One MariaDB replica through a proxy with the read barrier on and the given policy.
 fn barrier(on_timeout: OnTimeout, ack_timeout: Duration) -> Strong {
-    barrier_as(Visibility::Quorum, on_timeout, ack_timeout)
+    barrier_as::<Topology>(Visibility::Quorum, on_timeout, ack_timeout)
 }
 
-fn barrier_as(visibility: Visibility, on_timeout: OnTimeout, ack_timeout: Duration) -> Strong {
-    Strong::start_with(1, |config, topology| {
-        topology.primary.sql(&format!(
+/// One replica through a proxy with the given visibility and policy. On MySQL the probe
+/// account may read the binlog position (`REPLICATION CLIENT`); MariaDB's needs nothing.
+fn barrier_as<C: Cluster>(
+    visibility: Visibility,
+    on_timeout: OnTimeout,
+    ack_timeout: Duration,
+) -> Strong<C> {
+    Strong::<C>::launch(1, None, |config, topology| {
+        topology.primary_sql(&format!(
             "CREATE USER '{PROBE_USER}'@'%' IDENTIFIED BY '{PROBE_PASSWORD}'"
         ));
+        if C::MYSQL {
+            topology.primary_sql(&format!(
+                "GRANT REPLICATION CLIENT ON *.* TO '{PROBE_USER}'@'%'"
+            ));
+        }
         config.durability = DurabilityConfig {
             visibility,
             ..durability(1, on_timeout, ack_timeout)
@@ -66,13 +84,14 @@ async fn answer(read: JoinHandle<Read>) -> Read {
 }
 
 /// Commits on the primary itself (no proxy, so nothing waits for it) and returns its GTID.
-fn commit_directly(primary: &MariaDb, v: i64) -> String {
-    primary.sql(&format!("INSERT INTO sbtest.t (v) VALUES ({v})"));
-    newest_gtid(primary, 0)
+fn commit_directly<C: Cluster>(s: &Strong<C>, v: i64) -> String {
+    s.topology
+        .primary_sql(&format!("INSERT INTO sbtest.t (v) VALUES ({v})"));
+    s.topology.newest_gtid()
 }
 
 /// Reads the row of `sbtest.t` with value `v` on `conn`, answered whenever it is released.
-async fn read_value(s: &Strong, conn: mysql_async::Conn, v: i64) -> Read {
+async fn read_value<C: Cluster>(s: &Strong<C>, conn: mysql_async::Conn, v: i64) -> Read {
     answer(spawn_read(
         conn,
         &format!("SELECT v FROM sbtest.t WHERE v = {v}"),
@@ -82,21 +101,21 @@ async fn read_value(s: &Strong, conn: mysql_async::Conn, v: i64) -> Read {
 }
 
 /// Stops the replica's I/O thread and waits until the proxy has no semisync replica.
-fn lose_quorum(s: &Strong) {
+fn lose_quorum<C: Cluster>(s: &Strong<C>) {
     s.stop_io(0);
     s.wait_semisync(0);
 }
 
-fn reads_held(s: &Strong) -> usize {
+fn reads_held<C: Cluster>(s: &Strong<C>) -> usize {
     s.proxy.durability().status().reads_parked
 }
 
-fn reads_released(s: &Strong, outcome: &str) -> u64 {
+fn reads_released<C: Cluster>(s: &Strong<C>, outcome: &str) -> u64 {
     s.proxy.durability().status().reads_released[outcome]
 }
 
 /// Waits until the proxy's read barrier holds `n` responses.
-fn wait_reads_held(s: &Strong, n: usize) {
+fn wait_reads_held<C: Cluster>(s: &Strong<C>, n: usize) {
     wait_for(&format!("{n} held read(s)"), PATIENCE, || {
         reads_held(s) == n
     });
@@ -104,8 +123,8 @@ fn wait_reads_held(s: &Strong, n: usize) {
 
 /// Runs `sql` on `conn` while the replica's I/O thread is stopped: the read barrier must hold it
 /// until the thread runs again, and its answer must come only once the replica has `gtid`.
-async fn held_until_replica_has(
-    s: &Strong,
+async fn held_until_replica_has<C: Cluster>(
+    s: &Strong<C>,
     conn: mysql_async::Conn,
     sql: &str,
     gtid: &str,
@@ -121,20 +140,23 @@ async fn held_until_replica_has(
     s.start_io(0);
     let read = answer(reader).await;
     assert!(
-        position_holds(&read.received, gtid),
+        C::holds(&read.received, gtid),
         "{what}: answered when the replica had received only {}",
         read.received
     );
     read
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it() {
-    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+async fn a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it<C: Cluster>() {
+    let s = barrier_as::<C>(
+        Visibility::Quorum,
+        OnTimeout::Block,
+        Duration::from_secs(3600),
+    );
     // Connecting reads too: without its quorum, under `block`, it would wait as well.
     let conn = s.client().await;
     lose_quorum(&s);
-    let gtid = commit_directly(&s.topology.primary, 42);
+    let gtid = commit_directly(&s, 42);
 
     let read = held_until_replica_has(&s, conn, "SELECT v FROM sbtest.t WHERE v = 42", &gtid).await;
     assert_eq!(read.result.expect("the read"), vec![42]);
@@ -144,7 +166,8 @@ async fn a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in_a_transaction() {
+async fn mariadb_every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in_a_transaction(
+) {
     let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
     s.topology
         .primary
@@ -203,10 +226,14 @@ async fn every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_and_a_reload_closes_it(
-) {
-    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_and_a_reload_closes_it<
+    C: Cluster,
+>() {
+    let s = barrier_as::<C>(
+        Visibility::Quorum,
+        OnTimeout::Block,
+        Duration::from_secs(3600),
+    );
     let commit_visibility = DurabilityConfig {
         visibility: Visibility::Commit,
         ..s.proxy.durability().config()
@@ -215,11 +242,11 @@ async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_an
     let conn = s.client().await;
     lose_quorum(&s);
 
-    let gtid = commit_directly(&s.topology.primary, 5);
+    let gtid = commit_directly(&s, 5);
     let read = read_value(&s, conn, 5).await;
     assert_eq!(read.result.expect("the read"), vec![5]);
     assert!(
-        !position_holds(&read.received, &gtid),
+        !C::holds(&read.received, &gtid),
         "the control is void: the replica already had {gtid} ({})",
         read.received
     );
@@ -229,14 +256,14 @@ async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_an
         visibility: Visibility::Quorum,
         ..commit_visibility.clone()
     });
-    let gtid = commit_directly(&s.topology.primary, 6);
+    let gtid = commit_directly(&s, 6);
     let read =
         held_until_replica_has(&s, read.conn, "SELECT v FROM sbtest.t WHERE v = 6", &gtid).await;
     assert_eq!(read.result.expect("the read"), vec![6]);
 
     // A reload back to `commit` lets a held read go at once.
     lose_quorum(&s);
-    let gtid = commit_directly(&s.topology.primary, 7);
+    let gtid = commit_directly(&s, 7);
     let reader = spawn_read(
         read.conn,
         "SELECT v FROM sbtest.t WHERE v = 7",
@@ -246,12 +273,12 @@ async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_an
     s.proxy.durability().reconfigure(commit_visibility.clone());
     let read = answer(reader).await;
     assert_eq!(read.result.expect("the read"), vec![7]);
-    assert!(!position_holds(&read.received, &gtid), "{}", read.received);
+    assert!(!C::holds(&read.received, &gtid), "{}", read.received);
     assert_eq!(reads_held(&s), 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_read_behind_a_commit_that_degraded_is_released_with_it() {
+async fn mariadb_a_read_behind_a_commit_that_degraded_is_released_with_it() {
     let s = barrier(OnTimeout::Degrade, Duration::from_secs(2));
     let writer = s.client().await;
     let reader = s.client().await;
@@ -286,11 +313,11 @@ async fn a_read_behind_a_commit_that_degraded_is_released_with_it() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn under_error_a_read_whose_quorum_does_not_come_gets_an_error_instead_of_the_data() {
+async fn mariadb_under_error_a_read_whose_quorum_does_not_come_gets_an_error_instead_of_the_data() {
     let s = barrier(OnTimeout::Error, Duration::from_secs(2));
     let reader = s.client().await;
     lose_quorum(&s);
-    let gtid = commit_directly(&s.topology.primary, 11);
+    let gtid = commit_directly(&s, 11);
     let read = read_value(&s, reader, 11).await;
     let error = read.result.expect_err("an error instead of the row");
     let text = error.to_string();
@@ -309,7 +336,7 @@ async fn under_error_a_read_whose_quorum_does_not_come_gets_an_error_instead_of_
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_probe_connection_lost_is_opened_again_and_while_it_cannot_be_reads_wait() {
+async fn mariadb_the_probe_connection_lost_is_opened_again_and_while_it_cannot_be_reads_wait() {
     let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
     let primary = &s.topology.primary;
     let mut conn = s.client().await;
@@ -364,20 +391,22 @@ async fn the_probe_connection_lost_is_opened_again_and_while_it_cannot_be_reads_
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn with_no_write_in_flight_a_read_goes_after_the_probe_without_queueing() {
-    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+async fn with_no_write_in_flight_a_read_goes_after_the_probe_without_queueing<C: Cluster>() {
+    let s = barrier_as::<C>(
+        Visibility::Quorum,
+        OnTimeout::Block,
+        Duration::from_secs(3600),
+    );
     s.topology
-        .primary
-        .sql("INSERT INTO sbtest.t (v) VALUES (1)");
-    let gtid = newest_gtid(&s.topology.primary, 0);
+        .primary_sql("INSERT INTO sbtest.t (v) VALUES (1)");
+    let gtid = s.topology.newest_gtid();
     let mut conn = s.client().await;
     wait_for("the replica to acknowledge the insert", PATIENCE, || {
         let status = s.proxy.durability().status();
         status
             .replicas
             .iter()
-            .all(|r| position_holds(&r.held.to_string(), &gtid))
+            .all(|r| C::holds(&r.held.to_string(), &gtid))
     });
     let queued_before = s.proxy.durability().status().reads_queued;
     let released_before = reads_released(&s, "quorum");
@@ -396,11 +425,12 @@ async fn with_no_write_in_flight_a_read_goes_after_the_probe_without_queueing() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn begin_rollback_ping_and_reset_reveal_nothing_and_go_at_once_while_anything_else_waits() {
+async fn mariadb_begin_rollback_ping_and_reset_reveal_nothing_and_go_at_once_while_anything_else_waits(
+) {
     let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
     let mut conn = s.client().await;
     lose_quorum(&s);
-    let gtid = commit_directly(&s.topology.primary, 3);
+    let gtid = commit_directly(&s, 3);
     // Not held (the quorum is gone for good until the replica is back): they return.
     conn.query_drop("BEGIN").await.unwrap();
     conn.query_drop("ROLLBACK").await.unwrap();
@@ -414,7 +444,7 @@ async fn begin_rollback_ping_and_reset_reveal_nothing_and_go_at_once_while_anyth
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn everything_a_session_does_works_under_the_barrier() {
+async fn mariadb_everything_a_session_does_works_under_the_barrier() {
     let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rows.csv");
@@ -551,7 +581,7 @@ async fn open_snapshot(s: &Strong, before: &[&str], inside: &[&str]) -> mysql_as
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn reads_of_a_bounded_snapshot_go_at_once_and_what_it_cannot_show_stays_held() {
+async fn mariadb_reads_of_a_bounded_snapshot_go_at_once_and_what_it_cannot_show_stays_held() {
     let s = snapshot_barrier();
     let mut conn = open_snapshot(&s, &[], &[]).await;
     let stmt = conn
@@ -559,7 +589,7 @@ async fn reads_of_a_bounded_snapshot_go_at_once_and_what_it_cannot_show_stays_he
         .await
         .unwrap();
     lose_quorum(&s);
-    let gtid = commit_directly(&s.topology.primary, 42);
+    let gtid = commit_directly(&s, 42);
 
     // The snapshot predates the write: reading it reveals nothing, so it goes, under `block`
     // with no quorum, before the replica has the write. A prepared statement too.
@@ -597,7 +627,7 @@ async fn reads_of_a_bounded_snapshot_go_at_once_and_what_it_cannot_show_stays_he
     // The error ended the transaction: the next read is bounded again.
     s.wait_semisync(1);
     lose_quorum(&s);
-    let gtid = commit_directly(&s.topology.primary, 43);
+    let gtid = commit_directly(&s, 43);
     let read = held_until_replica_has(
         &s,
         read.conn,
@@ -609,7 +639,7 @@ async fn reads_of_a_bounded_snapshot_go_at_once_and_what_it_cannot_show_stays_he
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_transaction_that_may_see_past_its_snapshot_is_bounded_statement_by_statement() {
+async fn mariadb_a_transaction_that_may_see_past_its_snapshot_is_bounded_statement_by_statement() {
     let s = snapshot_barrier();
     // (what the session did before BEGIN, what it did in the transaction after its first read,
     // the statement that must then wait for the quorum)
@@ -674,7 +704,7 @@ async fn a_transaction_that_may_see_past_its_snapshot_is_bounded_statement_by_st
         eprintln!("case: {before:?} {inside:?} {held}");
         let conn = open_snapshot(&s, before, inside).await;
         lose_quorum(&s);
-        let gtid = commit_directly(&s.topology.primary, 7);
+        let gtid = commit_directly(&s, 7);
         let read = held_until_replica_has(&s, conn, held, &gtid).await;
         read.result
             .unwrap_or_else(|e| panic!("{before:?} {inside:?} {held}: {e}"));
@@ -683,11 +713,11 @@ async fn a_transaction_that_may_see_past_its_snapshot_is_bounded_statement_by_st
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_begin_of_a_snapshot_waits_for_what_the_snapshot_holds_and_its_reads_then_go() {
+async fn mariadb_the_begin_of_a_snapshot_waits_for_what_the_snapshot_holds_and_its_reads_then_go() {
     let s = snapshot_barrier();
     let conn = s.client().await;
     lose_quorum(&s);
-    let gtid = commit_directly(&s.topology.primary, 42);
+    let gtid = commit_directly(&s, 42);
     // The snapshot is taken at BEGIN and holds the write: BEGIN's OK waits for the quorum.
     let begun = held_until_replica_has(&s, conn, "BEGIN", &gtid).await;
     begun.result.expect("BEGIN");
@@ -699,7 +729,7 @@ async fn the_begin_of_a_snapshot_waits_for_what_the_snapshot_holds_and_its_reads
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_statement_of_16_mib_or_more_is_bounded_even_in_a_snapshot() {
+async fn mariadb_a_statement_of_16_mib_or_more_is_bounded_even_in_a_snapshot() {
     let s = snapshot_barrier();
     let opts = mysql_async::OptsBuilder::from_opts(
         mysql_async::Opts::from_url(
@@ -713,7 +743,7 @@ async fn a_statement_of_16_mib_or_more_is_bounded_even_in_a_snapshot() {
     conn.query_drop("BEGIN").await.unwrap();
     let _: Vec<i64> = conn.query("SELECT COUNT(*) FROM sbtest.t").await.unwrap();
     lose_quorum(&s);
-    let gtid = commit_directly(&s.topology.primary, 9);
+    let gtid = commit_directly(&s, 9);
     // What reveals the write comes after the first 16 MiB packet of the statement.
     let padding = "x".repeat(17 << 20);
     let sql = format!("SELECT LENGTH('{padding}') + LENGTH(@@global.gtid_binlog_pos)");
@@ -722,12 +752,12 @@ async fn a_statement_of_16_mib_or_more_is_bounded_even_in_a_snapshot() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn with_visibility_quorum_every_read_of_a_transaction_is_bounded_even_under_snapshot_isolation(
+async fn mariadb_with_visibility_quorum_every_read_of_a_transaction_is_bounded_even_under_snapshot_isolation(
 ) {
     let s = snapshot_isolation(barrier(OnTimeout::Block, Duration::from_secs(3600)));
     let conn = open_snapshot(&s, &[], &[]).await;
     lose_quorum(&s);
-    let gtid = commit_directly(&s.topology.primary, 5);
+    let gtid = commit_directly(&s, 5);
     let read = held_until_replica_has(&s, conn, "SELECT COUNT(*) FROM sbtest.t", &gtid).await;
     read.result.expect("the read");
     assert_eq!(reads_in_snapshot(&s), 0);
@@ -790,7 +820,7 @@ async fn the_mariadb_bound_is_prepared_once_and_executed_for_each_reading() {
 /// MariaDB 10.11 stands in for it: it rejects the new name with a parse error and answers the
 /// old one with the same `File` and `Position` columns, so it is probed here as a MySQL primary.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_primary_without_show_binary_log_status_is_bounded_by_show_master_status() {
+async fn mariadb_a_primary_without_show_binary_log_status_is_bounded_by_show_master_status() {
     use strongsync::flavour::Flavour;
     use strongsync_proto::gtid::GtidPosition;
     use strongsync_proto::position::Position;
@@ -830,3 +860,9 @@ async fn a_primary_without_show_binary_log_status_is_bounded_by_show_master_stat
         connection = Some(id);
     }
 }
+
+each_server!(
+    a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it,
+    the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_and_a_reload_closes_it,
+    with_no_write_in_flight_a_read_goes_after_the_probe_without_queueing,
+);

@@ -16,6 +16,8 @@ use super::topology::Topology;
 
 /// A primary and replicas, started and controlled by a test.
 pub trait Cluster: Sized + Send + Sync + 'static {
+    /// MySQL 9.7 (else MariaDB 10.11): for the few steps a test takes differently on each.
+    const MYSQL: bool;
     /// `replicas` replicas replicating from the primary, and a table
     /// `sbtest.t (id AUTO_INCREMENT, v INT)` on it.
     fn start(replicas: usize) -> Self;
@@ -89,6 +91,8 @@ impl Witness {
 }
 
 impl Cluster for Topology {
+    const MYSQL: bool = false;
+
     fn start(replicas: usize) -> Self {
         let topology = Topology::start(replicas);
         topology
@@ -163,6 +167,8 @@ impl Cluster for Topology {
 }
 
 impl Cluster for MySqlTopology {
+    const MYSQL: bool = true;
+
     fn start(replicas: usize) -> Self {
         let topology = MySqlTopology::start(replicas);
         topology
