@@ -12,15 +12,23 @@ use mysql_common::constants::{CapabilityFlags, StatusFlags};
 use mysql_common::packets::session_state_change::SessionStateChange;
 use strongsync::config::OnTimeout;
 use support::admin;
+use support::cluster::Cluster;
+use support::each_server;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
+use support::mysql_topology::MySqlTopology;
 use support::rawclient::{RawClient, Reply};
 use support::strong::{
     answered, durability, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE,
 };
 use support::tcp_relay::{Direction, TcpRelay};
+use support::topology::Topology;
 
-/// Ways of switching the tracker off, each with the statement that then commits.
-const WAYS: &[(&str, &[&str], &str)] = &[
+/// A way of switching the tracker off: what it is, the statements before, and the statement
+/// that then commits.
+type Way = (&'static str, &'static [&'static str], &'static str);
+
+/// MariaDB: ways of switching the tracker off (`last_gtid` off the tracked list).
+const MARIADB_WAYS: &[Way] = &[
     (
         "directly",
         &["SET SESSION session_track_system_variables = ''"],
@@ -50,7 +58,7 @@ const WAYS: &[(&str, &[&str], &str)] = &[
 ];
 
 /// The procedures, function and trigger that switch the tracker off.
-const STORED_CODE: &[&str] = &[
+const MARIADB_STORED_CODE: &[&str] = &[
     "CREATE PROCEDURE tracker_off_then_insert() BEGIN \
        SET SESSION session_track_system_variables = ''; \
        INSERT INTO t (v) VALUES (1); END",
@@ -66,6 +74,73 @@ const STORED_CODE: &[&str] = &[
        SET SESSION session_track_system_variables = ''",
 ];
 
+/// MySQL: ways of switching GTID reports off (`session_track_gtids`).
+const MYSQL_WAYS: &[Way] = &[
+    (
+        "directly",
+        &["SET SESSION session_track_gtids = OFF"],
+        "INSERT INTO t (v) VALUES (1)",
+    ),
+    (
+        "to its default",
+        &["SET @@session.session_track_gtids = DEFAULT"],
+        "INSERT INTO t (v) VALUES (1)",
+    ),
+    (
+        "by taking it off the tracked list, then switching it off",
+        &[
+            "SET SESSION session_track_system_variables = ''",
+            "SET SESSION session_track_gtids = OFF",
+        ],
+        "INSERT INTO t (v) VALUES (1)",
+    ),
+    (
+        "with state-change reports off first",
+        &[
+            "SET SESSION session_track_state_change = OFF",
+            "SET SESSION session_track_gtids = OFF",
+        ],
+        "INSERT INTO t (v) VALUES (1)",
+    ),
+    (
+        "in an SQL prepared statement",
+        &[
+            "PREPARE off FROM 'SET SESSION session_track_gtids = OFF'",
+            "EXECUTE off",
+        ],
+        "INSERT INTO t (v) VALUES (1)",
+    ),
+    (
+        "in a procedure, then committing",
+        &[],
+        "CALL tracker_off_then_insert()",
+    ),
+    (
+        "in the same batch as the commit",
+        &[],
+        "SET SESSION session_track_gtids = OFF; INSERT INTO t (v) VALUES (1)",
+    ),
+    (
+        "with a SET_VAR hint (MySQL ignores it for this variable)",
+        &[],
+        "INSERT /*+ SET_VAR(session_track_gtids = OFF) */ INTO t (v) VALUES (1)",
+    ),
+];
+
+const MYSQL_STORED_CODE: &[&str] = &["CREATE PROCEDURE tracker_off_then_insert() BEGIN \
+       SET SESSION session_track_gtids = OFF; \
+       INSERT INTO t (v) VALUES (1); END"];
+
+/// The server's ways, with the stored code they call.
+fn ways<C: Cluster>() -> (&'static [Way], &'static [&'static str]) {
+    if C::MYSQL {
+        (MYSQL_WAYS, MYSQL_STORED_CODE)
+    } else {
+        (MARIADB_WAYS, MARIADB_STORED_CODE)
+    }
+}
+
+/// One MariaDB replica, waiting under `block`, without a probe.
 async fn cluster() -> Strong {
     setup(Strong::start(
         1,
@@ -74,27 +149,31 @@ async fn cluster() -> Strong {
     .await
 }
 
-/// Waits under `block` and gives the proxy a probe account (made on the primary).
-fn with_probe(config: &mut strongsync::config::Config, topology: &support::topology::Topology) {
-    topology
-        .primary
-        .sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
+/// Waits under `block` and gives the proxy a probe account (made on the primary; on MySQL it
+/// may read the binlog position).
+fn with_probe<C: Cluster>(config: &mut strongsync::config::Config, topology: &C) {
+    topology.primary_sql("CREATE USER 'probe'@'%' IDENTIFIED BY 'probe-secret'");
+    if C::MYSQL {
+        topology.primary_sql("GRANT REPLICATION CLIENT ON *.* TO 'probe'@'%'");
+    }
     config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
     config.probe = strongsync::config::ProbeConfig::account_of("probe", "probe-secret");
 }
 
-/// [`cluster`] with a probe account, so that the proxy tracks transactions too (for the read
-/// barrier's one bound per snapshot).
-async fn cluster_with_probe() -> Strong {
-    setup(Strong::start_with(1, with_probe)).await
+/// [`cluster`] with a probe account, so that an unreported commit is bounded by the primary's
+/// position and the proxy tracks transactions too (for the read barrier's one bound per
+/// snapshot).
+async fn cluster_with_probe<C: Cluster>() -> Strong<C> {
+    setup(Strong::<C>::launch(1, None, with_probe::<C>)).await
 }
 
-async fn setup(s: Strong) -> Strong {
-    let url = s.topology.primary.url(APP_USER, APP_PASSWORD);
+/// Creates the server's stored code, as the application's account.
+async fn setup<C: Cluster>(s: Strong<C>) -> Strong<C> {
+    let url = s.topology.primary_url(APP_USER, APP_PASSWORD);
     let mut direct = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
         .await
         .unwrap();
-    for sql in STORED_CODE {
+    for sql in ways::<C>().1 {
         direct
             .query_drop(*sql)
             .await
@@ -108,29 +187,34 @@ async fn setup(s: Strong) -> Strong {
 /// Without a probe, sessions are set up with statements of strongsync's: each way is found by
 /// the check and the tracking put back.
 #[tokio::test(flavor = "multi_thread")]
-async fn with_the_tracker_switched_off_in_any_way_a_commit_still_waits_for_its_quorum() {
+async fn mariadb_with_the_tracker_switched_off_in_any_way_a_commit_still_waits_for_its_quorum() {
     let s = cluster().await;
     switched_off_in_any_way(&s).await;
     // Every way but the one-statement SET leaves the tracker off: each was found and undone.
     let scrape = admin::metrics(s.proxy.admin_addr());
     assert_eq!(
         scrape.get("strongsync_tracking_restored_total"),
-        (WAYS.len() - 1) as f64
+        (MARIADB_WAYS.len() - 1) as f64
     );
 }
 
 /// With the probe, sessions are set up from the primary's defaults, which track what
-/// strongsync needs (deploy/sandbox/mariadb.cnf): each way is seen in the response, and the
-/// session's responses are bounded from then on; no statement of strongsync's puts anything
-/// back.
-#[tokio::test(flavor = "multi_thread")]
-async fn set_up_from_the_defaults_with_the_tracker_switched_off_in_any_way_a_commit_still_waits() {
-    let s = cluster_with_probe().await;
+/// strongsync needs (deploy/sandbox/mariadb.cnf, tests/support/src/mysql_launch.rs): each way
+/// that leaves the tracking off is seen in the response, and the session's responses are
+/// bounded from then on; no statement of strongsync's puts anything back. On MySQL not every
+/// way leaves reports off (the `SET_VAR` hint is ignored for this variable, for one): at least
+/// all but two of them are found.
+async fn set_up_from_the_defaults_with_the_tracker_switched_off_in_any_way_a_commit_still_waits<
+    C: Cluster,
+>() {
+    let s = cluster_with_probe::<C>().await;
     switched_off_in_any_way(&s).await;
-    let scrape = admin::metrics(s.proxy.admin_addr());
-    assert_eq!(
-        scrape.get("strongsync_sessions_untrusted_total"),
-        WAYS.len() as f64
+    let scrape = s.metrics();
+    let untrusted = scrape.get("strongsync_sessions_untrusted_total");
+    let ways = ways::<C>().0.len() as f64;
+    assert!(
+        untrusted >= if C::MYSQL { ways - 2.0 } else { ways } && untrusted <= ways,
+        "{untrusted} sessions found untrusted of {ways}"
     );
     for reason in ["setup", "check", "restore"] {
         assert_eq!(
@@ -143,9 +227,9 @@ async fn set_up_from_the_defaults_with_the_tracker_switched_off_in_any_way_a_com
     }
 }
 
-async fn switched_off_in_any_way(s: &Strong) {
-    let primary = &s.topology.primary;
-    for (way, setup, commit) in WAYS {
+async fn switched_off_in_any_way<C: Cluster>(s: &Strong<C>) {
+    let ways = ways::<C>().0;
+    for (way, setup, commit) in ways {
         // With the replica up: a setup response that may have run stored code is bounded by
         // the primary's position too, which the replica then holds at once.
         let mut conn = s.client().await;
@@ -156,30 +240,31 @@ async fn switched_off_in_any_way(s: &Strong) {
         }
         s.stop_io(0);
         s.wait_semisync(0);
-        let before = primary.gtid_binlog_pos();
+        let before = s.topology.newest_gtid();
         let watched = spawn_watched(conn, *commit, vec![s.witness(0)]);
         wait_for(&format!("the commit {way} to park"), PATIENCE, || {
-            s.parked() == 1 && primary.gtid_binlog_pos() != before
+            s.parked() == 1 && s.topology.newest_gtid() != before
         });
-        let gtid = newest_gtid(primary, 0);
+        let gtid = s.topology.newest_gtid();
         // Parked, and committed on the primary: the client has no answer yet.
         assert!(!watched.is_finished(), "{way}: answered without a replica");
         s.start_io(0);
         let watched = answered(watched).await;
         watched.result.unwrap_or_else(|e| panic!("{way}: {e}"));
         assert!(
-            position_holds(&watched.received[0], &gtid),
+            C::holds(&watched.received[0], &gtid),
             "{way}: the replica had received {} when the OK for {gtid} came",
             watched.received[0]
         );
         drop(watched.conn);
     }
-    assert!(s.released("quorum") >= WAYS.len() as u64);
+    assert!(s.released("quorum") >= ways.len() as u64);
     assert_eq!(s.released("unresolved"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_binary_prepared_statement_that_switches_the_tracker_off_does_not_hide_the_next_commit() {
+async fn mariadb_a_binary_prepared_statement_that_switches_the_tracker_off_does_not_hide_the_next_commit(
+) {
     let s = cluster().await;
     let primary = &s.topology.primary;
     s.stop_io(0);
@@ -235,7 +320,7 @@ fn items(reply: &Reply) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_client_sees_exactly_the_tracker_data_it_asked_for() {
+async fn mariadb_a_client_sees_exactly_the_tracker_data_it_asked_for() {
     let s = cluster().await;
     let steps = [
         "SET SESSION session_track_system_variables = 'autocommit'",
@@ -254,9 +339,9 @@ async fn a_client_sees_exactly_the_tracker_data_it_asked_for() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn with_transactions_tracked_by_the_proxy_a_client_sees_only_the_transaction_data_it_asked_for(
+async fn mariadb_with_transactions_tracked_by_the_proxy_a_client_sees_only_the_transaction_data_it_asked_for(
 ) {
-    let s = cluster_with_probe().await;
+    let s = cluster_with_probe::<Topology>().await;
     // A client switching the tracker itself sees what it asked for from the next statement on
     // (the switch's own OK, marked `~`, is not compared: see docs/compatibility.md, known
     // limits).
@@ -292,8 +377,8 @@ async fn with_transactions_tracked_by_the_proxy_a_client_sees_only_the_transacti
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_legacy_eof_client_is_not_checked_after_every_result_set_of_a_transaction() {
-    let s = cluster_with_probe().await;
+async fn mariadb_a_legacy_eof_client_is_not_checked_after_every_result_set_of_a_transaction() {
+    let s = cluster_with_probe::<Topology>().await;
     let checks = || {
         admin::metrics(s.proxy.admin_addr())
             .get(r#"strongsync_tracking_checks_total{reason="legacy_eof"}"#)
@@ -392,7 +477,8 @@ fn garble_gtid_rows_too(payload: &mut [u8]) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_unreadable_state_item_is_bounded_and_an_unreadable_bound_is_counted_never_silent() {
+async fn mariadb_an_unreadable_state_item_is_bounded_and_an_unreadable_bound_is_counted_never_silent(
+) {
     let relay_target = std::sync::Mutex::new(None::<TcpRelay>);
     let s = Strong::start_with(1, |config, _| {
         config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
@@ -522,7 +608,7 @@ fn hidden_commit_then_infile(s: &Strong, held: bool) -> (String, String) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_commit_hidden_before_a_local_infile_request_is_bounded_by_the_probe() {
+async fn mariadb_a_commit_hidden_before_a_local_infile_request_is_bounded_by_the_probe() {
     let s = Strong::start_with(1, with_probe);
     s.stop_io(0);
     s.wait_semisync(0);
@@ -541,7 +627,8 @@ async fn a_commit_hidden_before_a_local_infile_request_is_bounded_by_the_probe()
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn without_a_probe_a_commit_hidden_before_a_local_infile_request_is_released_unresolved() {
+async fn mariadb_without_a_probe_a_commit_hidden_before_a_local_infile_request_is_released_unresolved(
+) {
     let s = cluster().await;
     s.stop_io(0);
     s.wait_semisync(0);
@@ -568,7 +655,7 @@ fn hide_snapshot_isolation(payload: &mut [u8]) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn on_a_server_without_snapshot_isolation_the_session_is_set_up_as_before() {
+async fn mariadb_on_a_server_without_snapshot_isolation_the_session_is_set_up_as_before() {
     let relay_target = std::sync::Mutex::new(None::<TcpRelay>);
     let s = setup(Strong::start_with(1, |config, topology| {
         with_probe(config, topology);
@@ -597,3 +684,59 @@ async fn on_a_server_without_snapshot_isolation_the_session_is_set_up_as_before(
     same_items_direct_and_through(&s, &steps, CapabilityFlags::CLIENT_DEPRECATE_EOF);
     drop(relay_target);
 }
+
+async fn a_reset_connection_or_a_change_of_user_sets_tracking_up_again<C: Cluster>() {
+    let s = cluster_with_probe::<C>().await;
+    let mut conn = s.client().await;
+    assert!(conn.reset().await.unwrap(), "COM_RESET_CONNECTION was sent");
+    conn.change_user(
+        mysql_async::ChangeUserOpts::default()
+            .with_user(Some(APP_USER.to_string()))
+            .with_pass(Some(APP_PASSWORD.to_string()))
+            .with_db_name(Some("sbtest".to_string())),
+    )
+    .await
+    .unwrap();
+    for step in ["after a reset and a change of user", "again"] {
+        s.stop_io(0);
+        s.wait_semisync(0);
+        let watched = spawn_watched(conn, "INSERT INTO t (v) VALUES (2)", vec![s.witness(0)]);
+        wait_for(&format!("the commit {step} to park"), PATIENCE, || {
+            s.parked() == 1
+        });
+        let gtid = s.topology.newest_gtid();
+        s.start_io(0);
+        let watched = answered(watched).await;
+        watched.result.unwrap();
+        assert!(
+            C::holds(&watched.received[0], &gtid),
+            "{step}: {:?}",
+            watched.received
+        );
+        conn = watched.conn;
+        assert!(conn.reset().await.unwrap(), "COM_RESET_CONNECTION was sent");
+    }
+    assert_eq!(s.released("unresolved"), 0);
+}
+
+/// MariaDB's `SET STATEMENT ... FOR` (one of its ways above) is a syntax error on MySQL.
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_set_statement_for_is_not_its_syntax_and_commits_nothing() {
+    let s = cluster_with_probe::<MySqlTopology>().await;
+    let before = s.topology.primary.gtid_executed();
+    let mut conn = s.client().await;
+    let err = conn
+        .query_drop("SET STATEMENT session_track_gtids = OFF FOR INSERT INTO t (v) VALUES (1)")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, mysql_async::Error::Server(e) if e.code == 1064),
+        "{err:?}"
+    );
+    assert_eq!(s.topology.primary.gtid_executed(), before);
+}
+
+each_server!(
+    set_up_from_the_defaults_with_the_tracker_switched_off_in_any_way_a_commit_still_waits,
+    a_reset_connection_or_a_change_of_user_sets_tracking_up_again,
+);

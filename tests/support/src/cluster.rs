@@ -52,6 +52,10 @@ pub trait Cluster: Sized + Send + Sync + 'static {
     fn newest_gtid(&self) -> String;
     /// Whether what a [`Witness`] read holds `gtid`.
     fn holds(received: &str, gtid: &str) -> bool;
+    /// The URL of `user`'s connections straight to the primary, in its `sbtest` schema.
+    fn primary_url(&self, user: &str, password: &str) -> String;
+    /// Waits until every replica has applied what the primary has.
+    fn wait_replicas_caught_up(&self);
 }
 
 /// Reads what a replica has received — `Gtid_IO_Pos` on MariaDB, `RECEIVED_TRANSACTION_SET` on
@@ -164,6 +168,14 @@ impl Cluster for Topology {
     fn holds(received: &str, gtid: &str) -> bool {
         position_holds(received, gtid)
     }
+
+    fn primary_url(&self, user: &str, password: &str) -> String {
+        self.primary.url(user, password)
+    }
+
+    fn wait_replicas_caught_up(&self) {
+        Topology::wait_replicas_caught_up(self);
+    }
 }
 
 impl Cluster for MySqlTopology {
@@ -241,6 +253,14 @@ impl Cluster for MySqlTopology {
 
     fn holds(received: &str, gtid: &str) -> bool {
         gtid_set_holds(received, gtid)
+    }
+
+    fn primary_url(&self, user: &str, password: &str) -> String {
+        self.primary.url(user, password)
+    }
+
+    fn wait_replicas_caught_up(&self) {
+        MySqlTopology::wait_replicas_caught_up(self);
     }
 }
 
