@@ -94,48 +94,6 @@ fn credited(s: &MySqlStrong, server_id: u32) -> String {
         .to_owned()
 }
 
-/// What `/status` says about replicas and failover, without what changes with time alone.
-fn standing(status: &Value) -> Value {
-    let replicas: Vec<Value> = status["replicas"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            serde_json::json!({
-                "server_id": r["server_id"],
-                "address": r["address"],
-                "connected": r["connected"],
-                "semisync": r["semisync"],
-                "acked_gtid_position": r["acked_gtid_position"],
-                "acked_position": r["acked_position"],
-                "holds_through": r["holds_through"],
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "replicas": replicas,
-        "failover_candidates": status["failover_candidates"],
-        "not_failover_candidates": status["not_failover_candidates"],
-        "acknowledged_gtid_position": status["acknowledged_gtid_position"],
-        "quorum_position": status["quorum_position"],
-        "released": status["released"],
-        "parked_sessions": status["parked_sessions"],
-    })
-}
-
-/// The metric series about replicas, as scraped.
-fn replica_series(scrape: &admin::Scrape) -> Vec<String> {
-    scrape
-        .0
-        .lines()
-        .filter(|l| {
-            l.starts_with("strongsync_replica")
-                && !l.starts_with("strongsync_replica_dumps_refused_total")
-        })
-        .map(str::to_owned)
-        .collect()
-}
-
 // === A hand-made MySQL 9.7 replica ===
 
 /// A connection that speaks a MySQL 9.7 replica's protocol, packet by packet, for accounts and
@@ -401,7 +359,10 @@ async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_n
     // Every attempt is over (each got its ERR): nothing changed.
     assert_eq!(s.parked(), 1, "the commit is still parked");
     let after = admin::status(s.proxy.admin_addr());
-    assert_eq!(standing(&after), standing(&before));
+    assert_eq!(
+        admin::replica_standing(&after),
+        admin::replica_standing(&before)
+    );
     assert!(
         !after["replicas"]
             .as_array()
@@ -412,8 +373,8 @@ async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_n
     );
     let metrics_after = admin::metrics(s.proxy.admin_addr());
     assert_eq!(
-        replica_series(&metrics_after),
-        replica_series(&metrics_before)
+        admin::replica_series(&metrics_after),
+        admin::replica_series(&metrics_before)
     );
     assert_eq!(
         metrics_after.get("strongsync_replica_dumps_refused_total")

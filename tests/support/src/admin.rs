@@ -137,3 +137,46 @@ pub fn state_file(dir: &std::path::Path, primary: &str) -> std::path::PathBuf {
     strongsync::failover::State::create(&path, primary).expect("create the state file");
     path
 }
+
+/// What `/status` says about replicas and failover, without what changes with time alone: two
+/// readings compare equal unless something about the replicas changed.
+pub fn replica_standing(status: &serde_json::Value) -> serde_json::Value {
+    let replicas: Vec<serde_json::Value> = status["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "server_id": r["server_id"],
+                "address": r["address"],
+                "connected": r["connected"],
+                "semisync": r["semisync"],
+                "acked_gtid_position": r["acked_gtid_position"],
+                "acked_position": r["acked_position"],
+                "holds_through": r["holds_through"],
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "replicas": replicas,
+        "failover_candidates": status["failover_candidates"],
+        "not_failover_candidates": status["not_failover_candidates"],
+        "acknowledged_gtid_position": status["acknowledged_gtid_position"],
+        "quorum_position": status["quorum_position"],
+        "released": status["released"],
+        "parked_sessions": status["parked_sessions"],
+    })
+}
+
+/// The metric series about replicas, as scraped (without the count of refused dumps).
+pub fn replica_series(scrape: &Scrape) -> Vec<String> {
+    scrape
+        .0
+        .lines()
+        .filter(|l| {
+            l.starts_with("strongsync_replica")
+                && !l.starts_with("strongsync_replica_dumps_refused_total")
+        })
+        .map(str::to_owned)
+        .collect()
+}
