@@ -7,33 +7,15 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
-use nix::errno::Errno;
-use nix::sys::signal;
-use nix::unistd::Pid;
 
 use support::mariadb::{
     timed, wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER, ED_PASSWORD, ED_USER,
     REPL_PASSWORD, REPL_USER,
 };
+use support::server_process::{assert_process_gone, rows};
 use support::topology::Topology;
 
 const ER_ACCESS_DENIED_ERROR: u16 = 1045;
-
-fn rows(expected: &[&[&str]]) -> Vec<Vec<String>> {
-    expected
-        .iter()
-        .map(|row| row.iter().map(|v| v.to_string()).collect())
-        .collect()
-}
-
-fn assert_process_gone(pid: u32) {
-    let pid = Pid::from_raw(i32::try_from(pid).expect("pid fits in i32"));
-    assert_eq!(
-        signal::kill(pid, None),
-        Err(Errno::ESRCH),
-        "process {pid} still exists"
-    );
-}
 
 #[test]
 fn primary_and_two_replicas_replicate_with_gtid() {

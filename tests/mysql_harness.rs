@@ -6,9 +6,6 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
-use nix::errno::Errno;
-use nix::sys::signal;
-use nix::unistd::Pid;
 
 use support::cli;
 use support::mysql::{
@@ -17,25 +14,10 @@ use support::mysql::{
 use support::mysql_gtid::gtid_set_holds;
 use support::mysql_topology::{proxy_config, MySqlTopology};
 use support::proxy::TestProxy;
+use support::server_process::{assert_process_gone, rows};
 
 /// How long a test waits for something it expects to happen.
 const PATIENCE: Duration = Duration::from_secs(60);
-
-fn rows(expected: &[&[&str]]) -> Vec<Vec<String>> {
-    expected
-        .iter()
-        .map(|row| row.iter().map(|v| v.to_string()).collect())
-        .collect()
-}
-
-fn assert_process_gone(pid: u32) {
-    let pid = Pid::from_raw(i32::try_from(pid).expect("pid fits in i32"));
-    assert_eq!(
-        signal::kill(pid, None),
-        Err(Errno::ESRCH),
-        "process {pid} still exists"
-    );
-}
 
 /// Waits until `server`'s global status `name` reads `value`.
 fn wait_status(server: &MySql, name: &str, value: &str) {

@@ -25,7 +25,7 @@ pub mod nemesis;
 pub mod ports;
 pub mod proxy;
 pub mod rawclient;
-mod server_process;
+pub mod server_process;
 pub mod strong;
 pub mod sysbench;
 pub mod tcp_relay;

@@ -85,3 +85,21 @@ impl ServerProcess {
         }
     }
 }
+
+/// Asserts that no process has the id `pid` any more.
+pub fn assert_process_gone(pid: u32) {
+    let pid = Pid::from_raw(i32::try_from(pid).expect("pid fits in i32"));
+    assert_eq!(
+        nix::sys::signal::kill(pid, None),
+        Err(nix::errno::Errno::ESRCH),
+        "process {pid} still exists"
+    );
+}
+
+/// Rows as the servers' `sql` returns them, from literals.
+pub fn rows(expected: &[&[&str]]) -> Vec<Vec<String>> {
+    expected
+        .iter()
+        .map(|row| row.iter().map(|v| v.to_string()).collect())
+        .collect()
+}
