@@ -1,20 +1,7 @@
-//! The probe: strongsync's own connection to the primary, for one question — how far the
-//! primary's binlog reaches (the flavour's [`bound_queries`](Flavour::bound_queries), MariaDB's
-//! `@@global.gtid_binlog_pos`, MySQL's `SHOW BINARY LOG STATUS` or, before 8.2,
-//! `SHOW MASTER STATUS`). Both write a transaction to
-//! their binlog before the statement's response leaves, so that position, read after a
-//! response arrived, bounds everything the response may have committed or revealed. Sessions
-//! ask it for every response under `visibility = "quorum"`, and otherwise for the rare
-//! response that must go to the client before the session's own connection can be asked what
-//! it committed (a `LOAD DATA LOCAL INFILE` request, more than `max_held_response_bytes`
-//! held), or when that connection cannot answer. On MariaDB the account needs no privilege;
-//! on MySQL it needs `REPLICATION CLIENT`. Its password is never logged.
-//!
-//! Questions are batched in rounds, as Raft's ReadIndex batches reads: one reading serves
-//! every caller that asked before it was sent, and callers who ask while a reading is on its
-//! way are served by the next one, sent as soon as that one is back. One reading is in flight
-//! at a time, so the primary sees at most one probe query per round trip, however many
-//! sessions ask.
+//! The probe: strongsync's own connection to the primary, for one question — how far the primary's
+//! binlog reaches (the flavour's [`bound_queries`](Flavour::bound_queries), MariaDB's
+//! `@@global.gtid_binlog_pos`, MySQL's `SHOW BINARY LOG STATUS` or, before 8.2, `SHOW MASTER
+//! STATUS`).
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -35,6 +22,19 @@ use crate::flavour::Flavour;
 pub type Reading = Result<Arc<GtidPosition>, Arc<ProbeError>>;
 
 /// The probe. Dropping it ends its task.
+///
+/// Both write a transaction to their binlog before the statement's response leaves, so that
+/// position, read after a response arrived, bounds everything the response may have committed or
+/// revealed. Sessions ask it for every response under `visibility = "quorum"`, and otherwise for
+/// the rare response that must go to the client before the session's own connection can be asked
+/// what it committed (a `LOAD DATA LOCAL INFILE` request, more than `max_held_response_bytes`
+/// held), or when that connection cannot answer. On MariaDB the account needs no privilege; on
+/// MySQL it needs `REPLICATION CLIENT`. Its password is never logged.
+///
+/// Questions are batched in rounds, as Raft's ReadIndex batches reads: one reading serves every
+/// caller that asked before it was sent, and callers who ask while a reading is on its way are
+/// served by the next one, sent as soon as that one is back. One reading is in flight at a time, so
+/// the primary sees at most one probe query per round trip, however many sessions ask.
 pub struct Probe {
     rounds: Arc<Rounds>,
     /// Wakes the task: a caller is waiting for the next round (or the probe is gone).

@@ -1,14 +1,6 @@
-//! What each client packet of an authentication exchange carries, where a password may be in
-//! it: so that the proxy keeps a password off plain connections, and can take a password the
-//! client encrypted for the proxy's own RSA key where the primary wants it in clear.
-//!
-//! Four plugins may send a password. `caching_sha2_password` sends it once the server asks for
-//! full authentication (`01 04`), `sha256_password` on any packet, and `mysql_clear_password`
-//! and PAM's `dialog` always do. Over what the client takes for plain TCP, a client of the
-//! first two asks for the server's RSA key instead (`02`, `01`), or sends the password
-//! encrypted with a key it already has: `RSA-OAEP(password NUL XOR scramble)`, as long as the
-//! key's modulus. Every other plugin (`mysql_native_password`, `ed25519`, ...) sends only
-//! scrambles.
+//! What each client packet of an authentication exchange carries, where a password may be in it: so
+//! that the proxy keeps a password off plain connections, and can take a password the client
+//! encrypted for the proxy's own RSA key where the primary wants it in clear.
 
 /// Auth switch request (followed by the plugin's name and its scramble).
 const AUTH_SWITCH: u8 = 0xFE;
@@ -51,6 +43,13 @@ pub enum FromClient {
 
 /// Follows one authentication exchange (a login or a `COM_CHANGE_USER`) from the client's
 /// first packet to the server's verdict.
+///
+/// Four plugins may send a password. `caching_sha2_password` sends it once the server asks for full
+/// authentication (`01 04`), `sha256_password` on any packet, and `mysql_clear_password` and PAM's
+/// `dialog` always do. Over what the client takes for plain TCP, a client of the first two asks for
+/// the server's RSA key instead (`02`, `01`), or sends the password encrypted with a key it already
+/// has: `RSA-OAEP(password NUL XOR scramble)`, as long as the key's modulus. Every other plugin
+/// (`mysql_native_password`, `ed25519`, ...) sends only scrambles.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PasswordWatch {
     plugin: Plugin,

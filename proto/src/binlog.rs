@@ -1,19 +1,6 @@
-//! The binlog network stream as strong sync needs it: event headers, where each transaction
-//! ends (the event a semisync replica must acknowledge), the GTID it belongs to, and the
-//! primary's position after it. No row decoding.
-//!
-//! A MariaDB transaction starts with a GTID event. It ends at the next QUERY event if the GTID
-//! is flagged standalone (DDL, `XA COMMIT`/`XA ROLLBACK`), otherwise at an XID event, an
-//! XA_PREPARE event, or a QUERY event whose text is `COMMIT` or `ROLLBACK` (non-transactional
-//! engines) — the rule MariaDB's own I/O thread uses to decide a whole group was received.
-//!
-//! A MySQL transaction starts with a GTID event (tagged from 8.4, anonymous without GTIDs)
-//! that says how long the whole transaction is (8.0.2 on): it ends at the event that ends
-//! there, whatever it is (XID, QUERY `COMMIT`, a DDL's QUERY, XA_PREPARE, `XA COMMIT`, a
-//! TRANSACTION_PAYLOAD holding a compressed transaction). Without a length, MySQL's own
-//! boundary rule applies: a QUERY that is not `BEGIN` or `XA START` ends a transaction that
-//! did not begin with one, and XID, XA_PREPARE and a QUERY `COMMIT`, `ROLLBACK`, `XA COMMIT`
-//! or `XA ROLLBACK` end one that did.
+//! The binlog network stream as strong sync needs it: event headers, where each transaction ends
+//! (the event a semisync replica must acknowledge), the GTID it belongs to, and the primary's
+//! position after it.
 
 use bytes::BufMut;
 use mysql_common::binlog::events::{FormatDescriptionEvent, GtidEvent};
@@ -85,6 +72,21 @@ pub struct EventHeader {
 
 /// Follows one dump stream: the current binlog file, whether events carry checksums, and the
 /// transaction in progress.
+///
+/// No row decoding.
+///
+/// A MariaDB transaction starts with a GTID event. It ends at the next QUERY event if the GTID is
+/// flagged standalone (DDL, `XA COMMIT`/`XA ROLLBACK`), otherwise at an XID event, an XA_PREPARE
+/// event, or a QUERY event whose text is `COMMIT` or `ROLLBACK` (non-transactional engines) — the
+/// rule MariaDB's own I/O thread uses to decide a whole group was received.
+///
+/// A MySQL transaction starts with a GTID event (tagged from 8.4, anonymous without GTIDs) that
+/// says how long the whole transaction is (8.0.2 on): it ends at the event that ends there,
+/// whatever it is (XID, QUERY `COMMIT`, a DDL's QUERY, XA_PREPARE, `XA COMMIT`, a
+/// TRANSACTION_PAYLOAD holding a compressed transaction). Without a length, MySQL's own boundary
+/// rule applies: a QUERY that is not `BEGIN` or `XA START` ends a transaction that did not begin
+/// with one, and XID, XA_PREPARE and a QUERY `COMMIT`, `ROLLBACK`, `XA COMMIT` or `XA ROLLBACK` end
+/// one that did.
 #[derive(Debug, Clone, Default)]
 pub struct StreamTracker {
     file: Option<Box<[u8]>>,

@@ -1,13 +1,6 @@
-//! MySQL's `COM_BINLOG_DUMP_GTID`: a replica's request for the binlog, with the GTID set it
-//! already has — what the replica holds when its dump starts, which strong sync credits it
-//! with, source by source.
-//!
-//! `u8 0x1E | u16 flags | u32 server_id | u32 name_len | name | u64 position | u32 data_len |
-//! data`, where `data` is the set: `u64 n_sids` (the top byte says the format: 0 plain, 1
-//! tagged, whose count is then in bits 8..56) and per source `uuid[16] | [varlen tag_len | tag]
-//! | u64 n_intervals | (u64 start, u64 end exclusive) …`. The counts come from the peer, so each
-//! is held to what the bytes that remain could carry before anything is read for it
-//! (mysql_common's reader, the oracle of the tests, reserves memory from them as sent).
+//! MySQL's `COM_BINLOG_DUMP_GTID`: a replica's request for the binlog, with the GTID set it already
+//! has — what the replica holds when its dump starts, which strong sync credits it with, source by
+//! source.
 
 use crate::gtid::{GtidPosition, SourceId};
 use crate::wire::Reader;
@@ -24,6 +17,13 @@ const INTERVAL_LEN: u64 = 16;
 pub const MAX_PEER_INTERVALS: usize = 65_536;
 
 /// What a `COM_BINLOG_DUMP_GTID` asks for.
+///
+/// `u8 0x1E | u16 flags | u32 server_id | u32 name_len | name | u64 position | u32 data_len |
+/// data`, where `data` is the set: `u64 n_sids` (the top byte says the format: 0 plain, 1
+/// tagged, whose count is then in bits 8..56) and per source `uuid[16] | [varlen tag_len | tag]
+/// | u64 n_intervals | (u64 start, u64 end exclusive) …`. The counts come from the peer, so each
+/// is held to what the bytes that remain could carry before anything is read for it
+/// (mysql_common's reader, the oracle of the tests, reserves memory from them as sent).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DumpGtid {
     /// The replica's server id.

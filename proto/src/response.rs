@@ -1,24 +1,6 @@
-//! Finds where each command's response ends, one packet at a time, and says what each packet
-//! is, so the proxy can forward a response without buffering it and knows which packets may
-//! carry a commit's GTID.
-//!
-//! The rules per command (MariaDB protocol docs, checked against captures from MariaDB 10.11):
-//! - `COM_QUERY`, `COM_STMT_EXECUTE`, `COM_STMT_BULK_EXECUTE`: OK, ERR, a LOCAL INFILE request
-//!   (text protocol) or a result set, repeated while the last packet of a result has
-//!   `SERVER_MORE_RESULTS_EXISTS`. A result set is a column count, that many column
-//!   definitions, an EOF unless `CLIENT_DEPRECATE_EOF`, rows, and a terminator: EOF, or an OK
-//!   with header `0xFE` under `CLIENT_DEPRECATE_EOF`, or ERR. An execute that opens a cursor
-//!   ends after the column definitions (and the EOF, or under `CLIENT_DEPRECATE_EOF` an OK-FE,
-//!   that says `SERVER_STATUS_CURSOR_EXISTS`); its rows come through `COM_STMT_FETCH`.
-//! - `COM_STMT_PREPARE`: PREPARE_OK, parameter definitions (+EOF), column definitions (+EOF).
-//! - `COM_STMT_FETCH`: rows then a terminator; `COM_FIELD_LIST`: definitions then a terminator.
-//! - `COM_STATISTICS`: one text packet. Most others: one OK, EOF or ERR packet.
-//! - `COM_QUIT`, `COM_STMT_CLOSE`, `COM_STMT_SEND_LONG_DATA`: nothing.
-//! - `COM_BINLOG_DUMP(_GTID)`: events until the connection closes (or an EOF/ERR).
-//!
-//! A `0xFE` packet is a terminator only if it is shorter than a row starting with `0xFE` can
-//! be: under 9 bytes for EOF, under 16 MiB - 1 for an OK (a text row starting with `0xFE`
-//! carries a value of 16 MiB or more).
+//! Finds where each command's response ends, one packet at a time, and says what each packet is, so
+//! the proxy can forward a response without buffering it and knows which packets may carry a
+//! commit's GTID.
 
 use crate::capabilities::StatusFlags;
 use crate::command::*;
@@ -28,6 +10,24 @@ use crate::wire::Reader;
 use crate::ProtoError;
 
 /// Tracks one command's response.
+///
+/// The rules per command (MariaDB protocol docs, checked against captures from MariaDB 10.11):
+/// - `COM_QUERY`, `COM_STMT_EXECUTE`, `COM_STMT_BULK_EXECUTE`: OK, ERR, a LOCAL INFILE request
+///   (text protocol) or a result set, repeated while the last packet of a result has
+///   `SERVER_MORE_RESULTS_EXISTS`. A result set is a column count, that many column
+///   definitions, an EOF unless `CLIENT_DEPRECATE_EOF`, rows, and a terminator: EOF, or an OK
+///   with header `0xFE` under `CLIENT_DEPRECATE_EOF`, or ERR. An execute that opens a cursor
+///   ends after the column definitions (and the EOF, or under `CLIENT_DEPRECATE_EOF` an OK-FE,
+///   that says `SERVER_STATUS_CURSOR_EXISTS`); its rows come through `COM_STMT_FETCH`.
+/// - `COM_STMT_PREPARE`: PREPARE_OK, parameter definitions (+EOF), column definitions (+EOF).
+/// - `COM_STMT_FETCH`: rows then a terminator; `COM_FIELD_LIST`: definitions then a terminator.
+/// - `COM_STATISTICS`: one text packet. Most others: one OK, EOF or ERR packet.
+/// - `COM_QUIT`, `COM_STMT_CLOSE`, `COM_STMT_SEND_LONG_DATA`: nothing.
+/// - `COM_BINLOG_DUMP(_GTID)`: events until the connection closes (or an EOF/ERR).
+///
+/// A `0xFE` packet is a terminator only if it is shorter than a row starting with `0xFE` can be:
+/// under 9 bytes for EOF, under 16 MiB - 1 for an OK (a text row starting with `0xFE` carries a
+/// value of 16 MiB or more).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseReader {
     deprecate_eof: bool,

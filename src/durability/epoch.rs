@@ -1,13 +1,5 @@
-//! Epochs: each primary strongsync follows opens one, and every connection — a client session's
-//! to the primary, a replica pipe's dump — belongs to the epoch it was opened in. A connection
-//! of an epoch that was fenced writes nothing more to anyone; one of an epoch that is over (a
-//! follow retired its primary) never reaches that primary again, whether it is dead or very
-//! much alive. Each epoch has two tokens its connections wait on, and the number of the epoch in
-//! force is one atomic read for the checks on every command.
-//!
-//! Writes to the primary pass a gate ([`Durability::pass`]): the fence (and the follow after it)
-//! waits until no command that passed before it is still being written, so that once it
-//! returns nothing more goes to the old primary.
+//! Epochs: each primary strongsync follows opens one, and every connection — a client session's to
+//! the primary, a replica pipe's dump — belongs to the epoch it was opened in.
 
 use std::ops::Deref;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +12,15 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use super::{Durability, LeaseClock};
 
 /// One epoch: its number, the primary followed in it, and what fires when it ends.
+///
+/// A connection of an epoch that was fenced writes nothing more to anyone; one of an epoch that is
+/// over (a follow retired its primary) never reaches that primary again, whether it is dead or very
+/// much alive. Each epoch has two tokens its connections wait on, and the number of the epoch in
+/// force is one atomic read for the checks on every command.
+///
+/// Writes to the primary pass a gate ([`Durability::pass`]): the fence (and the follow after it)
+/// waits until no command that passed before it is still being written, so that once it returns
+/// nothing more goes to the old primary.
 #[derive(Debug)]
 pub struct Epoch {
     number: u64,

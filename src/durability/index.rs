@@ -1,14 +1,4 @@
-//! GTID → binlog position, learnt from the events relayed to replicas: where each transaction
-//! ends. Bounded: entries the quorum has passed are dropped (and handed to the watermark: the
-//! quorum holds them), and past the capacity the oldest go; what is dropped is remembered per
-//! domain and server as a floor (every GTID whose number the floor holds ends at or before its
-//! position), which is all a waiter needs.
-//!
-//! A floor holds the numbers of the entries it took, as intervals, not everything below the
-//! highest: a primary hands numbers out in binlog order within a domain, but a MySQL client
-//! that gives `gtid_next` by hand (or MariaDB without `gtid_strict_mode`) can commit a number
-//! beyond the next free one, and the numbers skipped come later in the binlog. Those are then
-//! not mistaken for relayed. In the usual case a floor is one interval.
+//! GTID → binlog position, learnt from the events relayed to replicas: where each transaction ends.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -16,6 +6,17 @@ use strongsync_proto::gtid::{Domain, Gtid, SeqSet};
 use strongsync_proto::position::Position;
 
 /// The index.
+///
+/// Bounded: entries the quorum has passed are dropped (and handed to the watermark: the quorum
+/// holds them), and past the capacity the oldest go; what is dropped is remembered per domain and
+/// server as a floor (every GTID whose number the floor holds ends at or before its position),
+/// which is all a waiter needs.
+///
+/// A floor holds the numbers of the entries it took, as intervals, not everything below the
+/// highest: a primary hands numbers out in binlog order within a domain, but a MySQL client that
+/// gives `gtid_next` by hand (or MariaDB without `gtid_strict_mode`) can commit a number beyond the
+/// next free one, and the numbers skipped come later in the binlog. Those are then not mistaken for
+/// relayed. In the usual case a floor is one interval.
 #[derive(Debug)]
 pub struct GtidIndex {
     exact: HashMap<Gtid, Position>,

@@ -1,12 +1,6 @@
-//! Strong sync: the replicas and what they hold, the quorum position their holdings add up
-//! to, and the commits parked until the quorum holds them — with the timeout policy and the
-//! visible STRONG/DEGRADED state.
-//!
-//! The parts, each its own type: [`registry`] (replicas admitted once the primary accepted
-//! their dump, what each holds), [`waiters`] (parked commits and their wake-ups), [`index`]
-//! (where each relayed transaction ends), [`degraded`] (what was released without quorum).
-//! Replica pipes report through a [`ReplicaHandle`]; sessions park on [`Durability`]'s
-//! [`CommitHook`] before releasing a response that reported a commit.
+//! Strong sync: the replicas and what they hold, the quorum position their holdings add up to, and
+//! the commits parked until the quorum holds them — with the timeout policy and the visible
+//! STRONG/DEGRADED state.
 
 mod coverage;
 mod degraded;
@@ -87,6 +81,12 @@ pub trait WaitObserver: Send + Sync + 'static {
 }
 
 /// The strong-sync service shared by sessions and replica pipes.
+///
+/// The parts, each its own type: [`registry`] (replicas admitted once the primary accepted their
+/// dump, what each holds), [`waiters`] (parked commits and their wake-ups), [`index`] (where each
+/// relayed transaction ends), [`degraded`] (what was released without quorum). Replica pipes report
+/// through a [`ReplicaHandle`]; sessions park on [`Durability`]'s [`CommitHook`] before releasing a
+/// response that reported a commit.
 pub struct Durability {
     /// What the hot paths read of the settings, derived from them at each change.
     fast: FastSettings,

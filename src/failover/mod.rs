@@ -1,12 +1,5 @@
-//! Failover: the fence, the primary strongsync follows and its epoch, the primaries it retired,
-//! and the state that must outlive strongsync's own restart, kept in the [state file](state).
-//! The admin port's calls that change any of it need the [admin token](token).
-//!
-//! [`Control`] is the one place these change (the fence and reinstate here, follow and promote
-//! in [`follow`]). Each change is written to the state file before the call that made it
-//! returns — the fence before it drains; strong sync's positions are written behind, at most
-//! every `failover.state_interval` ([`Control::write_behind`]). Primaries are known by their
-//! identity as well as their address, so a retired primary is refused however it is spelt.
+//! Failover: the fence, the primary strongsync follows and its epoch, the primaries it retired, and
+//! the state that must outlive strongsync's own restart, kept in the [state file](state).
 
 mod candidate;
 mod error;
@@ -46,6 +39,14 @@ enum Store {
 }
 
 /// The fence, the epoch and the primary, and where they are kept.
+///
+/// The admin port's calls that change any of it need the [admin token](token).
+///
+/// [`Control`] is the one place these change (the fence and reinstate here, follow and promote in
+/// [`follow`]). Each change is written to the state file before the call that made it returns — the
+/// fence before it drains; strong sync's positions are written behind, at most every
+/// `failover.state_interval` ([`Control::write_behind`]). Primaries are known by their identity as
+/// well as their address, so a retired primary is refused however it is spelt.
 pub struct Control {
     durability: Arc<Durability>,
     metrics: Arc<Metrics>,

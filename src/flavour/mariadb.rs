@@ -1,18 +1,4 @@
-//! MariaDB: GTID tracking on the primary leg, kept on whatever the client does. The proxy makes
-//! the primary report the session's `last_gtid` and a state-change item whenever the session's
-//! state changes (`session_track_state_change`, with that variable itself tracked): any
-//! statement that touches the trackers — directly, in a procedure, a function, a trigger, a
-//! prepared statement — sets `SERVER_SESSION_STATE_CHANGED` on its response with something
-//! other than a bare `last_gtid` report. After such a response (and after a legacy EOF that
-//! flagged a change, or a state block that does not parse) the relay holds the response, and
-//! the tracker reads back what the session committed last and how its trackers stand, puts its
-//! own tracking back if the client took it away, and only then lets the response go, waiting
-//! for anything committed that it had not been told of. The client keeps seeing exactly the
-//! tracker data it asked for.
-//!
-//! When the primary's defaults already track all that (see [`super::learnt`]), a session gets
-//! none of this: its commits, and its changes of domain, server id and sequence number, come
-//! from its responses.
+//! MariaDB: GTID tracking on the primary leg, kept on whatever the client does.
 
 use strongsync_proto::command::{COM_QUERY, COM_STMT_PREPARE};
 use strongsync_proto::gtid::{tracked_gtids, Gtid, GtidPosition, TrackedGtid};
@@ -56,6 +42,21 @@ pub(super) const DUMP_QUERY: &str =
     "SELECT @slave_connect_state, @rpl_semi_sync_slave, @rpl_semi_sync_replica";
 
 /// A MariaDB session's tracking.
+///
+/// The proxy makes the primary report the session's `last_gtid` and a state-change item whenever
+/// the session's state changes (`session_track_state_change`, with that variable itself tracked):
+/// any statement that touches the trackers — directly, in a procedure, a function, a trigger, a
+/// prepared statement — sets `SERVER_SESSION_STATE_CHANGED` on its response with something other
+/// than a bare `last_gtid` report. After such a response (and after a legacy EOF that flagged a
+/// change, or a state block that does not parse) the relay holds the response, and the tracker
+/// reads back what the session committed last and how its trackers stand, puts its own tracking
+/// back if the client took it away, and only then lets the response go, waiting for anything
+/// committed that it had not been told of. The client keeps seeing exactly the tracker data it
+/// asked for.
+///
+/// When the primary's defaults already track all that (see [`super::learnt`]), a session gets none
+/// of this: its commits, and its changes of domain, server id and sequence number, come from its
+/// responses.
 #[derive(Debug)]
 pub struct Tracker {
     /// `active`: the primary is known to report this session's commits and state changes.

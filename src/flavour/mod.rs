@@ -1,15 +1,5 @@
 //! What differs between a MariaDB primary and a MySQL one, behind one type chosen at login from
-//! the primary's greeting, [`Flavour`]:
-//! - how a session's commits are reported, and how the session is checked when a response may
-//!   hide one ([`Tracker`], one per session);
-//! - what the primary's binlog position reads as, the bound of what a response may have
-//!   committed or revealed ([`Flavour::bound_queries`]);
-//! - what a replica says it holds when it asks for the binlog ([`Flavour::dump_setup`]);
-//! - what failover asks a server that is to become the primary, and who it is
-//!   ([`ServerIdentity`], [`Flavour::inspect_query`]).
-//!
-//! GTIDs and positions themselves are in [`strongsync_proto::gtid`]. The relay and the replica
-//! pipes speak to the primary's flavour only through this module.
+//! the primary's greeting, [`Flavour`].
 
 mod defaults;
 mod learnt;
@@ -40,6 +30,18 @@ pub use defaults::TrackingDefaults;
 pub use server::{GtidModeProblem, Inspected, PromoteSql, ServerIdentity};
 
 /// The kind of server the primary is.
+///
+/// It says:
+/// - how a session's commits are reported, and how the session is checked when a response may
+///   hide one ([`Tracker`], one per session);
+/// - what the primary's binlog position reads as, the bound of what a response may have
+///   committed or revealed ([`Flavour::bound_queries`]);
+/// - what a replica says it holds when it asks for the binlog ([`Flavour::dump_setup`]);
+/// - what failover asks a server that is to become the primary, and who it is
+///   ([`ServerIdentity`], [`Flavour::inspect_query`]).
+///
+/// GTIDs and positions themselves are in [`strongsync_proto::gtid`]. The relay and the replica
+/// pipes speak to the primary's flavour only through this module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavour {
     /// MariaDB: `last_gtid` tracking, `domain-server-seq` GTIDs, `@slave_connect_state`.

@@ -1,15 +1,4 @@
-//! MySQL: GTID tracking on the primary leg, kept on whatever the client does. The proxy makes
-//! the primary report each commit's own GTIDs (`session_track_gtids = OWN_GTID`, unless the
-//! client tracks GTIDs itself) and a state-change item whenever the session's state changes
-//! (`session_track_state_change`), with the three variables that switch tracking themselves
-//! tracked (`session_track_gtids`, `session_track_state_change`,
-//! `session_track_system_variables`): a statement that touches any of them — directly, in a
-//! procedure, in a prepared statement — names it in its OK. After such a response (and after
-//! a legacy EOF that flagged a change, or a GTID report that does not parse) the relay holds
-//! the response and the tracker reads back how its tracking stands and puts it back if the
-//! client took it away. MySQL cannot say what a session committed last (it has no
-//! `@@last_gtid`), so whatever such a response may have committed unreported is bounded by the
-//! primary's binlog position, read after it (see [`BOUND_QUERIES`]).
+//! MySQL: GTID tracking on the primary leg, kept on whatever the client does.
 
 use smallvec::SmallVec;
 use strongsync_proto::capabilities::StatusFlags;
@@ -75,6 +64,17 @@ pub(super) fn parse_bound(row: &[Option<Vec<u8>>]) -> Result<GtidPosition, Proto
 }
 
 /// A MySQL session's tracking.
+///
+/// The proxy makes the primary report each commit's own GTIDs (`session_track_gtids = OWN_GTID`,
+/// unless the client tracks GTIDs itself) and a state-change item whenever the session's state
+/// changes (`session_track_state_change`), with the three variables that switch tracking themselves
+/// tracked (`session_track_gtids`, `session_track_state_change`, `session_track_system_variables`):
+/// a statement that touches any of them — directly, in a procedure, in a prepared statement — names
+/// it in its OK. After such a response (and after a legacy EOF that flagged a change, or a GTID
+/// report that does not parse) the relay holds the response and the tracker reads back how its
+/// tracking stands and puts it back if the client took it away. MySQL cannot say what a session
+/// committed last (it has no `@@last_gtid`), so whatever such a response may have committed
+/// unreported is bounded by the primary's binlog position, read after it (see [`BOUND_QUERIES`]).
 #[derive(Debug)]
 pub struct Tracker {
     /// `active`: the primary is known to report this session's commits and state changes.

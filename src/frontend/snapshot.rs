@@ -1,13 +1,4 @@
-//! One bound per snapshot (`visibility = "quorum"`). A session running `REPEATABLE READ` with
-//! `innodb_snapshot_isolation = ON` has its plain `BEGIN` sent as `START TRANSACTION WITH
-//! CONSISTENT SNAPSHOT`, whose OK the read barrier bounds as usual. From then on, while the
-//! transaction's tracked state says it has only read transactional tables (no write, no
-//! non-transactional read, no unsafe function, no table lock) and the quorum holds that bound,
-//! the answers to single `SELECT`s go without a bound of their own: everything they can show
-//! is in the snapshot, and a locking read that meets a newer row fails instead of showing it.
-//! Anything else — an error, another state, a check, a statement of another kind — is bounded
-//! as before, and most of them end the snapshot's cover (see
-//! [`strongsync_proto::snapshot`]).
+//! One bound per snapshot (`visibility = "quorum"`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -28,6 +19,15 @@ use crate::durability::{Durability, QuorumRule};
 const MAX_PREPARED_READS: usize = 1024;
 
 /// Per-session state of the snapshot cover.
+///
+/// A session running `REPEATABLE READ` with `innodb_snapshot_isolation = ON` has its plain `BEGIN`
+/// sent as `START TRANSACTION WITH CONSISTENT SNAPSHOT`, whose OK the read barrier bounds as usual.
+/// From then on, while the transaction's tracked state says it has only read transactional tables
+/// (no write, no non-transactional read, no unsafe function, no table lock) and the quorum holds
+/// that bound, the answers to single `SELECT`s go without a bound of their own: everything they can
+/// show is in the snapshot, and a locking read that meets a newer row fails instead of showing it.
+/// Anything else — an error, another state, a check, a statement of another kind — is bounded as
+/// before, and most of them end the snapshot's cover (see [`strongsync_proto::snapshot`]).
 #[derive(Debug, Default)]
 pub(super) struct SnapshotCover {
     /// The transaction in progress started with a consistent snapshot taken before the

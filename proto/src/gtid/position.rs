@@ -1,20 +1,4 @@
-//! A GTID position: what a server's history holds, per domain. On MariaDB a position names, per
-//! replication domain, the newest GTID of each server that committed in it (`gtid_binlog_state`;
-//! `gtid_slave_pos`, `gtid_binlog_pos` and a replica's connect state name only the newest of
-//! the domain); on MySQL it is a GTID set, intervals per source (`gtid_executed`, the set a
-//! replica's `COM_BINLOG_DUMP_GTID` carries). What a replica holds, what the primary's binlog
-//! reaches, and what was acknowledged are all positions; a failover tool compares them to pick
-//! a new primary that has every acknowledged commit. Pure arithmetic: no I/O.
-//!
-//! GTIDs are compared by identity. A MariaDB sequence number alone says nothing across
-//! histories that diverged: `0-3-1000000` (a replica made writable and numbered far ahead) does
-//! not hold `0-1-12`, and a fenced primary's tail `0-1-101..105` does not hold the next
-//! primary's `0-2-103`. A history holds `d-s-n` when it holds a GTID of server `s` in domain
-//! `d` numbered `n` or later: a server numbers its own GTIDs in order, and a history that has
-//! one of them has the server's history up to it. Where a history names only the newest GTID of
-//! a domain, its other servers are not known, so less is held: never more. A position covers
-//! another when it holds the newest GTID of each of the other's domains, which stands for the
-//! history up to it.
+//! A GTID position: what a server's history holds, per domain.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,6 +8,23 @@ use crate::ProtoError;
 
 /// What a history holds per domain; shown as the primary's flavour writes it (the alternate
 /// form, `{:#}`, names every MariaDB server's newest GTID, as `gtid_binlog_state` does).
+///
+/// On MariaDB a position names, per replication domain, the newest GTID of each server that
+/// committed in it (`gtid_binlog_state`; `gtid_slave_pos`, `gtid_binlog_pos` and a replica's
+/// connect state name only the newest of the domain); on MySQL it is a GTID set, intervals per
+/// source (`gtid_executed`, the set a replica's `COM_BINLOG_DUMP_GTID` carries). What a replica
+/// holds, what the primary's binlog reaches, and what was acknowledged are all positions; a
+/// failover tool compares them to pick a new primary that has every acknowledged commit. Pure
+/// arithmetic: no I/O.
+///
+/// GTIDs are compared by identity. A MariaDB sequence number alone says nothing across histories
+/// that diverged: `0-3-1000000` (a replica made writable and numbered far ahead) does not hold
+/// `0-1-12`, and a fenced primary's tail `0-1-101..105` does not hold the next primary's `0-2-103`.
+/// A history holds `d-s-n` when it holds a GTID of server `s` in domain `d` numbered `n` or later:
+/// a server numbers its own GTIDs in order, and a history that has one of them has the server's
+/// history up to it. Where a history names only the newest GTID of a domain, its other servers are
+/// not known, so less is held: never more. A position covers another when it holds the newest GTID
+/// of each of the other's domains, which stands for the history up to it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GtidPosition(BTreeMap<Domain, Held>);
 

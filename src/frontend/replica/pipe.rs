@@ -1,22 +1,4 @@
 //! A replica pipe: what a client session becomes once the primary has accepted its binlog dump.
-//! It owns the replica's connection and the dump's connection to the primary, and nothing of
-//! a client session. The primary's events are relayed as they come; a semisync replica gets
-//! the `EF <flag>` header on every event with the ACK flag where an ACK is wanted (below), and
-//! its ACKs are read here and reported to strong sync, never forwarded. What the stream shows the
-//! replica holds (see [`StreamCoverage`]) is reported too. An ACK that is slow to come is
-//! asked for again with a flagged heartbeat.
-//!
-//! One ACK per batch, not per transaction: ACKs are cumulative (a replica acknowledges a
-//! position, and with it everything before), so of the transaction ends relayed in one batch
-//! (what the primary had sent when its buffer ran dry) only the last asks for one. A batch whose
-//! last transaction end is followed by other events (a rotate, the start of the next
-//! transaction) asks with a flagged heartbeat at the position the stream reached: a MariaDB
-//! replica takes a heartbeat between any two events (it checks only that the position is not
-//! behind its own, and does not count it in an event group), so a large transaction still
-//! streaming does not hold back the ACK of the one before it.
-//!
-//! A replica without semisync gets the events as the primary sent them, once the quorum holds
-//! them under `async_replicas = "after_quorum"` (see [`HeldBack`]).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -51,6 +33,25 @@ use crate::stream::ClientStream;
 const FLAGGED_KEPT: usize = 4096;
 
 /// One replica's dump.
+///
+/// It owns the replica's connection and the dump's connection to the primary, and nothing of a
+/// client session. The primary's events are relayed as they come; a semisync replica gets the `EF
+/// <flag>` header on every event with the ACK flag where an ACK is wanted (below), and its ACKs are
+/// read here and reported to strong sync, never forwarded. What the stream shows the replica holds
+/// (see [`StreamCoverage`]) is reported too. An ACK that is slow to come is asked for again with a
+/// flagged heartbeat.
+///
+/// One ACK per batch, not per transaction: ACKs are cumulative (a replica acknowledges a position,
+/// and with it everything before), so of the transaction ends relayed in one batch (what the
+/// primary had sent when its buffer ran dry) only the last asks for one. A batch whose last
+/// transaction end is followed by other events (a rotate, the start of the next transaction) asks
+/// with a flagged heartbeat at the position the stream reached: a MariaDB replica takes a heartbeat
+/// between any two events (it checks only that the position is not behind its own, and does not
+/// count it in an event group), so a large transaction still streaming does not hold back the ACK
+/// of the one before it.
+///
+/// A replica without semisync gets the events as the primary sent them, once the quorum holds them
+/// under `async_replicas = "after_quorum"` (see [`HeldBack`]).
 pub(in crate::frontend) struct ReplicaPipe {
     cx: PipeContext,
     replica: Conn<ClientStream>,

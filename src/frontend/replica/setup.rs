@@ -1,12 +1,5 @@
-//! A client that wants to be a replica: the semisync negotiation, which the proxy answers
-//! itself (the proxy, not the primary, is the replica's semisync master), and its binlog dump
-//! request. The connection becomes a replica only once the primary has accepted the dump —
-//! its first event came back — and then leaves the session for a [`ReplicaPipe`]. Until then
-//! nothing it says counts: a dump the primary refuses (no `REPLICATION SLAVE`, a connect state
-//! the primary's binlog does not have, …) leaves a log line and a counter, and the connection
-//! goes on as an ordinary client.
-//!
-//! [`ReplicaPipe`]: super::ReplicaPipe
+//! A client that wants to be a replica: the semisync negotiation, which the proxy answers itself
+//! (the proxy, not the primary, is the replica's semisync master), and its binlog dump request.
 
 use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::command::{COM_BINLOG_DUMP, COM_QUERY};
@@ -22,6 +15,14 @@ use crate::frontend::legs::Legs;
 use crate::metrics::Metrics;
 
 /// A replica's setup, as far as the proxy cares.
+///
+/// The connection becomes a replica only once the primary has accepted the dump — its first event
+/// came back — and then leaves the session for a [`ReplicaPipe`]. Until then nothing it says
+/// counts: a dump the primary refuses (no `REPLICATION SLAVE`, a connect state the primary's binlog
+/// does not have, …) leaves a log line and a counter, and the connection goes on as an ordinary
+/// client.
+///
+/// [`ReplicaPipe`]: super::ReplicaPipe
 #[derive(Debug, Default)]
 pub(in crate::frontend) struct ReplicaSetup {
     /// It sent `SET @rpl_semi_sync_slave = 1`: it will acknowledge flagged events.
