@@ -28,6 +28,7 @@ use strongsync::config::ProbeConfig;
 use strongsync::config::{DurabilityConfig, OnTimeout, Visibility};
 use support::mariadb::{sql_quote, wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::{free_port, ProxyProcess, TestProxy};
+use support::replay;
 use support::topology::Topology;
 
 /// Clients writing at once.
@@ -454,29 +455,6 @@ fn semisync_replicas(proxy: &TestProxy) -> usize {
     status.replicas.iter().filter(|r| r.semisync).count()
 }
 
-/// Kills per test: `STRONGSYNC_LEDGER_KILLS` for a longer run than CI's `default`.
-fn kills(default: u64) -> u64 {
-    std::env::var("STRONGSYNC_LEDGER_KILLS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(default)
-}
-
-/// The seed for a test's random choices: `LEDGER_SEED` to replay a run, else the clock.
-fn seed() -> u64 {
-    let seed = std::env::var("LEDGER_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("ledger: seed {seed} (LEDGER_SEED={seed} replays these choices)");
-    seed
-}
-
 /// How a round ends.
 #[derive(Debug, Clone, Copy)]
 struct Plan {
@@ -616,10 +594,10 @@ fn strong_proxy(
     TestProxy::start_with(config)
 }
 
-/// Kills the primary `kills()` times under load; under `visibility = "quorum"` or `"snapshot"`
+/// Kills the primary `replay::kills()` times under load; under `visibility = "quorum"` or `"snapshot"`
 /// readers run too and everything they observed must survive as the acknowledged commits must.
 fn primary_kills(quorum: usize, on_timeout: OnTimeout, visibility: Visibility) {
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = StdRng::seed_from_u64(replay::seed("ledger"));
     let mut topology = topology();
     let readers = visibility != Visibility::Commit;
     let proxy = strong_proxy(&topology, quorum, on_timeout, visibility);
@@ -628,7 +606,7 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout, visibility: Visibility) {
         semisync_replicas(&proxy) == 2
     });
     let mut total = 0;
-    let kills = kills(PRIMARY_KILLS);
+    let kills = replay::kills(PRIMARY_KILLS);
     for round in 1..=kills {
         let plan = random_plan(&mut rng);
         let r = primary_kill_round(&mut topology, Some(&proxy), round, plan, readers);
@@ -825,7 +803,7 @@ fn without_the_wait_the_ledger_finds_lost_commits() {
 #[test]
 fn every_acknowledged_commit_survives_proxy_kills_and_replicas_come_back_by_themselves() {
     let quorum = 2;
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = StdRng::seed_from_u64(replay::seed("ledger"));
     let topology = topology();
     let listen = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
     let listen_text = listen.to_string();
@@ -858,7 +836,7 @@ fn every_acknowledged_commit_survives_proxy_kills_and_replicas_come_back_by_them
     wait_for("both replicas through the proxy", PATIENCE, || {
         replicas_connected(&proxy)
     });
-    for round in 1..=kills(PROXY_KILLS) {
+    for round in 1..=replay::kills(PROXY_KILLS) {
         let load = Load::start(&url, round, false);
         load.wait_running(3);
         thread::sleep(Duration::from_millis(rng.random_range(300..2000)));

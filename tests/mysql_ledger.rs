@@ -33,6 +33,7 @@ use support::mysql::{
 };
 use support::mysql_topology::{proxy_config, MySqlTopology};
 use support::proxy::TestProxy;
+use support::replay;
 
 /// Clients writing at once (the machine has two cores; the proxy and three servers share them).
 const WRITERS: u64 = 16;
@@ -387,29 +388,6 @@ fn lost(ledger: &Ledger, replicas: &[&Held], quorum: usize) -> Vec<String> {
         .collect()
 }
 
-/// Kills per test: `STRONGSYNC_LEDGER_KILLS` for a longer run than CI's.
-fn kills() -> u64 {
-    std::env::var("STRONGSYNC_LEDGER_KILLS")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(PRIMARY_KILLS)
-}
-
-/// The seed for a test's random choices: `LEDGER_SEED` to replay a run, else the clock.
-fn seed() -> u64 {
-    let seed = std::env::var("LEDGER_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("mysql ledger: seed {seed} (LEDGER_SEED={seed} replays these choices)");
-    seed
-}
-
 /// A random round: some load, and before some kills one replica fallen behind (the other must
 /// then hold everything acknowledged at quorum 1; at quorum 2 the commits park meanwhile).
 fn random_plan(rng: &mut StdRng) -> Plan {
@@ -421,10 +399,10 @@ fn random_plan(rng: &mut StdRng) -> Plan {
     }
 }
 
-/// Kills the primary `kills()` times under load, with strong sync at `quorum`; every
+/// Kills the primary `replay::kills(PRIMARY_KILLS)` times under load, with strong sync at `quorum`; every
 /// acknowledged commit must be on `quorum` replicas and on every failover candidate.
 fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
-    let mut rng = StdRng::seed_from_u64(seed());
+    let mut rng = StdRng::seed_from_u64(replay::seed("mysql ledger"));
     let mut servers = Servers::start(DurabilityConfig {
         passthrough: false,
         quorum,
@@ -434,7 +412,7 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
         ..DurabilityConfig::default()
     });
     let mut total = 0;
-    for round in 1..=kills() {
+    for round in 1..=replay::kills(PRIMARY_KILLS) {
         let plan = random_plan(&mut rng);
         let r = servers.primary_kill_round(round, plan);
         let acked = r.ledger.committed.len();
@@ -482,7 +460,7 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
     }
     eprintln!(
         "mysql ledger quorum {quorum}: {total} acknowledged ids over {} kills, none lost",
-        kills()
+        replay::kills(PRIMARY_KILLS)
     );
     assert_eq!(
         servers.proxy.durability().status().parked,

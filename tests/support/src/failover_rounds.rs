@@ -222,11 +222,7 @@ const ROUNDS: [Round; 3] = [Round::Kill, Round::Planned, Round::Partition];
 /// holds a tail row, no replica holds a GTID the final primary lacks, and every commit the
 /// fence cut off names GTIDs the outcome call calls the tail.
 pub async fn failover_rounds<C: LedgerCluster>(quorum: usize, rounds: usize) {
-    let seed = std::env::var("LEDGER_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random::<u64>);
-    eprintln!("failover ledger: quorum {quorum}, seed {seed}");
+    let seed = crate::replay::seed(&format!("failover ledger, quorum {quorum}"));
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let (mut s, relays) = launch_relayed::<C>(quorum, dir.path(), |config| {

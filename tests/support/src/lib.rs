@@ -25,6 +25,7 @@ pub mod nemesis;
 pub mod ports;
 pub mod proxy;
 pub mod rawclient;
+pub mod replay;
 pub mod server_process;
 pub mod strong;
 pub mod sysbench;
