@@ -594,8 +594,9 @@ fn strong_proxy(
     TestProxy::start_with(config)
 }
 
-/// Kills the primary `replay::kills()` times under load; under `visibility = "quorum"` or `"snapshot"`
-/// readers run too and everything they observed must survive as the acknowledged commits must.
+/// Kills the primary [`PRIMARY_KILLS`] times under load (unless `STRONGSYNC_LEDGER_KILLS` says
+/// otherwise); under `visibility = "quorum"` or `"snapshot"` readers run too and everything they
+/// observed must survive as the acknowledged commits must.
 fn primary_kills(quorum: usize, on_timeout: OnTimeout, visibility: Visibility) {
     let mut rng = StdRng::seed_from_u64(replay::seed("ledger"));
     let mut topology = topology();

@@ -399,8 +399,9 @@ fn random_plan(rng: &mut StdRng) -> Plan {
     }
 }
 
-/// Kills the primary `replay::kills(PRIMARY_KILLS)` times under load, with strong sync at `quorum`; every
-/// acknowledged commit must be on `quorum` replicas and on every failover candidate.
+/// Kills the primary [`PRIMARY_KILLS`] times under load (unless `STRONGSYNC_LEDGER_KILLS` says
+/// otherwise), with strong sync at `quorum`; every acknowledged commit must be on `quorum`
+/// replicas and on every failover candidate.
 fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
     let mut rng = StdRng::seed_from_u64(replay::seed("mysql ledger"));
     let mut servers = Servers::start(DurabilityConfig {
