@@ -13,9 +13,9 @@ use mysql_async::prelude::*;
 use strongsync::config::OnTimeout;
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{APP_PASSWORD, APP_USER};
-use support::mysql_topology::MySqlTopology;
 use support::strong::Strong;
 use support::strong::{answered, durability, spawn_watched};
+use support::topology::MySqlTopology;
 use support::topology::Topology;
 
 /// What the tests need to know of a server kind.

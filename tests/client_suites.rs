@@ -8,9 +8,9 @@ use strongsync::config::OnTimeout;
 use support::certs::TestCerts;
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{wait_for, MariaDbOptions};
-use support::mysql_topology::MySqlTopology;
 use support::proxy::TestProxy;
 use support::strong::{durability, PATIENCE};
+use support::topology::MySqlTopology;
 use support::topology::Topology;
 
 const ROOT_PASSWORD: &str = "suite-root-secret";

@@ -5,7 +5,7 @@
 //! lease (`tests/support/src/cluster_ledger.rs`).
 
 use support::cluster_ledger::five_rounds;
-use support::mysql_topology::MySqlTopology;
+use support::topology::MySqlTopology;
 use support::topology::Topology;
 
 /// One cluster at a time: each runs nine servers and processes on a machine of two cores,

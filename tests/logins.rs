@@ -5,7 +5,7 @@
 //! strongsync's own legs to the servers are TLS whatever the client's is.
 
 use support::logins::every_client_logs_in_after_a_flush_and_a_promote;
-use support::mysql_topology::MySqlTopology;
+use support::topology::MySqlTopology;
 use support::topology::Topology;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -12,9 +12,9 @@ use support::cli::mariadb;
 use support::logins::holds;
 use support::mysql::{MySql, MySqlOptions};
 use support::mysql_root::inside;
-use support::mysql_topology::proxy_config;
 use support::proxy::TestProxy;
 use support::tcp_relay::TcpRelay;
+use support::topology::proxy_config;
 
 const USER: &str = "fresh";
 const PASSWORD: &str = "fresh-secret";

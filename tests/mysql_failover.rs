@@ -7,7 +7,7 @@
 //! `support::failover_rounds`, with MySQL servers.
 
 use support::failover_rounds::{control, failover_rounds};
-use support::mysql_topology::MySqlTopology;
+use support::topology::MySqlTopology;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn five_failovers_on_mysql_lose_nothing_acknowledged_at_quorum_1() {

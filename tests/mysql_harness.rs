@@ -12,9 +12,9 @@ use support::mysql::{
     timed, wait_for, MySql, MySqlOptions, APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER,
 };
 use support::mysql_gtid::gtid_set_holds;
-use support::mysql_topology::{proxy_config, MySqlTopology};
 use support::proxy::TestProxy;
 use support::server_process::{assert_process_gone, rows};
+use support::topology::{proxy_config, MySqlTopology};
 
 /// How long a test waits for something it expects to happen.
 const PATIENCE: Duration = Duration::from_secs(60);

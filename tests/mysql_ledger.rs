@@ -31,9 +31,9 @@ use strongsync::config::{DurabilityConfig, OnTimeout};
 use support::mysql::{
     sql_quote, wait_for, MySql, MySqlOptions, APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER,
 };
-use support::mysql_topology::{proxy_config, MySqlTopology};
 use support::proxy::TestProxy;
 use support::replay;
+use support::topology::{proxy_config, MySqlTopology};
 
 /// Clients writing at once (the machine has two cores; the proxy and three servers share them).
 const WRITERS: u64 = 16;

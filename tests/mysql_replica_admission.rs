@@ -28,9 +28,9 @@ use support::admin;
 use support::mariadb::{wait_for, REPL_PASSWORD, REPL_USER};
 use support::mysql::{sql_quote, MySql};
 use support::mysql_gtid::gtid_set_holds;
-use support::mysql_topology::MySqlTopology;
 use support::strong::{answered, durability, spawn_watched, Strong, PATIENCE};
 use support::tcp_relay::{Direction, TcpRelay};
+use support::topology::MySqlTopology;
 
 type MySqlStrong = Strong<MySqlTopology>;
 

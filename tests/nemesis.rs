@@ -12,11 +12,11 @@ use strongsync::config::OnTimeout;
 use support::admin;
 use support::failover_rounds::{start, LedgerCluster, LedgerServer, TOKEN};
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
-use support::mysql_topology::MySqlTopology;
 use support::nemesis::*;
 use support::proxy::{free_port, run_strongsync, ProxyProcess, TestProxy};
 use support::strong::PATIENCE;
 use support::tcp_relay::TcpRelay;
+use support::topology::MySqlTopology;
 use support::topology::Topology;
 
 // === 1. A planned switch, the old primary alive ===

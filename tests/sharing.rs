@@ -10,10 +10,10 @@ use mysql_async::prelude::*;
 use strongsync::config::{OnTimeout, SharingConfig};
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
-use support::mysql_topology::MySqlTopology;
 use support::rawclient::RawClient;
 use support::strong::{answered, durability, newest_gtid, spawn_watched};
 use support::strong::{Cluster, Strong, PATIENCE};
+use support::topology::MySqlTopology;
 use support::topology::Topology;
 
 /// Quorum 1, waiting as long as it takes, two replicas, the probe (which finds the primary's

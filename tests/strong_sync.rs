@@ -13,11 +13,11 @@ use strongsync::durability::State;
 use support::cluster::Cluster;
 use support::each_server;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
-use support::mysql_topology::MySqlTopology;
 use support::proxy::assert_not_acknowledged;
 use support::rawclient::RawClient;
 use support::strong::{answered, durability, position_holds, Strong, Watched, PATIENCE};
 use support::sysbench::Sysbench;
+use support::topology::MySqlTopology;
 
 /// Waits for a parked statement's answer (once something has released it) and expects an OK.
 async fn expect_ok(parked: tokio::task::JoinHandle<Watched>) -> Watched {

@@ -15,12 +15,12 @@ use support::admin;
 use support::cluster::Cluster;
 use support::each_server;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
-use support::mysql_topology::MySqlTopology;
 use support::rawclient::{RawClient, Reply};
 use support::strong::{
     answered, durability, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE,
 };
 use support::tcp_relay::{Direction, TcpRelay};
+use support::topology::MySqlTopology;
 use support::topology::Topology;
 
 /// A way of switching the tracker off: what it is, the statements before, and the statement

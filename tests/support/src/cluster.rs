@@ -1,6 +1,6 @@
-//! What the strong-sync tests need of a primary and its replicas, whatever the servers are:
-//! [`Topology`] (MariaDB 10.11) and [`MySqlTopology`] (MySQL 9.7) both give it, so one cluster
-//! type ([`Strong`](super::strong::Strong)) serves both suites.
+//! What the strong-sync tests need of a primary and its replicas, whatever the servers are: one
+//! implementation for [`Servers`] of either kind, so that one cluster type
+//! ([`Strong`](super::strong::Strong)) serves both suites.
 
 use std::path::PathBuf;
 
@@ -8,11 +8,7 @@ use strongsync::Config;
 
 use super::mariadb::{received_gtids_at, MariaDb};
 use super::mysql::{received_transaction_set_at, MySql};
-use super::mysql_gtid::gtid_set_holds;
-use super::mysql_topology::{proxy_config, MySqlTopology};
-use super::proxy::TestProxy;
-use super::strong::{newest_gtid, position_holds};
-use super::topology::Topology;
+use super::topology::{Server, Servers};
 
 /// A primary and replicas, started and controlled by a test.
 pub trait Cluster: Sized + Send + Sync + 'static {
@@ -94,15 +90,15 @@ impl Witness {
     }
 }
 
-impl Cluster for Topology {
-    const MYSQL: bool = false;
+impl<S: Server> Cluster for Servers<S> {
+    const MYSQL: bool = S::MYSQL;
 
     fn start(replicas: usize) -> Self {
-        let topology = Topology::start(replicas);
-        topology
+        let servers = Servers::<S>::start(replicas);
+        servers
             .primary
             .sql("CREATE TABLE sbtest.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)");
-        topology
+        servers
     }
 
     fn primary_sql(&self, sql: &str) -> String {
@@ -118,35 +114,34 @@ impl Cluster for Topology {
     }
 
     fn proxy_config(&self) -> Config {
-        TestProxy::config(&self.primary)
+        self.primary.proxy_config()
     }
 
     fn set_semisync(&self, i: usize, on: bool) {
-        let on = if on { "ON" } else { "OFF" };
-        self.replicas[i].sql(&format!("SET GLOBAL rpl_semi_sync_slave_enabled = {on}"));
+        self.replicas[i].sql(&S::semisync_replica(on));
     }
 
     fn point_replica_at(&self, i: usize, host: &str, port: u16) {
-        Topology::point_replica_at(self, i, host, port);
+        Servers::point_replica_at(self, i, host, port);
     }
 
     fn wait_replica_running(&self, i: usize) {
-        Topology::wait_replica_running(self, i);
+        Servers::wait_replica_running(self, i);
     }
 
     fn stop_io(&self, i: usize) {
-        self.replicas[i].sql("STOP SLAVE IO_THREAD");
+        self.replicas[i].sql(S::STOP_IO);
     }
 
     fn start_io(&self, i: usize) {
-        self.replicas[i].sql("START SLAVE IO_THREAD");
+        self.replicas[i].sql(S::START_IO);
     }
 
     fn restart_replica(&mut self, i: usize) {
         let replica = &mut self.replicas[i];
         replica.restart();
-        replica.sql("SET GLOBAL rpl_semi_sync_slave_enabled = ON; START SLAVE");
-        Topology::wait_replica_running(self, i);
+        replica.sql(S::RESUME);
+        Servers::wait_replica_running(self, i);
     }
 
     fn primary_port(&self) -> u16 {
@@ -154,93 +149,7 @@ impl Cluster for Topology {
     }
 
     fn witness(&self, i: usize) -> Witness {
-        Witness::of(&self.replicas[i])
-    }
-
-    fn replica_server_id(&self, i: usize) -> u32 {
-        self.replicas[i].server_id()
-    }
-
-    fn newest_gtid(&self) -> String {
-        newest_gtid(&self.primary, 0)
-    }
-
-    fn holds(received: &str, gtid: &str) -> bool {
-        position_holds(received, gtid)
-    }
-
-    fn primary_url(&self, user: &str, password: &str) -> String {
-        self.primary.url(user, password)
-    }
-
-    fn wait_replicas_caught_up(&self) {
-        Topology::wait_replicas_caught_up(self);
-    }
-}
-
-impl Cluster for MySqlTopology {
-    const MYSQL: bool = true;
-
-    fn start(replicas: usize) -> Self {
-        let topology = MySqlTopology::start(replicas);
-        topology
-            .primary
-            .sql("CREATE TABLE sbtest.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)");
-        topology
-    }
-
-    fn primary_sql(&self, sql: &str) -> String {
-        self.primary.sql(sql)
-    }
-
-    fn replica_sql(&self, i: usize, sql: &str) -> String {
-        self.replicas[i].sql(sql)
-    }
-
-    fn replica_count(&self) -> usize {
-        self.replicas.len()
-    }
-
-    fn proxy_config(&self) -> Config {
-        proxy_config(&self.primary)
-    }
-
-    /// The receiver reads the setting when it connects, and [`point_replica_at`]
-    /// (Self::point_replica_at) restarts it.
-    fn set_semisync(&self, i: usize, on: bool) {
-        let on = if on { "ON" } else { "OFF" };
-        self.replicas[i].sql(&format!("SET GLOBAL rpl_semi_sync_replica_enabled = {on}"));
-    }
-
-    fn point_replica_at(&self, i: usize, host: &str, port: u16) {
-        MySqlTopology::point_replica_at(self, i, host, port);
-    }
-
-    fn wait_replica_running(&self, i: usize) {
-        MySqlTopology::wait_replica_running(self, i);
-    }
-
-    fn stop_io(&self, i: usize) {
-        self.replicas[i].sql("STOP REPLICA IO_THREAD");
-    }
-
-    fn start_io(&self, i: usize) {
-        self.replicas[i].sql("START REPLICA IO_THREAD");
-    }
-
-    fn restart_replica(&mut self, i: usize) {
-        let replica = &mut self.replicas[i];
-        replica.restart();
-        replica.sql("SET GLOBAL rpl_semi_sync_replica_enabled = ON; START REPLICA");
-        MySqlTopology::wait_replica_running(self, i);
-    }
-
-    fn primary_port(&self) -> u16 {
-        self.primary.port()
-    }
-
-    fn witness(&self, i: usize) -> Witness {
-        Witness::of_mysql(&self.replicas[i])
+        self.replicas[i].witness()
     }
 
     fn replica_server_id(&self, i: usize) -> u32 {
@@ -252,7 +161,7 @@ impl Cluster for MySqlTopology {
     }
 
     fn holds(received: &str, gtid: &str) -> bool {
-        gtid_set_holds(received, gtid)
+        S::holds(received, gtid)
     }
 
     fn primary_url(&self, user: &str, password: &str) -> String {
@@ -260,7 +169,7 @@ impl Cluster for MySqlTopology {
     }
 
     fn wait_replicas_caught_up(&self) {
-        MySqlTopology::wait_replicas_caught_up(self);
+        Servers::wait_replicas_caught_up(self);
     }
 }
 
@@ -278,7 +187,7 @@ macro_rules! each_server {
 
             #[tokio::test(flavor = "multi_thread")]
             async fn mysql() {
-                super::$test::<$crate::mysql_topology::MySqlTopology>().await;
+                super::$test::<$crate::topology::MySqlTopology>().await;
             }
         }
     )*};

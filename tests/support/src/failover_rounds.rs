@@ -17,9 +17,9 @@ use crate::cluster::Cluster;
 use crate::failover::{ids_of, PooledWriters, Writers, IDS};
 use crate::mariadb::{wait_for, MariaDb, APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER};
 use crate::mysql::MySql;
-use crate::mysql_topology::MySqlTopology;
 use crate::strong::{durability, position_holds, Strong, PATIENCE};
 use crate::tcp_relay::TcpRelay;
+use crate::topology::MySqlTopology;
 use crate::topology::Topology;
 
 pub const TOKEN: &str = "failover-test-token-0123456789";

@@ -20,7 +20,6 @@ pub mod mysql;
 pub mod mysql_gtid;
 mod mysql_launch;
 pub mod mysql_root;
-pub mod mysql_topology;
 pub mod nemesis;
 pub mod ports;
 pub mod proxy;
