@@ -187,7 +187,20 @@ async fn without_quorum_immediate_applies_the_policy_at_once<C: Cluster>() {
     );
 }
 
+async fn a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok<C: Cluster>() {
+    let mut s = start::<C>(1, OnTimeout::Error, Duration::from_secs(2));
+    s.stop_all();
+    let insert = s.park("INSERT INTO t (v) VALUES (1)", vec![]).await;
+    let gtid = s.topology.newest_gtid();
+    s.topology.kill_primary();
+    assert_not_acknowledged(&answered(insert).await.result.unwrap_err(), &gtid);
+    assert_eq!(s.released("timeout"), 1);
+    assert_eq!(s.released("quorum"), 0);
+    assert_eq!(s.parked(), 0);
+}
+
 each_server!(
+    a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok,
     quorum_one_parks_until_a_replica_has_the_transaction,
     quorum_two_waits_for_the_second_replica_which_then_has_the_transaction,
     on_timeout_error_answers_an_error_naming_the_gtid_and_the_connection_goes_on,
@@ -345,19 +358,6 @@ fn mariadb_sysbench_write_only_through_the_proxy_leaves_three_identical_servers(
         "{status:?}"
     );
     eprintln!("{}", report.summary());
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok() {
-    let mut s = Strong::start(2, durability(1, OnTimeout::Error, Duration::from_secs(2)));
-    s.stop_all();
-    let insert = s.park("INSERT INTO t (v) VALUES (1)", vec![]).await;
-    let gtid = s.topology.primary.gtid_binlog_pos();
-    s.topology.primary.kill();
-    assert_not_acknowledged(&answered(insert).await.result.unwrap_err(), &gtid);
-    assert_eq!(s.released("timeout"), 1);
-    assert_eq!(s.released("quorum"), 0);
-    assert_eq!(s.parked(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]

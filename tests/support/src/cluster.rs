@@ -52,6 +52,8 @@ pub trait Cluster: Sized + Send + Sync + 'static {
     fn primary_url(&self, user: &str, password: &str) -> String;
     /// Waits until every replica has applied what the primary has.
     fn wait_replicas_caught_up(&self);
+    /// SIGKILLs the primary, as a crash would.
+    fn kill_primary(&mut self);
 }
 
 /// Reads what a replica has received — `Gtid_IO_Pos` on MariaDB, `RECEIVED_TRANSACTION_SET` on
@@ -170,6 +172,10 @@ impl<S: Server> Cluster for Servers<S> {
 
     fn wait_replicas_caught_up(&self) {
         Servers::wait_replicas_caught_up(self);
+    }
+
+    fn kill_primary(&mut self) {
+        self.primary.kill();
     }
 }
 

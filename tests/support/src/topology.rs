@@ -64,6 +64,8 @@ pub trait Server: Sized + Send + Sync + Debug + 'static {
     fn server_id(&self) -> u32;
     /// The URL of `user`'s connections to it, in its `sbtest` schema.
     fn url(&self, user: &str, password: &str) -> String;
+    /// SIGKILLs it, as a crash would.
+    fn kill(&mut self);
     /// Starts it again after a kill, with its files.
     fn restart(&mut self);
     /// What reads its received GTIDs from a task.
@@ -265,6 +267,10 @@ impl Server for MariaDb {
         MariaDb::url(self, user, password)
     }
 
+    fn kill(&mut self) {
+        MariaDb::kill(self);
+    }
+
     fn restart(&mut self) {
         MariaDb::restart(self);
     }
@@ -374,6 +380,10 @@ impl Server for MySql {
 
     fn url(&self, user: &str, password: &str) -> String {
         MySql::url(self, user, password)
+    }
+
+    fn kill(&mut self) {
+        MySql::kill(self);
     }
 
     fn restart(&mut self) {
