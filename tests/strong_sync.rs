@@ -199,7 +199,26 @@ async fn a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok<
     assert_eq!(s.parked(), 0);
 }
 
+/// A raw client, so that it can vanish mid-command.
+async fn a_client_that_leaves_while_parked_leaves_no_waiter_behind<C: Cluster>() {
+    let s = start::<C>(1, OnTimeout::Block, Duration::from_secs(3600));
+    s.topology.cache_password(APP_USER, APP_PASSWORD);
+    s.stop_all();
+    let mut client = RawClient::connect(
+        s.proxy.addr(),
+        APP_USER,
+        APP_PASSWORD,
+        CapabilityFlags::empty(),
+    );
+    client.send(b"\x03INSERT INTO t (v) VALUES (1)");
+    wait_for("the INSERT to park", PATIENCE, || s.parked() == 1);
+    drop(client);
+    wait_for("the waiter to go", PATIENCE, || s.parked() == 0);
+    assert_eq!(s.released("client_gone"), 1);
+}
+
 each_server!(
+    a_client_that_leaves_while_parked_leaves_no_waiter_behind,
     a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok,
     quorum_one_parks_until_a_replica_has_the_transaction,
     quorum_two_waits_for_the_second_replica_which_then_has_the_transaction,
@@ -452,26 +471,6 @@ async fn mariadb_xa_procedures_and_batches_each_park_and_wait_for_their_last_gti
         0,
         "{status:?}"
     );
-}
-
-#[test]
-fn mariadb_a_client_that_leaves_while_parked_leaves_no_waiter_behind() {
-    let s = Strong::start(
-        2,
-        durability(1, OnTimeout::Block, Duration::from_secs(3600)),
-    );
-    s.stop_all();
-    let mut client = RawClient::connect(
-        s.proxy.addr(),
-        APP_USER,
-        APP_PASSWORD,
-        CapabilityFlags::empty(),
-    );
-    client.send(b"\x03INSERT INTO t (v) VALUES (1)");
-    wait_for("the INSERT to park", PATIENCE, || s.parked() == 1);
-    drop(client);
-    wait_for("the waiter to go", PATIENCE, || s.parked() == 0);
-    assert_eq!(s.released("client_gone"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]

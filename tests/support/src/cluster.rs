@@ -54,6 +54,8 @@ pub trait Cluster: Sized + Send + Sync + 'static {
     fn wait_replicas_caught_up(&self);
     /// SIGKILLs the primary, as a crash would.
     fn kill_primary(&mut self);
+    /// Lets `user` log in to the primary with a client that only takes the fast path.
+    fn cache_password(&self, user: &str, password: &str);
 }
 
 /// Reads what a replica has received — `Gtid_IO_Pos` on MariaDB, `RECEIVED_TRANSACTION_SET` on
@@ -176,6 +178,10 @@ impl<S: Server> Cluster for Servers<S> {
 
     fn kill_primary(&mut self) {
         self.primary.kill();
+    }
+
+    fn cache_password(&self, user: &str, password: &str) {
+        self.primary.cache_password(user, password);
     }
 }
 

@@ -66,6 +66,10 @@ pub trait Server: Sized + Send + Sync + Debug + 'static {
     fn url(&self, user: &str, password: &str) -> String;
     /// SIGKILLs it, as a crash would.
     fn kill(&mut self);
+    /// Makes `user`'s next logins take the fast path (MySQL's `caching_sha2_password` caches
+    /// the account at a first full login, which the raw test client cannot make); nothing to
+    /// do on MariaDB.
+    fn cache_password(&self, _user: &str, _password: &str) {}
     /// Starts it again after a kill, with its files.
     fn restart(&mut self);
     /// What reads its received GTIDs from a task.
@@ -384,6 +388,10 @@ impl Server for MySql {
 
     fn kill(&mut self) {
         MySql::kill(self);
+    }
+
+    fn cache_password(&self, user: &str, password: &str) {
+        MySql::cache_password(self, user, password);
     }
 
     fn restart(&mut self) {
