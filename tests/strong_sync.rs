@@ -217,7 +217,37 @@ async fn a_client_that_leaves_while_parked_leaves_no_waiter_behind<C: Cluster>()
     assert_eq!(s.released("client_gone"), 1);
 }
 
+async fn over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over_tcp<C: Cluster>() {
+    let s = Strong::<C>::launch(2, None, |config, topology| {
+        config.durability = durability(2, OnTimeout::Block, Duration::from_secs(3600));
+        config.primary = topology.primary_socket().to_str().unwrap().to_owned();
+    });
+    let mut conn = s.client().await;
+    // The primary sees the session arrive over its socket, not over TCP.
+    let host: String = conn
+        .query_first("SELECT host FROM information_schema.processlist WHERE id = CONNECTION_ID()")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(host, "localhost");
+    // Both replica streams come over the socket too, so a commit waits for both and is
+    // released by its quorum of two.
+    s.stop_io(1);
+    s.wait_semisync(1);
+    let insert = s.park("INSERT INTO t (v) VALUES (1)", vec![]).await;
+    s.start_io(1);
+    expect_ok(insert).await;
+    assert_eq!(s.released("quorum"), 1);
+    conn.query_drop("INSERT INTO t (v) VALUES (2)")
+        .await
+        .unwrap();
+    assert_eq!(s.released("quorum"), 2);
+    let primary_sum = s.topology.primary_sql("SELECT SUM(v) FROM sbtest.t");
+    assert_eq!(primary_sum, "3");
+}
+
 each_server!(
+    over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over_tcp,
     a_client_that_leaves_while_parked_leaves_no_waiter_behind,
     a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok,
     quorum_one_parks_until_a_replica_has_the_transaction,
@@ -380,36 +410,6 @@ fn mariadb_sysbench_write_only_through_the_proxy_leaves_three_identical_servers(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn mariadb_over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over_tcp() {
-    let s = Strong::start_with(2, |config, topology| {
-        config.durability = durability(2, OnTimeout::Block, Duration::from_secs(3600));
-        config.primary = topology.primary.socket().to_str().unwrap().to_owned();
-    });
-    let mut conn = s.client().await;
-    // The primary sees the session arrive over its socket, not over TCP.
-    let host: String = conn
-        .query_first("SELECT host FROM information_schema.processlist WHERE id = CONNECTION_ID()")
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(host, "localhost");
-    // Both replica streams come over the socket too, so a commit waits for both and is
-    // released by its quorum of two.
-    s.stop_io(1);
-    s.wait_semisync(1);
-    let insert = s.park("INSERT INTO t (v) VALUES (1)", vec![]).await;
-    s.start_io(1);
-    expect_ok(insert).await;
-    assert_eq!(s.released("quorum"), 1);
-    conn.query_drop("INSERT INTO t (v) VALUES (2)")
-        .await
-        .unwrap();
-    assert_eq!(s.released("quorum"), 2);
-    let primary_sum = s.topology.primary.sql("SELECT SUM(v) FROM sbtest.t");
-    assert_eq!(primary_sum, "3");
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn mariadb_xa_procedures_and_batches_each_park_and_wait_for_their_last_gtid() {
     let s = Strong::start(
         2,
@@ -538,28 +538,6 @@ fn raise_open_files_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn mariadb_a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_both_replicas()
-{
-    let s = Strong::start(2, durability(2, OnTimeout::Error, Duration::from_secs(60)));
-    let mut conn = s.client().await;
-    conn.query_drop("CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB)")
-        .await
-        .unwrap();
-    // Its rows event is over 16 MiB: spread over two packets, which the semisync header
-    // shifts, so the proxy must put it back together and split it again.
-    conn.query_drop("INSERT INTO big VALUES (1, REPEAT('x', 17 * 1024 * 1024))")
-        .await
-        .expect("acknowledged by both replicas");
-    assert_eq!(s.released("timeout"), 0);
-    s.topology.wait_replicas_caught_up();
-    let want = s.topology.primary.sql("SELECT MD5(b) FROM sbtest.big");
-    for replica in &s.topology.replicas {
-        assert_eq!(replica.sql("SELECT MD5(b) FROM sbtest.big"), want);
-        assert_eq!(replica.slave_status()["Slave_IO_Running"], "Yes");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn mariadb_a_batch_that_ends_inside_a_large_transaction_asks_for_the_ack_with_a_heartbeat() {
     let s = Strong::start(
         1,
@@ -604,4 +582,26 @@ async fn mariadb_a_batch_that_ends_inside_a_large_transaction_asks_for_the_ack_w
     wait_for("the replica to apply everything", PATIENCE, || {
         replica.sql("SELECT COUNT(*) FROM sbtest.big") == "30000"
     });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mariadb_a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_both_replicas()
+{
+    let s = Strong::start(2, durability(2, OnTimeout::Error, Duration::from_secs(60)));
+    let mut conn = s.client().await;
+    conn.query_drop("CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB)")
+        .await
+        .unwrap();
+    // Its rows event is over 16 MiB: spread over two packets, which the semisync header
+    // shifts, so the proxy must put it back together and split it again.
+    conn.query_drop("INSERT INTO big VALUES (1, REPEAT('x', 17 * 1024 * 1024))")
+        .await
+        .expect("acknowledged by both replicas");
+    assert_eq!(s.released("timeout"), 0);
+    s.topology.wait_replicas_caught_up();
+    let want = s.topology.primary.sql("SELECT MD5(b) FROM sbtest.big");
+    for replica in &s.topology.replicas {
+        assert_eq!(replica.sql("SELECT MD5(b) FROM sbtest.big"), want);
+        assert_eq!(replica.slave_status()["Slave_IO_Running"], "Yes");
+    }
 }

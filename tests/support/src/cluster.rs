@@ -40,6 +40,8 @@ pub trait Cluster: Sized + Send + Sync + 'static {
     fn restart_replica(&mut self, i: usize);
     /// The primary's port.
     fn primary_port(&self) -> u16;
+    /// The primary's Unix socket.
+    fn primary_socket(&self) -> PathBuf;
     /// What reads replica `i`'s received GTIDs from a task.
     fn witness(&self, i: usize) -> Witness;
     /// The server id replica `i` replicates with.
@@ -150,6 +152,10 @@ impl<S: Server> Cluster for Servers<S> {
 
     fn primary_port(&self) -> u16 {
         self.primary.port()
+    }
+
+    fn primary_socket(&self) -> PathBuf {
+        self.primary.socket_path()
     }
 
     fn witness(&self, i: usize) -> Witness {

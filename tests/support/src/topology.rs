@@ -62,6 +62,8 @@ pub trait Server: Sized + Send + Sync + Debug + 'static {
     const RESUME: &'static str;
     /// Its `server_id`.
     fn server_id(&self) -> u32;
+    /// Its Unix socket, as this machine names it.
+    fn socket_path(&self) -> std::path::PathBuf;
     /// The URL of `user`'s connections to it, in its `sbtest` schema.
     fn url(&self, user: &str, password: &str) -> String;
     /// SIGKILLs it, as a crash would.
@@ -267,6 +269,10 @@ impl Server for MariaDb {
         MariaDb::server_id(self)
     }
 
+    fn socket_path(&self) -> std::path::PathBuf {
+        self.socket().to_owned()
+    }
+
     fn url(&self, user: &str, password: &str) -> String {
         MariaDb::url(self, user, password)
     }
@@ -380,6 +386,10 @@ impl Server for MySql {
 
     fn server_id(&self) -> u32 {
         MySql::server_id(self)
+    }
+
+    fn socket_path(&self) -> std::path::PathBuf {
+        self.socket()
     }
 
     fn url(&self, user: &str, password: &str) -> String {
