@@ -246,7 +246,34 @@ async fn over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over
     assert_eq!(primary_sum, "3");
 }
 
+/// The row is compared by `SHA2`: on MySQL 9.7 here `MD5(b)` fails with 1046 (looked up as a
+/// stored function), SHA2 works on both.
+async fn a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_both_replicas<
+    C: Cluster,
+>() {
+    let s = start::<C>(2, OnTimeout::Error, Duration::from_secs(60));
+    let mut conn = s.client().await;
+    conn.query_drop("CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB)")
+        .await
+        .unwrap();
+    // Its rows event is over 16 MiB: spread over two packets, which the semisync header
+    // shifts, so the proxy must put it back together and split it again.
+    conn.query_drop("INSERT INTO big VALUES (1, REPEAT('x', 17 * 1024 * 1024))")
+        .await
+        .expect("acknowledged by both replicas");
+    assert_eq!(s.released("timeout"), 0);
+    s.topology.wait_replicas_caught_up();
+    const DIGEST: &str = "SELECT SHA2(b, 256) FROM sbtest.big";
+    let want = s.topology.primary_sql(DIGEST);
+    assert_eq!(want.len(), 64, "{want}");
+    for i in 0..2 {
+        assert_eq!(s.topology.replica_sql(i, DIGEST), want, "replica {i}");
+        s.topology.wait_replica_running(i);
+    }
+}
+
 each_server!(
+    a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_both_replicas,
     over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over_tcp,
     a_client_that_leaves_while_parked_leaves_no_waiter_behind,
     a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok,
@@ -582,26 +609,4 @@ async fn mariadb_a_batch_that_ends_inside_a_large_transaction_asks_for_the_ack_w
     wait_for("the replica to apply everything", PATIENCE, || {
         replica.sql("SELECT COUNT(*) FROM sbtest.big") == "30000"
     });
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_both_replicas()
-{
-    let s = Strong::start(2, durability(2, OnTimeout::Error, Duration::from_secs(60)));
-    let mut conn = s.client().await;
-    conn.query_drop("CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB)")
-        .await
-        .unwrap();
-    // Its rows event is over 16 MiB: spread over two packets, which the semisync header
-    // shifts, so the proxy must put it back together and split it again.
-    conn.query_drop("INSERT INTO big VALUES (1, REPEAT('x', 17 * 1024 * 1024))")
-        .await
-        .expect("acknowledged by both replicas");
-    assert_eq!(s.released("timeout"), 0);
-    s.topology.wait_replicas_caught_up();
-    let want = s.topology.primary.sql("SELECT MD5(b) FROM sbtest.big");
-    for replica in &s.topology.replicas {
-        assert_eq!(replica.sql("SELECT MD5(b) FROM sbtest.big"), want);
-        assert_eq!(replica.slave_status()["Slave_IO_Running"], "Yes");
-    }
 }
