@@ -58,6 +58,10 @@ pub trait Cluster: Sized + Send + Sync + 'static {
     fn kill_primary(&mut self);
     /// Lets `user` log in to the primary with a client that only takes the fast path.
     fn cache_password(&self, user: &str, password: &str);
+    /// Whether replica `i`'s semisync is on, by its own status.
+    fn replica_semisync_on(&self, i: usize) -> bool;
+    /// The ACKs replica `i` has sent, by its own count, where the server keeps one.
+    fn replica_acks_sent(&self, i: usize) -> Option<u64>;
 }
 
 /// Reads what a replica has received — `Gtid_IO_Pos` on MariaDB, `RECEIVED_TRANSACTION_SET` on
@@ -188,6 +192,14 @@ impl<S: Server> Cluster for Servers<S> {
 
     fn cache_password(&self, user: &str, password: &str) {
         self.primary.cache_password(user, password);
+    }
+
+    fn replica_semisync_on(&self, i: usize) -> bool {
+        self.replicas[i].status_var(S::SEMISYNC_ON) == "ON"
+    }
+
+    fn replica_acks_sent(&self, i: usize) -> Option<u64> {
+        S::SEMISYNC_ACKS.map(|name| self.replicas[i].status_var(name).parse().unwrap())
     }
 }
 

@@ -29,6 +29,10 @@ pub trait Server: Sized + Send + Sync + Debug + 'static {
     const MYSQL: bool;
     /// The replication status statement (for messages).
     const STATUS: &'static str;
+    /// The status variable that says a replica's semisync is on, and the one that counts its
+    /// ACKs if the server has one.
+    const SEMISYNC_ON: &'static str;
+    const SEMISYNC_ACKS: Option<&'static str>;
     /// The status columns that say the receiver and the applier run.
     const RUNNING: [&'static str; 2];
 
@@ -42,6 +46,8 @@ pub trait Server: Sized + Send + Sync + Debug + 'static {
     fn port(&self) -> u16;
     /// Its replication status, column by column (empty if it does not replicate).
     fn replication_status(&self) -> HashMap<String, String>;
+    /// A global status variable's value.
+    fn status_var(&self, name: &str) -> String;
     /// The GTIDs a primary has written, which its replicas are to reach.
     fn written(&self) -> String;
     /// The GTIDs a replica has applied.
@@ -196,6 +202,8 @@ impl Server for MariaDb {
     type Options = MariaDbOptions;
     const MYSQL: bool = false;
     const STATUS: &'static str = "SHOW SLAVE STATUS";
+    const SEMISYNC_ON: &'static str = "Rpl_semi_sync_slave_status";
+    const SEMISYNC_ACKS: Option<&'static str> = Some("Rpl_semi_sync_slave_send_ack");
     const RUNNING: [&'static str; 2] = ["Slave_IO_Running", "Slave_SQL_Running"];
 
     fn with_id(options: MariaDbOptions, server_id: u32, _replica: bool) -> MariaDbOptions {
@@ -219,6 +227,10 @@ impl Server for MariaDb {
 
     fn replication_status(&self) -> HashMap<String, String> {
         self.slave_status()
+    }
+
+    fn status_var(&self, name: &str) -> String {
+        MariaDb::status_var(self, name)
     }
 
     fn written(&self) -> String {
@@ -308,6 +320,8 @@ impl Server for MySql {
     type Options = MySqlOptions;
     const MYSQL: bool = true;
     const STATUS: &'static str = "SHOW REPLICA STATUS";
+    const SEMISYNC_ON: &'static str = "Rpl_semi_sync_replica_status";
+    const SEMISYNC_ACKS: Option<&'static str> = None;
     const RUNNING: [&'static str; 2] = ["Replica_IO_Running", "Replica_SQL_Running"];
 
     /// A replica always loads the semisync replica plugin.
@@ -333,6 +347,10 @@ impl Server for MySql {
 
     fn replication_status(&self) -> HashMap<String, String> {
         self.replica_status()
+    }
+
+    fn status_var(&self, name: &str) -> String {
+        MySql::status_var(self, name)
     }
 
     fn written(&self) -> String {
