@@ -16,7 +16,7 @@ use support::admin;
 use support::cluster::Cluster;
 use support::each_server;
 use support::mariadb::{wait_for, MariaDb};
-use support::strong::{durability, newest_gtid, position_holds, Strong, Witness, PATIENCE};
+use support::strong::{durability, position_holds, Strong, Witness, PATIENCE};
 use support::topology::Topology;
 use tokio::task::JoinHandle;
 
@@ -165,18 +165,21 @@ async fn a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it<C: Cl
     assert_eq!(status.reads_released["unresolved"], 0);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in_a_transaction(
-) {
-    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+async fn every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in_a_transaction<
+    C: Cluster,
+>() {
+    let s = barrier_as::<C>(
+        Visibility::Quorum,
+        OnTimeout::Block,
+        Duration::from_secs(3600),
+    );
     s.topology
-        .primary
-        .sql("CREATE TABLE sbtest.u (id INT PRIMARY KEY, v INT)");
+        .primary_sql("CREATE TABLE sbtest.u (id INT PRIMARY KEY, v INT)");
     s.topology.wait_replicas_caught_up();
     let mut conn = s.client().await;
     lose_quorum(&s);
-    s.topology.primary.sql("INSERT INTO sbtest.u VALUES (7, 7)");
-    let gtid = newest_gtid(&s.topology.primary, 0);
+    s.topology.primary_sql("INSERT INTO sbtest.u VALUES (7, 7)");
+    let gtid = s.topology.newest_gtid();
 
     // A duplicate key reveals the row; the client's own statement commits nothing.
     let witness = s.witness(0);
@@ -193,7 +196,7 @@ async fn mariadb_every_kind_of_response_waits_a_duplicate_key_error_and_affected
     let error = result.expect_err("a duplicate key");
     assert!(error.to_string().contains("Duplicate entry"), "{error}");
     assert!(
-        position_holds(&received, &gtid),
+        C::holds(&received, &gtid),
         "the duplicate key revealed {gtid} when the replica had only {received}"
     );
 
@@ -201,8 +204,8 @@ async fn mariadb_every_kind_of_response_waits_a_duplicate_key_error_and_affected
     let mut conn = s.client().await;
     conn.query_drop("BEGIN").await.unwrap();
     lose_quorum(&s);
-    s.topology.primary.sql("INSERT INTO sbtest.u VALUES (8, 8)");
-    let gtid = newest_gtid(&s.topology.primary, 0);
+    s.topology.primary_sql("INSERT INTO sbtest.u VALUES (8, 8)");
+    let gtid = s.topology.newest_gtid();
     let witness = s.witness(0);
     let update = tokio::spawn(async move {
         conn.query_drop("UPDATE sbtest.u SET v = 0 WHERE id = 8")
@@ -221,7 +224,7 @@ async fn mariadb_every_kind_of_response_waits_a_duplicate_key_error_and_affected
         .expect("task");
     assert_eq!(found, 1);
     assert!(
-        position_holds(&received, &gtid),
+        C::holds(&received, &gtid),
         "the UPDATE revealed {gtid} when the replica had only {received}"
     );
 }
@@ -459,9 +462,12 @@ async fn begin_rollback_ping_and_reset_reveal_nothing_and_go_at_once_while_anyth
     assert_eq!(read.result.expect("the read"), vec![1]);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_everything_a_session_does_works_under_the_barrier() {
-    let s = barrier(OnTimeout::Block, Duration::from_secs(3600));
+async fn everything_a_session_does_works_under_the_barrier<C: Cluster>() {
+    let s = barrier_as::<C>(
+        Visibility::Quorum,
+        OnTimeout::Block,
+        Duration::from_secs(3600),
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rows.csv");
     let rows: String = (0..5_000).map(|i| format!("{i},{}\n", i * 2)).collect();
@@ -878,6 +884,8 @@ async fn mariadb_a_primary_without_show_binary_log_status_is_bounded_by_show_mas
 }
 
 each_server!(
+    every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in_a_transaction,
+    everything_a_session_does_works_under_the_barrier,
     a_read_behind_a_commit_that_degraded_is_released_with_it,
     under_error_a_read_whose_quorum_does_not_come_gets_an_error_instead_of_the_data,
     begin_rollback_ping_and_reset_reveal_nothing_and_go_at_once_while_anything_else_waits,
