@@ -23,6 +23,15 @@ use tokio::task::JoinHandle;
 const PROBE_USER: &str = "probe";
 const PROBE_PASSWORD: &str = "probe-secret";
 
+/// One replica through a proxy with the read barrier on, waiting as long as it takes.
+fn blocking_barrier<C: Cluster>() -> Strong<C> {
+    barrier_as::<C>(
+        Visibility::Quorum,
+        OnTimeout::Block,
+        Duration::from_secs(3600),
+    )
+}
+
 /// One MariaDB replica through a proxy with the read barrier on and the given policy.
 fn barrier(on_timeout: OnTimeout, ack_timeout: Duration) -> Strong {
     barrier_as::<Topology>(Visibility::Quorum, on_timeout, ack_timeout)
@@ -148,11 +157,7 @@ async fn held_until_replica_has<C: Cluster>(
 }
 
 async fn a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it<C: Cluster>() {
-    let s = barrier_as::<C>(
-        Visibility::Quorum,
-        OnTimeout::Block,
-        Duration::from_secs(3600),
-    );
+    let s = blocking_barrier::<C>();
     // Connecting reads too: without its quorum, under `block`, it would wait as well.
     let conn = s.client().await;
     lose_quorum(&s);
@@ -168,11 +173,7 @@ async fn a_read_of_an_unacknowledged_write_is_held_until_the_quorum_has_it<C: Cl
 async fn every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in_a_transaction<
     C: Cluster,
 >() {
-    let s = barrier_as::<C>(
-        Visibility::Quorum,
-        OnTimeout::Block,
-        Duration::from_secs(3600),
-    );
+    let s = blocking_barrier::<C>();
     s.topology
         .primary_sql("CREATE TABLE sbtest.u (id INT PRIMARY KEY, v INT)");
     s.topology.wait_replicas_caught_up();
@@ -232,11 +233,7 @@ async fn every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in
 async fn the_control_with_visibility_commit_a_reader_sees_what_no_replica_has_and_a_reload_closes_it<
     C: Cluster,
 >() {
-    let s = barrier_as::<C>(
-        Visibility::Quorum,
-        OnTimeout::Block,
-        Duration::from_secs(3600),
-    );
+    let s = blocking_barrier::<C>();
     let commit_visibility = DurabilityConfig {
         visibility: Visibility::Commit,
         ..s.proxy.durability().config()
@@ -407,11 +404,7 @@ async fn mariadb_the_probe_connection_lost_is_opened_again_and_while_it_cannot_b
 }
 
 async fn with_no_write_in_flight_a_read_goes_after_the_probe_without_queueing<C: Cluster>() {
-    let s = barrier_as::<C>(
-        Visibility::Quorum,
-        OnTimeout::Block,
-        Duration::from_secs(3600),
-    );
+    let s = blocking_barrier::<C>();
     s.topology
         .primary_sql("INSERT INTO sbtest.t (v) VALUES (1)");
     let gtid = s.topology.newest_gtid();
@@ -442,11 +435,7 @@ async fn with_no_write_in_flight_a_read_goes_after_the_probe_without_queueing<C:
 async fn begin_rollback_ping_and_reset_reveal_nothing_and_go_at_once_while_anything_else_waits<
     C: Cluster,
 >() {
-    let s = barrier_as::<C>(
-        Visibility::Quorum,
-        OnTimeout::Block,
-        Duration::from_secs(3600),
-    );
+    let s = blocking_barrier::<C>();
     let mut conn = s.client().await;
     lose_quorum(&s);
     let gtid = commit_directly(&s, 3);
@@ -463,11 +452,7 @@ async fn begin_rollback_ping_and_reset_reveal_nothing_and_go_at_once_while_anyth
 }
 
 async fn everything_a_session_does_works_under_the_barrier<C: Cluster>() {
-    let s = barrier_as::<C>(
-        Visibility::Quorum,
-        OnTimeout::Block,
-        Duration::from_secs(3600),
-    );
+    let s = blocking_barrier::<C>();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rows.csv");
     let rows: String = (0..5_000).map(|i| format!("{i},{}\n", i * 2)).collect();
