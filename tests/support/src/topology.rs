@@ -430,16 +430,8 @@ impl Server for MySql {
         crate::cluster::Witness::of_mysql(self)
     }
 
-    /// `uuid:n`, the newest of its own.
-    ///
-    /// # Panics
-    /// If it wrote none.
     fn newest_gtid(&self) -> String {
-        let uuid = self.sql("SELECT @@server_uuid");
-        let executed = self.sql("SELECT @@global.gtid_executed");
-        let n = crate::mysql_gtid::newest_of(&executed, &uuid)
-            .expect("the primary wrote a transaction");
-        format!("{uuid}:{n}")
+        MySql::newest_gtid(self)
     }
 
     fn holds(received: &str, gtid: &str) -> bool {
