@@ -15,8 +15,7 @@
 //! A longer run than CI's: `STRONGSYNC_LEDGER_KILLS=20 cargo test --test ledger -- --nocapture`
 //! (each round prints what was acknowledged; `LEDGER_SEED` replays a run's random choices).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -26,6 +25,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strongsync::config::ProbeConfig;
 use strongsync::config::{DurabilityConfig, OnTimeout, Visibility};
+use support::ledger::{ids, row_id, Held, Ledger, Load, SharedLedger, Style};
 use support::mariadb::{sql_quote, wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::{free_port, ProxyProcess, TestProxy};
 use support::replay;
@@ -41,36 +41,10 @@ const PRIMARY_KILLS: u64 = 5;
 const PROXY_KILLS: u64 = 3;
 /// Generous bound for "eventually" (a guard against hangs, not a timing expectation).
 const PATIENCE: Duration = Duration::from_secs(90);
-
-/// How a writer commits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Style {
-    /// One `INSERT` a commit.
-    Autocommit,
-    /// `BEGIN`, two `INSERT`s, `COMMIT`.
-    Explicit,
-    /// `XA START`, `INSERT`, `XA END`, `XA PREPARE` (acknowledged on its own), `XA COMMIT`.
-    Xa,
-}
-
-const STYLES: [Style; 3] = [Style::Autocommit, Style::Explicit, Style::Xa];
-
-/// What the clients were told.
-#[derive(Debug, Default)]
-struct Ledger {
-    /// Ids whose commit returned OK.
-    committed: Vec<u64>,
-    /// XA branches whose PREPARE returned OK and whose COMMIT did not: xid → its ids.
-    prepared: HashMap<String, Vec<u64>>,
-    /// Per style, the commits (or prepares) acknowledged.
-    oks: HashMap<&'static str, u64>,
-    /// Writers that ended on an error (after the kill, every one should).
-    errors: Vec<String>,
-    /// Ids a reader saw: in a result set, or in a duplicate-key error.
-    observed: HashSet<u64>,
-    /// Per way of observing, the rows observed.
-    observations: HashMap<&'static str, u64>,
-}
+/// How long writers get to hear their errors once the primary or the proxy is gone.
+const GRACE: Duration = Duration::from_millis(500);
+/// Every way of committing, XA too.
+const STYLES: &[Style] = &[Style::Autocommit, Style::Explicit, Style::Xa];
 
 /// How a reader observes the writers' rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,76 +72,6 @@ impl Look {
             Look::Snapshot => "snapshot",
         }
     }
-}
-
-type SharedLedger = Arc<Mutex<Ledger>>;
-
-impl Style {
-    fn name(self) -> &'static str {
-        match self {
-            Style::Autocommit => "autocommit",
-            Style::Explicit => "explicit",
-            Style::Xa => "xa",
-        }
-    }
-}
-
-/// The id of a writer's `seq`th row in `round`: unique across the whole test.
-fn row_id(round: u64, writer: u64, seq: u64) -> u64 {
-    (round << 40) | (writer << 24) | seq
-}
-
-/// Writes until an error (the kill) ends it, recording every OK in `ledger`.
-async fn writer(url: String, round: u64, writer: u64, ledger: SharedLedger) {
-    let style = STYLES[(writer % 3) as usize];
-    let result = async {
-        let mut conn = Conn::new(Opts::from_url(&url).unwrap()).await?;
-        let mut seq = 0;
-        loop {
-            seq += 2;
-            let id = row_id(round, writer, seq);
-            let insert =
-                |id: u64| format!("INSERT INTO ledger (id, writer) VALUES ({id}, {writer})");
-            match style {
-                Style::Autocommit => {
-                    conn.query_drop(insert(id)).await?;
-                    ok(&ledger, style, |l| l.committed.push(id));
-                }
-                Style::Explicit => {
-                    conn.query_drop("BEGIN").await?;
-                    conn.query_drop(insert(id)).await?;
-                    conn.query_drop(insert(id + 1)).await?;
-                    conn.query_drop("COMMIT").await?;
-                    ok(&ledger, style, |l| l.committed.extend([id, id + 1]));
-                }
-                Style::Xa => {
-                    let xid = format!("r{round}-w{writer}-s{seq}");
-                    conn.query_drop(format!("XA START '{xid}'")).await?;
-                    conn.query_drop(insert(id)).await?;
-                    conn.query_drop(format!("XA END '{xid}'")).await?;
-                    conn.query_drop(format!("XA PREPARE '{xid}'")).await?;
-                    ok(&ledger, style, |l| {
-                        l.prepared.insert(xid.clone(), vec![id]);
-                    });
-                    conn.query_drop(format!("XA COMMIT '{xid}'")).await?;
-                    ok(&ledger, style, |l| {
-                        l.prepared.remove(&xid);
-                        l.committed.push(id);
-                    });
-                }
-            }
-        }
-    }
-    .await;
-    let error: mysql_async::Error = match result {
-        Ok(()) => unreachable!("writers only end on errors"),
-        Err(e) => e,
-    };
-    ledger
-        .lock()
-        .unwrap()
-        .errors
-        .push(format!("writer {writer} ({}): {error}", style.name()));
 }
 
 /// Reads until an error (the kill) ends it, recording every row observed in `ledger`.
@@ -251,91 +155,25 @@ async fn reader(url: String, round: u64, reader: u64, ledger: SharedLedger) {
     .await;
 }
 
-fn ok(ledger: &SharedLedger, style: Style, record: impl FnOnce(&mut Ledger)) {
-    let mut ledger = ledger.lock().unwrap();
-    record(&mut ledger);
-    *ledger.oks.entry(style.name()).or_default() += 1;
-}
-
-/// The load of one round: `WRITERS` clients through `url`, on their own runtime so that the
-/// test thread can kill things and run SQL meanwhile.
-struct Load {
-    runtime: tokio::runtime::Runtime,
-    ledger: SharedLedger,
-    writers: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Load {
-    /// Writers, and with `readers` the readers too, through `url`.
-    fn start(url: &str, round: u64, readers: bool) -> Load {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let ledger = SharedLedger::default();
-        let mut writers: Vec<_> = (0..WRITERS)
-            .map(|w| runtime.spawn(writer(url.to_owned(), round, w, Arc::clone(&ledger))))
-            .collect();
-        if readers {
-            writers.extend(
-                (0..READERS)
-                    .map(|r| runtime.spawn(reader(url.to_owned(), round, r, Arc::clone(&ledger)))),
-            );
-        }
-        Load {
-            runtime,
-            ledger,
-            writers,
+/// Writers and, with `readers`, readers through `url`.
+fn load(url: &str, round: u64, readers: bool) -> Load {
+    let mut load = Load::start(url, round, WRITERS, STYLES);
+    if readers {
+        for r in 0..READERS {
+            load.spawn(reader(url.to_owned(), round, r, Arc::clone(load.ledger())));
         }
     }
-
-    /// Acknowledged so far, per style.
-    fn oks(&self) -> HashMap<&'static str, u64> {
-        self.ledger.lock().unwrap().oks.clone()
-    }
-
-    /// Waits until every style has had `n` acknowledgements (the load is really running).
-    fn wait_running(&self, n: u64) {
-        wait_for("every style of writer to be acknowledged", PATIENCE, || {
-            let oks = self.oks();
-            STYLES
-                .iter()
-                .all(|s| oks.get(s.name()).copied().unwrap_or(0) >= n)
-        });
-    }
-
-    /// Waits until every way of observing has seen a row (the readers are really reading).
-    fn wait_observing(&self) {
-        wait_for("every kind of reader to observe a row", PATIENCE, || {
-            let ledger = self.ledger.lock().unwrap();
-            LOOKS
-                .iter()
-                .all(|l| ledger.observations.get(l.name()).copied().unwrap_or(0) > 0)
-        });
-    }
-
-    /// Ends the writers (a commit parked for good after a kill never answers) and returns
-    /// what they were told.
-    fn finish(self) -> Ledger {
-        // Give every writer the chance to hear its error, then stop the ones still parked.
-        thread::sleep(Duration::from_millis(500));
-        for w in &self.writers {
-            w.abort();
-        }
-        self.runtime.shutdown_timeout(Duration::from_secs(5));
-        Arc::try_unwrap(self.ledger)
-            .expect("the writers are gone")
-            .into_inner()
-            .unwrap()
-    }
+    load
 }
 
-/// What one replica holds after applying everything it received.
-#[derive(Debug)]
-struct Held {
-    ids: HashSet<u64>,
-    prepared: HashSet<String>,
+/// Waits until every way of observing has seen a row (the readers are really reading).
+fn wait_observing(load: &Load) {
+    wait_for("every kind of reader to observe a row", PATIENCE, || {
+        let ledger = load.ledger().lock().unwrap();
+        LOOKS
+            .iter()
+            .all(|l| ledger.observations.get(l.name()).copied().unwrap_or(0) > 0)
+    });
 }
 
 /// Waits until replica `replica`'s SQL thread has applied all of its relay log (its I/O thread
@@ -362,54 +200,13 @@ fn applied(replica: &MariaDb) -> Held {
         last = exec;
         stable >= 3
     });
-    let ids = replica
-        .sql("SELECT id FROM sbtest.ledger")
-        .lines()
-        .map(|l| l.parse().expect("an id"))
-        .collect();
+    let ids = ids(&replica.sql("SELECT id FROM sbtest.ledger"));
     let prepared = replica
         .query_rows("XA RECOVER")
         .into_iter()
         .map(|row| row[3].clone())
         .collect();
     Held { ids, prepared }
-}
-
-/// Observed rows found on fewer than `quorum` of `replicas`, described.
-fn lost_observations(ledger: &Ledger, replicas: &[&Held], quorum: usize) -> Vec<String> {
-    let mut lost: Vec<String> = ledger
-        .observed
-        .iter()
-        .filter(|id| replicas.iter().filter(|r| r.ids.contains(id)).count() < quorum)
-        .map(|id| format!("observed id {id:#x}"))
-        .collect();
-    lost.sort();
-    lost
-}
-
-/// Acknowledged transactions found on fewer than `quorum` of `replicas`, described.
-fn lost(ledger: &Ledger, replicas: &[&Held], quorum: usize) -> Vec<String> {
-    let mut lost = Vec::new();
-    for id in &ledger.committed {
-        let on = replicas.iter().filter(|r| r.ids.contains(id)).count();
-        if on < quorum {
-            lost.push(format!("committed id {id:#x} on {on} replica(s)"));
-        }
-    }
-    for (xid, ids) in &ledger.prepared {
-        let on = replicas
-            .iter()
-            .filter(|r| r.prepared.contains(xid) || ids.iter().all(|id| r.ids.contains(id)))
-            .count();
-        if on < quorum {
-            lost.push(format!("prepared XA branch {xid} on {on} replica(s)"));
-        }
-    }
-    lost
-}
-
-fn acknowledged(ledger: &Ledger) -> usize {
-    ledger.committed.len() + ledger.prepared.len()
 }
 
 /// The primary with the durable settings a strong-sync deployment runs, two replicas with
@@ -498,10 +295,10 @@ fn primary_kill_round(
         Some(proxy) => proxy.url(APP_USER, APP_PASSWORD),
         None => topology.primary.url(APP_USER, APP_PASSWORD),
     };
-    let load = Load::start(&url, round, readers);
+    let load = load(&url, round, readers);
     load.wait_running(3);
     if readers {
-        load.wait_observing();
+        wait_observing(&load);
     }
     thread::sleep(plan.load);
     for &i in plan.behind {
@@ -511,7 +308,7 @@ fn primary_kill_round(
         thread::sleep(Duration::from_millis(300));
     }
     topology.primary.kill();
-    let ledger = load.finish();
+    let ledger = load.finish(GRACE);
     let (status_positions, candidates) = match proxy {
         Some(proxy) => failover_data(topology, proxy),
         None => (Vec::new(), Vec::new()),
@@ -611,7 +408,7 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout, visibility: Visibility) {
     for round in 1..=kills {
         let plan = random_plan(&mut rng);
         let r = primary_kill_round(&mut topology, Some(&proxy), round, plan, readers);
-        let acked = acknowledged(&r.ledger);
+        let acked = r.ledger.acknowledged();
         eprintln!(
             "ledger quorum {quorum} round {round} {plan:?}: {acked} acknowledged {:?} \
              ({} XA branches prepared, not committed), {} writers ended on errors, \
@@ -622,15 +419,9 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout, visibility: Visibility) {
             r.status_positions,
             r.candidates
         );
-        for style in STYLES {
-            assert!(
-                r.ledger.oks.get(style.name()).copied().unwrap_or(0) > 0,
-                "round {round}: no {} commit was acknowledged: the load did not run",
-                style.name()
-            );
-        }
+        r.ledger.assert_every_style(STYLES, round);
         let held: Vec<&Held> = r.held.iter().collect();
-        let lost = lost(&r.ledger, &held, quorum);
+        let lost = r.ledger.lost(&held, quorum);
         assert!(
             lost.is_empty(),
             "round {round} ({plan:?}): {} of {acked} acknowledged transactions are on fewer \
@@ -647,7 +438,7 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout, visibility: Visibility) {
             r.candidates
         );
         for &pick in &r.candidates {
-            let lost_on_pick = self::lost(&r.ledger, &[&r.held[pick]], 1);
+            let lost_on_pick = r.ledger.lost(&[&r.held[pick]], 1);
             assert!(
                 lost_on_pick.is_empty(),
                 "round {round}: replica {pick}, a failover candidate by /status {:?}, lacks {:?}",
@@ -661,7 +452,7 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout, visibility: Visibility) {
                 r.ledger.observed.len(),
                 r.ledger.observations
             );
-            let lost = lost_observations(&r.ledger, &held, quorum);
+            let lost = r.ledger.lost_observations(&held, quorum);
             assert!(
                 lost.is_empty(),
                 "round {round} ({plan:?}): {} of {} observed rows are on fewer than {quorum} \
@@ -672,7 +463,7 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout, visibility: Visibility) {
             );
             // What readers saw counts as acknowledged for a failover: every candidate has it.
             for &pick in &r.candidates {
-                let lost_on_pick = lost_observations(&r.ledger, &[&r.held[pick]], 1);
+                let lost_on_pick = r.ledger.lost_observations(&[&r.held[pick]], 1);
                 assert!(
                     lost_on_pick.is_empty(),
                     "round {round}: replica {pick}, a failover candidate, lacks {:?}",
@@ -735,7 +526,7 @@ fn with_visibility_commit_readers_observe_rows_that_a_failover_loses() {
     };
     let r = primary_kill_round(&mut topology, Some(&proxy), 1, behind, true);
     let held: Vec<&Held> = r.held.iter().collect();
-    let lost_observed = lost_observations(&r.ledger, &held, 1);
+    let lost_observed = r.ledger.lost_observations(&held, 1);
     eprintln!(
         "ledger with visibility = commit: {} of {} observed rows on no replica ({:?})",
         lost_observed.len(),
@@ -743,7 +534,7 @@ fn with_visibility_commit_readers_observe_rows_that_a_failover_loses() {
         r.ledger.observations
     );
     assert!(
-        lost(&r.ledger, &held, 1).is_empty(),
+        r.ledger.lost(&held, 1).is_empty(),
         "strong sync still holds every commit"
     );
     assert!(
@@ -768,10 +559,10 @@ fn without_the_wait_the_ledger_finds_lost_commits() {
     };
     let report = |how: &str, r: &Round| -> usize {
         let held: Vec<&Held> = r.held.iter().collect();
-        let lost = lost(&r.ledger, &held, 1).len();
+        let lost = r.ledger.lost(&held, 1).len();
         eprintln!(
             "ledger without the wait, {how}: {lost} of {} acknowledged transactions on no replica",
-            acknowledged(&r.ledger)
+            r.ledger.acknowledged()
         );
         lost
     };
@@ -838,11 +629,11 @@ fn every_acknowledged_commit_survives_proxy_kills_and_replicas_come_back_by_them
         replicas_connected(&proxy)
     });
     for round in 1..=replay::kills(PROXY_KILLS) {
-        let load = Load::start(&url, round, false);
+        let load = Load::start(&url, round, WRITERS, STYLES);
         load.wait_running(3);
         thread::sleep(Duration::from_millis(rng.random_range(300..2000)));
         proxy.stop_with(nix::sys::signal::Signal::SIGKILL);
-        let ledger = load.finish();
+        let ledger = load.finish(GRACE);
         assert_eq!(
             ledger.errors.len(),
             WRITERS as usize,
@@ -851,14 +642,14 @@ fn every_acknowledged_commit_survives_proxy_kills_and_replicas_come_back_by_them
         );
         let held: Vec<Held> = topology.replicas.iter().map(applied).collect();
         let held_refs: Vec<&Held> = held.iter().collect();
-        let lost = lost(&ledger, &held_refs, quorum);
+        let lost = ledger.lost(&held_refs, quorum);
         eprintln!(
             "ledger proxy kill {round}: {} acknowledged {:?}, {} on fewer than {quorum} replicas",
-            acknowledged(&ledger),
+            ledger.acknowledged(),
             ledger.oks,
             lost.len()
         );
-        assert!(acknowledged(&ledger) > 0, "the load ran");
+        assert!(ledger.acknowledged() > 0, "the load ran");
         assert!(
             lost.is_empty(),
             "round {round}: {:?}",

@@ -18,16 +18,13 @@
 //! A longer run: `STRONGSYNC_LEDGER_KILLS=10 cargo test --test mysql_ledger -- --nocapture`
 //! (`LEDGER_SEED` replays a run's random choices).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use mysql_async::prelude::*;
-use mysql_async::{Conn, Opts};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strongsync::config::{DurabilityConfig, OnTimeout};
+use support::ledger::{ids, Held, Ledger, Load, Style};
 use support::mysql::{
     sql_quote, wait_for, MySql, MySqlOptions, APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER,
 };
@@ -45,44 +42,8 @@ const PATIENCE: Duration = Duration::from_secs(90);
 const APPLY_TIMEOUT_SECS: u32 = 60;
 /// Commits acknowledged after both replicas stopped receiving, in the control's last round.
 const ACKED_WHILE_STOPPED: usize = 100;
-
-/// How a writer commits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Style {
-    /// One `INSERT` a commit.
-    Autocommit,
-    /// `BEGIN`, two `INSERT`s, `COMMIT`.
-    Explicit,
-}
-
-const STYLES: [Style; 2] = [Style::Autocommit, Style::Explicit];
-
-/// What the clients were told.
-#[derive(Debug, Default)]
-struct Ledger {
-    /// Ids whose commit returned OK, in the order the OKs came.
-    committed: Vec<u64>,
-    /// Per style, the commits acknowledged.
-    oks: HashMap<&'static str, u64>,
-    /// Writers that ended on an error (after the kill, every one should).
-    errors: Vec<String>,
-}
-
-type SharedLedger = Arc<Mutex<Ledger>>;
-
-/// The writers of one round, on a runtime of their own so that the test thread can kill
-/// servers and run SQL meanwhile.
-struct Load {
-    runtime: tokio::runtime::Runtime,
-    ledger: SharedLedger,
-    writers: Vec<tokio::task::JoinHandle<()>>,
-}
-
-/// What one replica holds once it has applied everything it received.
-#[derive(Debug)]
-struct Held {
-    ids: HashSet<u64>,
-}
+/// Without XA: MySQL's XA has its own test in `strong_sync.rs`.
+const STYLES: &[Style] = &[Style::Autocommit, Style::Explicit];
 
 /// The outcome of one primary kill.
 struct Round {
@@ -109,70 +70,6 @@ struct Plan {
 struct Servers {
     topology: MySqlTopology,
     proxy: TestProxy,
-}
-
-// === impl Style ===
-
-impl Style {
-    fn name(self) -> &'static str {
-        match self {
-            Style::Autocommit => "autocommit",
-            Style::Explicit => "explicit",
-        }
-    }
-}
-
-// === impl Load ===
-
-impl Load {
-    fn start(url: &str, round: u64) -> Load {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let ledger = SharedLedger::default();
-        let writers = (0..WRITERS)
-            .map(|w| runtime.spawn(writer(url.to_owned(), round, w, Arc::clone(&ledger))))
-            .collect();
-        Load {
-            runtime,
-            ledger,
-            writers,
-        }
-    }
-
-    fn acknowledged(&self) -> usize {
-        self.ledger.lock().unwrap().committed.len()
-    }
-
-    /// Waits until every style has had `n` acknowledgements (the load is really running).
-    fn wait_running(&self, n: u64) {
-        wait_for("every style of writer to be acknowledged", PATIENCE, || {
-            let ledger = self.ledger.lock().unwrap();
-            STYLES
-                .iter()
-                .all(|s| ledger.oks.get(s.name()).copied().unwrap_or(0) >= n)
-        });
-    }
-
-    /// Ends the writers and returns what they were told. A commit parked when the primary
-    /// died may never be answered: after a grace period for the others to hear their errors,
-    /// the ones still running are aborted (they were told nothing, so the ledger is complete).
-    fn finish(self) -> Ledger {
-        let grace = support::mariadb::Deadline::after(Duration::from_secs(5));
-        while !grace.expired() && !self.writers.iter().all(|w| w.is_finished()) {
-            thread::sleep(Duration::from_millis(50));
-        }
-        for w in &self.writers {
-            w.abort();
-        }
-        self.runtime.shutdown_timeout(Duration::from_secs(5));
-        Arc::try_unwrap(self.ledger)
-            .expect("the writers are gone")
-            .into_inner()
-            .unwrap()
-    }
 }
 
 // === impl Servers ===
@@ -232,7 +129,12 @@ impl Servers {
     /// received and reads what it holds, as a failover tool would. Leaves the primary
     /// restarted and the replicas caught up with it through the proxy.
     fn primary_kill_round(&mut self, round: u64, plan: Plan) -> Round {
-        let load = Load::start(&self.proxy.url(APP_USER, APP_PASSWORD), round);
+        let load = Load::start(
+            &self.proxy.url(APP_USER, APP_PASSWORD),
+            round,
+            WRITERS,
+            STYLES,
+        );
         load.wait_running(3);
         thread::sleep(plan.load);
         for &i in plan.behind {
@@ -248,7 +150,7 @@ impl Servers {
             });
         }
         self.topology.primary.kill();
-        let ledger = load.finish();
+        let ledger = load.finish(Duration::from_secs(5));
         let candidates = self.failover_candidates();
         let held = self.topology.replicas.iter().map(promote).collect();
 
@@ -277,49 +179,6 @@ impl Servers {
             .map(|(i, _)| i)
             .collect()
     }
-}
-
-/// Writes until an error (the kill) ends it, recording every OK in `ledger`.
-async fn writer(url: String, round: u64, writer: u64, ledger: SharedLedger) {
-    let style = STYLES[(writer % STYLES.len() as u64) as usize];
-    let insert = |id: u64| format!("INSERT INTO ledger (id, writer) VALUES ({id}, {writer})");
-    let result: mysql_async::Result<()> = async {
-        let mut conn = Conn::new(Opts::from_url(&url).unwrap()).await?;
-        let mut seq = 0;
-        loop {
-            seq += 2;
-            let id = row_id(round, writer, seq);
-            let ids = match style {
-                Style::Autocommit => {
-                    conn.query_drop(insert(id)).await?;
-                    vec![id]
-                }
-                Style::Explicit => {
-                    conn.query_drop("BEGIN").await?;
-                    conn.query_drop(insert(id)).await?;
-                    conn.query_drop(insert(id + 1)).await?;
-                    conn.query_drop("COMMIT").await?;
-                    vec![id, id + 1]
-                }
-            };
-            let mut ledger = ledger.lock().unwrap();
-            ledger.committed.extend(ids);
-            *ledger.oks.entry(style.name()).or_default() += 1;
-        }
-    }
-    .await;
-    if let Err(error) = result {
-        ledger
-            .lock()
-            .unwrap()
-            .errors
-            .push(format!("writer {writer} ({}): {error}", style.name()));
-    }
-}
-
-/// The id of a writer's `seq`th row in `round`: unique across the whole test.
-fn row_id(round: u64, writer: u64, seq: u64) -> u64 {
-    (round << 40) | (writer << 24) | seq
 }
 
 /// Has `replica` replicate from the proxy on `port` from scratch: the account, plain text
@@ -368,24 +227,10 @@ fn promote(replica: &MySql) -> Held {
         replica.replica_status()
     );
     replica.sql("STOP REPLICA; RESET REPLICA ALL");
-    let ids = replica
-        .sql("SELECT id FROM sbtest.ledger")
-        .lines()
-        .map(|l| l.parse().expect("an id"))
-        .collect();
-    Held { ids }
-}
-
-/// Acknowledged ids found on fewer than `quorum` of `replicas`, described.
-fn lost(ledger: &Ledger, replicas: &[&Held], quorum: usize) -> Vec<String> {
-    ledger
-        .committed
-        .iter()
-        .filter_map(|id| {
-            let on = replicas.iter().filter(|r| r.ids.contains(id)).count();
-            (on < quorum).then(|| format!("id {id:#x} on {on} replica(s)"))
-        })
-        .collect()
+    Held {
+        ids: ids(&replica.sql("SELECT id FROM sbtest.ledger")),
+        ..Held::default()
+    }
 }
 
 /// A random round: some load, and before some kills one replica fallen behind (the other must
@@ -424,15 +269,9 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
             r.ledger.errors.len(),
             r.candidates
         );
-        for style in STYLES {
-            assert!(
-                r.ledger.oks.get(style.name()).copied().unwrap_or(0) > 0,
-                "round {round}: no {} commit was acknowledged: the load did not run",
-                style.name()
-            );
-        }
+        r.ledger.assert_every_style(STYLES, round);
         let held: Vec<&Held> = r.held.iter().collect();
-        let lost = lost(&r.ledger, &held, quorum);
+        let lost = r.ledger.lost(&held, quorum);
         assert!(
             lost.is_empty(),
             "round {round} ({plan:?}): {} of {acked} acknowledged ids are on fewer than \
@@ -448,7 +287,7 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
             r.candidates
         );
         for &pick in &r.candidates {
-            let lacks = self::lost(&r.ledger, &[&r.held[pick]], 1);
+            let lacks = r.ledger.lost(&[&r.held[pick]], 1);
             assert!(
                 lacks.is_empty(),
                 "round {round}: replica {pick}, a failover candidate, lacks {} acknowledged \
@@ -493,7 +332,7 @@ fn without_the_wait_the_ledger_finds_lost_commits() {
     });
     let report = |how: &str, r: &Round| -> usize {
         let held: Vec<&Held> = r.held.iter().collect();
-        let lost = lost(&r.ledger, &held, 1).len();
+        let lost = r.ledger.lost(&held, 1).len();
         eprintln!(
             "mysql ledger without the wait, {how}: {lost} of {} acknowledged ids on no replica",
             r.ledger.committed.len()
