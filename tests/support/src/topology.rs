@@ -132,6 +132,38 @@ impl<S: Server> Servers<S> {
         topology
     }
 
+    /// A primary and two replicas that replicate a table of three rows, checked: set-up wrote
+    /// nothing to the primary's binlog, each replica has the rows, and each logs what it applies
+    /// as the primary did. What the GTIDs themselves say is the caller's to check.
+    pub fn start_with_three_rows() -> Self {
+        let (topology, took) = mariadb::timed(|| Self::start(2));
+        eprintln!("starting a primary and two replicas took {took:?}");
+        assert_eq!(
+            topology.primary.written(),
+            "",
+            "set-up must not write to the primary's binlog"
+        );
+        topology.primary.sql(
+            "CREATE TABLE sbtest.t (id INT PRIMARY KEY, v VARCHAR(20)); \
+             INSERT INTO sbtest.t VALUES (1, 'one'), (2, 'two'), (3, 'three')",
+        );
+        topology.wait_replicas_caught_up();
+        let written = topology.primary.written();
+        for (idx, replica) in topology.replicas.iter().enumerate() {
+            assert_eq!(
+                replica.sql("SELECT id, v FROM sbtest.t ORDER BY id"),
+                "1\tone\n2\ttwo\n3\tthree",
+                "rows on replica {idx}"
+            );
+            assert_eq!(
+                replica.written(),
+                written,
+                "replica {idx} logs what it applies (log_replica_updates)"
+            );
+        }
+        topology
+    }
+
     /// Repoints replica `idx` at `host:port` (the proxy, say), keeping GTID mode and
     /// credentials. Does not wait for the connection: the new source may not be up yet.
     pub fn point_replica_at(&self, idx: usize, host: &str, port: u16) {
