@@ -2,14 +2,14 @@
 //! the primary, a replica pipe's dump — belongs to the epoch it was opened in.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::{Durability, LeaseClock};
+use super::LeaseClock;
 
 /// One epoch: its number, the primary followed in it, and what fires when it ends.
 ///
@@ -18,9 +18,9 @@ use super::{Durability, LeaseClock};
 /// much alive. Each epoch has two tokens its connections wait on, and the number of the epoch in
 /// force is one atomic read for the checks on every command.
 ///
-/// Writes to the primary pass a gate ([`Durability::pass`]): the fence (and the follow after it)
-/// waits until no command that passed before it is still being written, so that once it returns
-/// nothing more goes to the old primary.
+/// Writes to the primary pass a gate ([`Durability::pass`](super::Durability::pass)): the fence
+/// (and the follow after it) waits until no command that passed before it is still being
+/// written, so that once it returns nothing more goes to the old primary.
 #[derive(Debug)]
 pub struct Epoch {
     number: u64,
@@ -65,7 +65,22 @@ pub enum Refused {
 
 /// A write to the primary under way; the fence waits for it.
 #[must_use = "the write is covered only while the pass lives"]
-pub struct Pass<'a>(&'a Durability);
+pub struct Pass<'a>(&'a Gate);
+
+/// The gate every write to the primary passes ([`Durability::pass`](super::Durability::pass)):
+/// the epoch in force, the fence and the lease, each one atomic read for the checks on every
+/// command, and the writes under way, which the fence and the follow wait for.
+pub(super) struct Gate {
+    /// Mirrors the fence in force (strong sync's state, under its lock).
+    fenced: AtomicBool,
+    /// Mirrors the number of the epoch in force.
+    epoch_now: AtomicU64,
+    /// Writes to the primary under way.
+    writing: AtomicUsize,
+    /// Until when this instance may relay and release: always alone, while it holds the
+    /// lease in a cluster.
+    lease: LeaseClock,
+}
 
 // === impl Epoch ===
 
@@ -141,68 +156,65 @@ impl Epoch {
     pub(super) fn mark_fenced(&self) {
         self.fenced.cancel();
     }
+
+    /// Opens epoch `number` on `primary` in `slot`, in place of the epoch there, whose
+    /// connections are told to close; returns the old one.
+    pub(super) fn replace(slot: &mut Arc<Epoch>, number: u64, primary: String) -> Arc<Epoch> {
+        let old = std::mem::replace(slot, Epoch::new(number, primary));
+        old.fenced.cancel();
+        old.retired.cancel();
+        old
+    }
 }
 
-// === impl Durability (epochs) ===
+// === impl Gate ===
 
-impl Durability {
-    /// The epoch in force, with its primary.
-    pub fn epoch(&self) -> Arc<Epoch> {
-        Arc::clone(&self.lock().epoch)
-    }
-
-    /// Until when this instance may relay and release (the cluster's lease keeper moves it).
-    pub fn lease(&self) -> &LeaseClock {
-        &self.lease
-    }
-
-    /// The number of the epoch in force (one atomic read).
-    pub fn epoch_number(&self) -> u64 {
-        self.epoch_now.load(Ordering::SeqCst)
-    }
-
-    /// Sets the epoch strongsync starts in (from the state file, or the first), before anything
-    /// connects.
-    pub fn start_epoch(&self, number: u64, primary: String) {
-        let mut inner = self.lock();
-        inner.epoch = Epoch::new(number, primary);
-        self.epoch_now.store(number, Ordering::SeqCst);
-        if inner.fence.is_some() {
-            inner.epoch.mark_fenced();
+impl Gate {
+    pub(super) fn new() -> Self {
+        Gate {
+            fenced: AtomicBool::new(false),
+            epoch_now: AtomicU64::new(1),
+            writing: AtomicUsize::new(0),
+            lease: LeaseClock::always(),
         }
     }
 
-    /// Lets a write to the primary of `epoch` go, unless that epoch is over or (without
-    /// `fenced_reads`) fenced. The fence and the follow wait for every pass given before them
-    /// to be dropped.
-    ///
-    /// # Errors
-    /// [`Refused`]: nothing may be written to that primary.
-    pub fn pass(&self, epoch: u64, fenced_reads: bool) -> Result<Pass<'_>, Refused> {
+    /// The number of the epoch in force.
+    pub(super) fn epoch_number(&self) -> u64 {
+        self.epoch_now.load(Ordering::SeqCst)
+    }
+
+    /// Whether the epoch in force is fenced.
+    pub(super) fn fenced(&self) -> bool {
+        self.fenced.load(Ordering::SeqCst)
+    }
+
+    /// The fence goes up (`true`) or lifts.
+    pub(super) fn set_fenced(&self, fenced: bool) {
+        self.fenced.store(fenced, Ordering::SeqCst);
+    }
+
+    /// Epoch `number` is in force, before anything connects.
+    pub(super) fn start(&self, number: u64) {
+        self.epoch_now.store(number, Ordering::SeqCst);
+    }
+
+    pub(super) fn lease(&self) -> &LeaseClock {
+        &self.lease
+    }
+
+    /// See [`Durability::pass`](super::Durability::pass).
+    pub(super) fn pass(&self, epoch: u64, fenced_reads: bool) -> Result<Pass<'_>, Refused> {
         // Counted before it looks: a fence that then sets its flag either is seen here or sees
         // this pass and waits for it.
         self.writing.fetch_add(1, Ordering::SeqCst);
         let pass = Pass(self);
-        let now = self.epoch_now.load(Ordering::SeqCst);
-        if now != epoch {
-            return Err(Refused::Retired { epoch, now });
-        }
-        if self.fenced.load(Ordering::SeqCst) && !fenced_reads {
-            return Err(Refused::Fenced { epoch });
-        }
-        if !self.lease.may_act() {
-            return Err(Refused::NotLeading { epoch });
-        }
+        self.admits(epoch, fenced_reads)?;
         Ok(pass)
     }
 
-    /// Whether a statement may go to the primary of `epoch` now: the check of
-    /// [`pass`](Self::pass), without counting a write (three atomic reads and, in a cluster,
-    /// the clock).
-    ///
-    /// # Errors
-    /// [`Refused`].
-    pub fn admits(&self, epoch: u64, fenced_reads: bool) -> Result<(), Refused> {
+    /// See [`Durability::admits`](super::Durability::admits).
+    pub(super) fn admits(&self, epoch: u64, fenced_reads: bool) -> Result<(), Refused> {
         let now = self.epoch_now.load(Ordering::SeqCst);
         if now != epoch {
             return Err(Refused::Retired { epoch, now });
@@ -233,24 +245,11 @@ impl Durability {
     }
 
     /// Refuses every write to the primary of the epoch in force from now on (the follow that
-    /// ends it has begun), and waits up to `drain` for those under way; false if some still
-    /// were.
+    /// ends it has begun: `next` is in force), and waits up to `drain` for those under way;
+    /// false if some still were.
     pub(super) async fn end_writes(&self, next: u64, drain: Duration) -> bool {
         self.epoch_now.store(next, Ordering::SeqCst);
         self.writes_done(drain).await
-    }
-
-    /// Opens epoch `number` on `primary` in place of `inner`'s, whose connections are told to
-    /// close; returns the old one.
-    pub(super) fn replace_epoch(
-        inner: &mut super::Inner,
-        number: u64,
-        primary: String,
-    ) -> Arc<Epoch> {
-        let old = std::mem::replace(&mut inner.epoch, Epoch::new(number, primary));
-        old.fenced.cancel();
-        old.retired.cancel();
-        old
     }
 }
 

@@ -2,11 +2,13 @@
 //! the commits parked until the quorum holds them — with the timeout policy and the visible
 //! STRONG/DEGRADED state.
 
+mod counters;
 mod coverage;
 mod degraded;
 mod epoch;
 mod fence;
 mod index;
+mod inner;
 mod lag;
 mod lease;
 mod outcome;
@@ -25,95 +27,66 @@ mod testing;
 #[cfg(test)]
 mod tests;
 
-use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use strongsync_proto::gtid::{Gtid, GtidPosition, GtidSet};
 use strongsync_proto::position::Position;
-use tokio::time::Instant;
 use tracing::warn;
 
-use crate::commit::{Commit, CommitHook, Release, WaitKind};
+use crate::commit::{Commit, CommitHook, Release};
 use crate::config::{DurabilityConfig, Topology};
 use crate::tracking_defaults::SessionDefaults;
+use counters::Counters;
+pub use counters::WaitObserver;
 pub use coverage::StreamCoverage;
 pub use degraded::{DomainRange, ReleasedWithoutQuorum};
+use epoch::Gate;
 pub use epoch::{Epoch, OnEpoch, Pass, Refused};
 pub use fence::Fence;
-use index::{GtidIndex, Lookup};
+use inner::{DurableState, Inner, Plan};
 pub use lease::LeaseClock;
 pub use outcome::GtidOutcome;
 pub use persisted::{Persisted, PersistedReplica};
 pub use policy::{Outcome, SessionQuorum, State, OUTCOMES};
 pub use quorum::{QuorumRule, Unmet};
-use registry::{Holders, Registry};
 pub use replica::{AckError, ReplicaHandle};
 pub use status::{DurabilityStatus, NotCandidate, ReplicaStatus, UnresolvedRelease};
-use waiters::{waking, Until, Verdict, Waiters};
-use watermark::Watermark;
-
-/// Releases without quorum of unknown GTIDs remembered for `/status`, the most recent ones.
-const UNRESOLVED_KEPT: usize = 32;
-
-/// Hears of every commit released, with how and after how long, and of state changes (for
-/// metrics).
-pub trait WaitObserver: Send + Sync + 'static {
-    /// A parked commit was released (or abandoned) after waiting `waited`.
-    fn released(&self, outcome: Outcome, waited: Duration);
-
-    /// A response held by the read barrier was released (or abandoned) after waiting
-    /// `waited`.
-    fn read_released(&self, _outcome: Outcome, _waited: Duration) {}
-
-    /// A response went without a bound of its own: its transaction's snapshot was held.
-    fn read_in_snapshot(&self) {}
-
-    /// A commit was released that waited for `quorum` replicas (0: its session asked for
-    /// none).
-    fn commit_quorum(&self, _quorum: usize) {}
-
-    /// The durability state changed to `to`.
-    fn state_changed(&self, _to: State) {}
-}
+use waiters::waking;
 
 /// The strong-sync service shared by sessions and replica pipes.
 ///
-/// The parts, each its own type: [`registry`] (replicas admitted once the primary accepted their
-/// dump, what each holds), [`waiters`] (parked commits and their wake-ups), [`index`] (where each
-/// relayed transaction ends), [`degraded`] (what was released without quorum). Replica pipes report
-/// through a [`ReplicaHandle`]; sessions park on [`Durability`]'s [`CommitHook`] before releasing a
-/// response that reported a commit.
+/// A facade: this file's one `impl Durability` is its whole interface, and each method hands its
+/// work to the part that owns the state it touches, each part in its own file with its own
+/// `impl`:
+///
+/// - `counters` (what is counted, and the metrics observer told of it);
+/// - `epoch` (the [`Epoch`] in force, and the gate every write to the primary passes);
+/// - `inner` (everything under the one lock, and what moves when a replica moves), with its
+///   parts `registry` (the replicas and what each holds), `waiters` (parked commits and their
+///   wake-ups), `index` (where each relayed transaction ends), `watermark` and `degraded`;
+/// - `fence`, `outcome`, `persisted` and `status`: what the fence, a commit's outcome, the
+///   state file and `/status` read and change of that state;
+/// - `wait` (one commit's wait for its quorum) and `replica` (a replica pipe's [`ReplicaHandle`]).
+///
+/// Sessions park on [`Durability`]'s [`CommitHook`] before releasing a response that reported a
+/// commit.
 pub struct Durability {
     /// What the hot paths read of the settings, derived from them at each change.
     fast: FastSettings,
+    /// Everything else of strong sync's state, under one lock.
     inner: Mutex<Inner>,
-    parked: AtomicUsize,
-    /// Responses held by the read barrier now.
-    reads_parked: AtomicUsize,
-    /// Responses the read barrier had to queue (the quorum did not hold their bound at once).
-    reads_queued: AtomicU64,
-    /// Responses the read barrier released, by how.
-    reads_released: [AtomicU64; OUTCOMES.len()],
-    /// Responses that went without a bound of their own, their transaction's snapshot held.
-    reads_in_snapshot: AtomicU64,
-    /// Parked commits past their `ack_timeout` that `block` keeps waiting.
-    overdue: AtomicUsize,
-    released: [AtomicU64; OUTCOMES.len()],
+    /// What it counts, and the observer it tells.
+    counters: Counters,
+    /// The gate writes to the primary pass: the epoch in force, the fence and the lease.
+    gate: Gate,
     shutting_down: AtomicBool,
     /// Parked commits are being released with an error: the shutdown's grace is over.
     releasing: AtomicBool,
-    /// Mirrors [`Inner::fence`] for the hot paths (every command, every relayed batch).
-    fenced: AtomicBool,
-    /// Mirrors the number of [`Inner::epoch`] for the hot paths (every write to the primary).
-    epoch_now: AtomicU64,
-    /// Writes to the primary under way (see [`Durability::pass`]).
-    writing: AtomicUsize,
-    /// ACKs and reports of replica pipes of an epoch that is over, ignored.
-    stale_reports: AtomicU64,
     /// The primary records transactions without a GTID (MySQL with `gtid_mode` not `ON`):
     /// what a session commits cannot be named, so every response is bounded.
     untracked: AtomicBool,
@@ -122,14 +95,10 @@ pub struct Durability {
     pub session_defaults: SessionDefaults,
     /// Replica pipes registered now (the fence waits for them to close).
     pipes: tokio::sync::watch::Sender<usize>,
-    observer: Option<Arc<dyn WaitObserver>>,
-    /// Until when this instance may relay and release: always alone, while it holds the
-    /// lease in a cluster.
-    lease: LeaseClock,
 }
 
 /// What is read of the settings on every commit, response or replica packet, derived from
-/// [`Inner::config`] whenever it changes.
+/// the settings in force whenever they change.
 struct FastSettings {
     /// `passthrough`, read by every commit before anything else.
     passthrough: AtomicBool,
@@ -146,56 +115,6 @@ struct FastSettings {
     ack_nudge_after_us: AtomicU64,
 }
 
-struct Inner {
-    /// The settings in force: the one place they live, swapped whole on a reload. Commits read
-    /// them under the lock they look with; [`FastSettings`] derives from them.
-    config: Arc<DurabilityConfig>,
-    /// The replicas' zones and labels.
-    topology: Arc<Topology>,
-    registry: Registry,
-    waiters: Waiters,
-    index: GtidIndex,
-    lag: lag::LagBook,
-    /// The end of the newest transaction relayed to any replica.
-    head: Option<Position>,
-    state: DurableState,
-    /// DEGRADED time of the spells that ended.
-    degraded_before: Duration,
-    /// See [`DurabilityStatus::acknowledged`].
-    watermark: Watermark,
-    /// Recent releases of commits whose GTIDs could not be learnt.
-    unresolved: VecDeque<Arc<UnresolvedRelease>>,
-    /// Every commit acknowledged to its client without its quorum (DEGRADED, the timeout
-    /// policy, a session that asked for none), kept for the commit outcome.
-    released_without_quorum: GtidSet,
-    /// The epoch in force: its number and primary, and what fires when it is fenced or over.
-    epoch: Arc<Epoch>,
-    /// Why commits cannot be named by GTID now, if they cannot.
-    untracked_why: Option<String>,
-    /// The fence, while it is up.
-    fence: Option<Fence>,
-    /// See [`Durability::tail`].
-    tail: GtidSet,
-    /// Bumped whenever something the state file keeps changes.
-    version: u64,
-    observer: Option<Arc<dyn WaitObserver>>,
-    /// The quorum position under the configured rule, for the pipes of async replicas (which
-    /// are also told when the settings change).
-    quorum_watch: tokio::sync::watch::Sender<Option<Position>>,
-}
-
-/// The state, with what DEGRADED owes.
-enum DurableState {
-    Strong,
-    Degraded {
-        since: Instant,
-        /// Acknowledged to clients without their quorum since STRONG ended.
-        released: ReleasedWithoutQuorum,
-        /// How many of those the last periodic summary counted.
-        summarized: u64,
-    },
-}
-
 // === impl Durability ===
 
 impl Durability {
@@ -210,50 +129,16 @@ impl Durability {
     }
 
     fn build(config: DurabilityConfig, observer: Option<Arc<dyn WaitObserver>>) -> Arc<Self> {
-        let capacity = config.gtid_index_capacity;
-        let max_intervals = config.max_gtid_intervals;
-        let fast = FastSettings::of(&config);
         Arc::new(Durability {
-            fast,
-            inner: Mutex::new(Inner {
-                config: Arc::new(config),
-                topology: Arc::default(),
-                registry: Registry::default(),
-                waiters: Waiters::default(),
-                index: GtidIndex::new(capacity),
-                lag: lag::LagBook::new(capacity),
-                head: None,
-                state: DurableState::Strong,
-                degraded_before: Duration::ZERO,
-                watermark: Watermark::new(max_intervals),
-                unresolved: VecDeque::new(),
-                released_without_quorum: GtidSet::default(),
-                epoch: Epoch::new(1, String::new()),
-                untracked_why: None,
-                fence: None,
-                tail: GtidSet::default(),
-                version: 0,
-                observer: observer.clone(),
-                quorum_watch: tokio::sync::watch::Sender::new(None),
-            }),
-            parked: AtomicUsize::new(0),
-            reads_parked: AtomicUsize::new(0),
-            reads_queued: AtomicU64::new(0),
-            reads_released: Default::default(),
-            reads_in_snapshot: AtomicU64::new(0),
-            overdue: AtomicUsize::new(0),
-            released: Default::default(),
+            fast: FastSettings::of(&config),
+            inner: Mutex::new(Inner::new(config, observer.clone())),
+            counters: Counters::new(observer),
+            gate: Gate::new(),
             shutting_down: AtomicBool::new(false),
             releasing: AtomicBool::new(false),
-            fenced: AtomicBool::new(false),
-            epoch_now: AtomicU64::new(1),
-            writing: AtomicUsize::new(0),
-            stale_reports: AtomicU64::new(0),
             untracked: AtomicBool::new(false),
             session_defaults: SessionDefaults::default(),
             pipes: tokio::sync::watch::Sender::new(0),
-            observer,
-            lease: LeaseClock::always(),
         })
     }
 
@@ -376,10 +261,7 @@ impl Durability {
             }
         };
         if held_under.is_some() {
-            self.reads_in_snapshot.fetch_add(1, Ordering::Relaxed);
-            if let Some(observer) = &self.observer {
-                observer.read_in_snapshot();
-            }
+            self.counters.read_in_snapshot();
         }
         held_under
     }
@@ -400,7 +282,7 @@ impl Durability {
     /// This instance stopped leading its cluster (its lease lapsed or was lost): every parked
     /// commit looks again and, the lease's clock saying no, is answered with an error.
     pub fn stopped_leading(&self) {
-        self.lease.stop();
+        self.gate.lease().stop();
         waking(|woken| self.lock().waiters.all(woken));
     }
 
@@ -409,7 +291,7 @@ impl Durability {
     /// the last summary and, per domain, which; and commits `block` keeps parked past their
     /// `ack_timeout`.
     pub fn log_summary(&self) {
-        let overdue = self.overdue.load(Ordering::Relaxed);
+        let overdue = self.counters.parked_overdue();
         let (config, connected, degraded) = {
             let mut inner = self.lock();
             let config = Arc::clone(&inner.config);
@@ -450,29 +332,237 @@ impl Durability {
         }
     }
 
+    // --- waiting (wait.rs) ---
+
+    /// Waits until `commit` may be acknowledged to the client, as the policy says.
+    pub(super) async fn wait(self: Arc<Self>, commit: Commit) -> Release {
+        wait::wait(self, commit).await
+    }
+
+    // --- epochs and the gate (epoch.rs) ---
+
+    /// The epoch in force, with its primary.
+    pub fn epoch(&self) -> Arc<Epoch> {
+        Arc::clone(&self.lock().epoch)
+    }
+
+    /// Until when this instance may relay and release (the cluster's lease keeper moves it).
+    pub fn lease(&self) -> &LeaseClock {
+        self.gate.lease()
+    }
+
+    /// The number of the epoch in force (one atomic read).
+    pub fn epoch_number(&self) -> u64 {
+        self.gate.epoch_number()
+    }
+
+    /// Sets the epoch strongsync starts in (from the state file, or the first), before anything
+    /// connects.
+    pub fn start_epoch(&self, number: u64, primary: String) {
+        let mut inner = self.lock();
+        inner.epoch = Epoch::new(number, primary);
+        self.gate.start(number);
+        if inner.fence.is_some() {
+            inner.epoch.mark_fenced();
+        }
+    }
+
+    /// Lets a write to the primary of `epoch` go, unless that epoch is over or (without
+    /// `fenced_reads`) fenced. The fence and the follow wait for every pass given before them
+    /// to be dropped.
+    ///
+    /// # Errors
+    /// [`Refused`]: nothing may be written to that primary.
+    pub fn pass(&self, epoch: u64, fenced_reads: bool) -> Result<Pass<'_>, Refused> {
+        self.gate.pass(epoch, fenced_reads)
+    }
+
+    /// Whether a statement may go to the primary of `epoch` now: the check of
+    /// [`pass`](Self::pass), without counting a write (three atomic reads and, in a cluster,
+    /// the clock).
+    ///
+    /// # Errors
+    /// [`Refused`].
+    pub fn admits(&self, epoch: u64, fenced_reads: bool) -> Result<(), Refused> {
+        self.gate.admits(epoch, fenced_reads)
+    }
+
+    // --- the fence (fence.rs) ---
+
+    /// Whether strong sync is fenced (read by every command and every relayed batch).
+    pub fn fenced(&self) -> bool {
+        self.gate.fenced()
+    }
+
+    /// The fence in force, if any.
+    pub fn fence_state(&self) -> Option<Fence> {
+        self.lock().fence
+    }
+
+    /// The tail of every fence so far: committed on a fenced primary, known to strongsync,
+    /// and not held by the quorum. It outlives the fence (a follow lifts the fence, not what
+    /// the old primary holds).
+    pub fn tail(&self) -> GtidSet {
+        self.lock().tail.clone()
+    }
+
+    /// Raises the fence over the primary of the epoch in force, `epoch` (idempotent: a second
+    /// call changes nothing and returns the fence in force). The epoch's replica pipes stop
+    /// before their next write; parked commits look again and those the quorum does not hold
+    /// get the fence's error; commands are refused (see [`Durability::pass`]). Returns the
+    /// fence in force and whether this call raised it. [`drain_fence`](Self::drain_fence)
+    /// then waits for what was under way.
+    pub fn raise_fence(&self, epoch: u64) -> (Fence, bool) {
+        waking(|woken| {
+            let mut inner = self.lock();
+            let raised = inner.raise_fence(epoch, woken);
+            self.gate.set_fenced(true);
+            raised
+        })
+    }
+
+    /// Waits up to `drain` for every replica pipe to close and (with `writes`) for every
+    /// command under way to the primary to be written, then adds what was relayed and not held
+    /// by the quorum to the tail. Returns false if something was still open when the drain
+    /// ran out (it writes nothing more, whether or not it closed in time).
+    pub async fn drain_fence(&self, drain: Duration, writes: bool) -> bool {
+        let deadline = tokio::time::Instant::now() + drain;
+        let mut pipes = self.pipes.subscribe();
+        let closed = tokio::time::timeout_at(deadline, pipes.wait_for(|open| *open == 0))
+            .await
+            .is_ok();
+        if !closed {
+            warn!(
+                open = *pipes.borrow(),
+                ?drain,
+                "replica pipes still open after the fence's drain; they write nothing more"
+            );
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let written = !writes || self.gate.writes_done(left).await;
+        if !written {
+            warn!(
+                ?drain,
+                "commands still being written to the fenced primary after the fence's drain"
+            );
+        }
+        self.lock().drained();
+        closed && written
+    }
+
+    /// Fences the primary of `epoch` and drains (see [`raise_fence`](Self::raise_fence) and
+    /// [`drain_fence`](Self::drain_fence)), waiting for commands under way too.
+    pub async fn fence(&self, epoch: u64, drain: Duration) -> (Fence, bool) {
+        let raised = self.raise_fence(epoch);
+        self.drain_fence(drain, true).await;
+        raised
+    }
+
+    /// Ends the fenced epoch and opens `number` on `primary`, whose binlog positions have
+    /// nothing to do with the old one's: writes to the old primary are refused from now on,
+    /// those under way are waited for (up to `drain`), every connection of the old epoch is
+    /// told to close, and the fence lifts. Every position known goes (the index, the
+    /// replicas' acknowledged positions, the quorum position); what each replica holds by GTID,
+    /// the watermark, the releases and the tail stay. Nothing is parked: the fence answered
+    /// it, and a commit of the old epoch that comes later is refused. Returns false if writes
+    /// were still under way when the drain ran out.
+    pub async fn open_epoch(&self, number: u64, primary: String, drain: Duration) -> bool {
+        let drained = self.gate.end_writes(number, drain).await;
+        let old = waking(|woken| {
+            let mut inner = self.lock();
+            let old = inner.open_epoch(number, primary, woken);
+            self.gate.set_fenced(false);
+            old
+        });
+        // Each session and pipe of the old epoch closes its connection to the old primary
+        // (a reset: nothing it queued is sent) as soon as it runs; once they all have, nothing
+        // written to it before the fence can still arrive, however long it was on its way.
+        if !old.connections_closed(drain).await {
+            warn!(
+                epoch = old.number(),
+                open = old.open_connections(),
+                "connections to the retired primary still open after the drain; each closes as its session next runs"
+            );
+        }
+        drained
+    }
+
+    // --- a commit's outcome (outcome.rs) ---
+
+    /// What became of `gtid`, by its identity: the watermark's exact set says whether the
+    /// quorum held that very GTID (a new primary numbering a MariaDB domain past a fenced
+    /// one's tail does not make the tail acknowledged). Once the watermark is no longer exact,
+    /// only a GTID the connected replicas hold now reads acknowledged.
+    pub fn outcome(&self, gtid: &Gtid) -> GtidOutcome {
+        self.lock().outcome(gtid)
+    }
+
+    // --- what the state file keeps (persisted.rs) ---
+
+    /// A number that changes whenever something [`persisted`](Self::persisted) returns may
+    /// have (cheap: the state file's writer polls it).
+    pub fn version(&self) -> u64 {
+        self.lock().version
+    }
+
+    /// What to keep, with the [`version`](Self::version) it is of.
+    pub fn persisted(&self) -> (u64, Persisted) {
+        self.lock().persisted()
+    }
+
+    /// Takes back what a previous run kept, before any replica connects: its replicas as
+    /// departed ones, its watermark, its releases, and its fence.
+    pub fn restore(&self, kept: Persisted) {
+        if self.lock().restore(kept) {
+            self.gate.set_fenced(true);
+        }
+    }
+
+    // --- replicas (replica.rs) ---
+
+    /// Admits a replica whose dump the primary of `epoch` has accepted (its first event came
+    /// back), as holding `connect_state` (the GTIDs the primary was told it has). A replica
+    /// already connected with the same `server_id` is replaced, as the primary replaces its
+    /// dump. Parked commits look again: the newcomer may hold what they wait for.
+    ///
+    /// # Errors
+    /// [`Refused`] if `epoch` is fenced or over: its dump must not be relayed.
+    pub fn admit(
+        self: &Arc<Self>,
+        epoch: u64,
+        server_id: u32,
+        address: SocketAddr,
+        semisync: bool,
+        connect_state: GtidPosition,
+    ) -> Result<ReplicaHandle, Refused> {
+        let pipe = waking(|woken| {
+            self.lock()
+                .admit(epoch, server_id, address, semisync, &connect_state, woken)
+        })?;
+        self.pipes.send_modify(|open| *open += 1);
+        tracing::info!(server_id, %address, semisync, %connect_state, epoch, "replica connected");
+        Ok(ReplicaHandle::new(Arc::clone(self), server_id, pipe, epoch))
+    }
+
+    /// Reports of replica pipes of an epoch that is over, ignored so far (ACKs and relayed
+    /// transactions: their positions are in an old primary's binlog).
+    pub fn stale_reports(&self) -> u64 {
+        self.counters.stale_reports()
+    }
+
+    // --- the snapshot (status.rs) ---
+
+    /// A snapshot of the state, the replicas and the parked commits.
+    pub fn status(&self) -> DurabilityStatus {
+        status::snapshot(self.lock(), &self.counters)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves plain data behind, never a broken invariant
         // worth refusing service for.
         self.inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn count(&self, kind: WaitKind, outcome: Outcome, waited: Duration) {
-        match kind {
-            WaitKind::Commit => {
-                self.released[outcome.index()].fetch_add(1, Ordering::Relaxed);
-                if let Some(observer) = &self.observer {
-                    observer.released(outcome, waited);
-                }
-            }
-            WaitKind::Read => {
-                self.reads_released[outcome.index()].fetch_add(1, Ordering::Relaxed);
-                if let Some(observer) = &self.observer {
-                    observer.read_released(outcome, waited);
-                }
-            }
-        }
     }
 }
 
@@ -514,212 +604,5 @@ impl FastSettings {
         store(&self.async_held_back, config.async_held_back());
         let nudge = u64::try_from(config.ack_nudge_after.as_micros()).unwrap_or(u64::MAX);
         self.ack_nudge_after_us.store(nudge, Ordering::Relaxed);
-    }
-}
-
-// === impl Inner ===
-
-/// What a commit waits for, as the shared state stands.
-enum Plan {
-    /// The quorum holds every transaction it reported.
-    Held,
-    /// Not yet.
-    Wait(Until),
-}
-
-impl Inner {
-    /// Some replica's position changed (or the quorum did): recomputes the quorum position,
-    /// wakes the commits it reaches, moves those counted by connect states, drops the index
-    /// entries it passes, and checks whether DEGRADED may end.
-    fn positions_changed(&mut self, woken: &mut Vec<std::task::Waker>) {
-        self.changed();
-        let configured = self.config.rule();
-        let quorum = self.registry.update_quorum(&configured);
-        self.quorum_watch.send_if_modified(|held| {
-            let moved = *held != quorum;
-            *held = quorum;
-            moved
-        });
-        if let Some(slowest) = self.registry.slowest() {
-            self.lag.forget_before(slowest);
-        }
-        for slot in self.waiters.take_any_move() {
-            self.replan(slot, woken);
-        }
-        // Nearly always one rule: the configured one (sessions may ask for their own).
-        let mut rules: smallvec::SmallVec<[QuorumRule; 2]> = self.waiters.rules().collect();
-        if !rules.contains(&configured) {
-            rules.push(configured);
-        }
-        for rule in rules {
-            let reached = if rule == configured {
-                quorum
-            } else {
-                self.registry.quorum_under(&rule)
-            };
-            let Some(q) = reached else { continue };
-            let Inner {
-                waiters, watermark, ..
-            } = self;
-            waiters.reached(&rule, q, woken, |gtids| {
-                for gtid in gtids {
-                    watermark.take(*gtid);
-                }
-            });
-        }
-        // Entries the configured quorum holds go, into the watermark: every transaction it
-        // holds, whoever committed it. A session's own rule finds them as bounded by their
-        // domain's floor, which can only make it wait longer, never less.
-        if let Some(q) = quorum {
-            let Inner {
-                index, watermark, ..
-            } = self;
-            index.prune_through(q, |held| match held {
-                index::Held::One(gtid) => watermark.take(gtid),
-                index::Held::Range {
-                    domain,
-                    server_id,
-                    start,
-                    end,
-                } => watermark.take_range(domain, server_id, start, end),
-            });
-        }
-        self.maybe_strong();
-    }
-
-    /// `gtid` ends at a position now known: the commits waiting to learn it move to that
-    /// position (or are woken, if the quorum already holds them), without looking again.
-    fn relayed(&mut self, gtid: &Gtid, woken: &mut Vec<std::task::Waker>) {
-        for slot in self.waiters.take_relayed(gtid) {
-            self.replan(slot, woken);
-        }
-    }
-
-    /// Puts a commit taken out of its index under what it waits for now, or wakes it if the
-    /// quorum holds it.
-    fn replan(&mut self, slot: usize, woken: &mut Vec<std::task::Waker>) {
-        let rule = self.waiters.rule(slot);
-        match self.plan(self.waiters.gtids(slot), &rule) {
-            Plan::Held => {
-                let Inner {
-                    waiters, watermark, ..
-                } = self;
-                for gtid in waiters.gtids(slot) {
-                    watermark.take(*gtid);
-                }
-                waiters.wake(slot, Verdict::Acknowledged, woken);
-            }
-            Plan::Wait(until) => self.waiters.wait_for(slot, until),
-        }
-    }
-
-    /// What a commit of `gtids` waits for under `rule`: the first transaction whose end is
-    /// not known yet, else the end of the last one the quorum does not hold — or any replica
-    /// moving, if some counted only by what they connected with.
-    fn plan(&self, gtids: &[Gtid], rule: &QuorumRule) -> Plan {
-        let mut target = None;
-        let mut by_connect_state = false;
-        for gtid in gtids {
-            let (holders, end) = self.holders(gtid);
-            if holders.tally.meets(rule) {
-                continue;
-            }
-            let Some(end) = end else {
-                return Plan::Wait(Until::Relayed(*gtid));
-            };
-            target = target.max(Some(end));
-            by_connect_state |= holders.by_connect_state > 0;
-        }
-        match target {
-            None => Plan::Held,
-            // Counted partly by what replicas connected with, the quorum may come from any
-            // replica moving on, not only from the quorum position reaching the target.
-            Some(_) if by_connect_state => Plan::Wait(Until::AnyMove),
-            Some(target) => Plan::Wait(Until::Position(target)),
-        }
-    }
-
-    /// Who holds `gtid`, and where it ends if that is known.
-    fn holders(&self, gtid: &Gtid) -> (Holders<'_>, Option<Position>) {
-        // A bound by binlog position ends where it says.
-        let end = gtid
-            .binlog_position()
-            .or_else(|| match self.index.lookup(gtid) {
-                Lookup::Exact(p) | Lookup::AtMost(p) => Some(p),
-                Lookup::Unknown => None,
-            });
-        (self.registry.holders(gtid, end), end)
-    }
-
-    /// DEGRADED ends once enough semisync replicas are connected and the quorum holds every
-    /// commit released without it.
-    fn maybe_strong(&mut self) {
-        let rule = self.config.rule();
-        let DurableState::Degraded {
-            since, released, ..
-        } = &self.state
-        else {
-            return;
-        };
-        if self.registry.unmet(&rule).is_some()
-            || released
-                .newest()
-                .any(|gtid| !self.holders(gtid).0.tally.meets(&rule))
-        {
-            return;
-        }
-        let spell = since.elapsed();
-        warn!(
-            degraded_for = ?spell,
-            released_without_quorum = released.count(),
-            gtids = %released,
-            "durability state DEGRADED -> STRONG: the quorum holds every commit released without it"
-        );
-        self.degraded_before += spell;
-        self.state = DurableState::Strong;
-        if let Some(observer) = &self.observer {
-            observer.state_changed(State::Strong);
-        }
-    }
-
-    /// Enters DEGRADED (from STRONG) because of `reason`; everyone parked is released.
-    fn degrade(&mut self, reason: &str, woken: &mut Vec<std::task::Waker>) {
-        if matches!(self.state, DurableState::Degraded { .. }) {
-            return;
-        }
-        warn!(%reason, "durability state STRONG -> DEGRADED: commits are acknowledged without their quorum until it holds them again");
-        self.state = DurableState::Degraded {
-            since: Instant::now(),
-            released: ReleasedWithoutQuorum::default(),
-            summarized: 0,
-        };
-        if let Some(observer) = &self.observer {
-            observer.state_changed(State::Degraded);
-        }
-        self.waiters.all(woken);
-    }
-
-    /// Something the state file keeps changed.
-    fn changed(&mut self) {
-        self.version = self.version.wrapping_add(1);
-    }
-
-    /// Remembers a release whose GTIDs could not be learnt.
-    fn unresolved(&mut self, release: UnresolvedRelease) {
-        if self.unresolved.len() == UNRESOLVED_KEPT {
-            self.unresolved.pop_front();
-        }
-        self.unresolved.push_back(Arc::new(release));
-    }
-}
-
-// === impl DurableState ===
-
-impl DurableState {
-    fn public(&self) -> State {
-        match self {
-            DurableState::Strong => State::Strong,
-            DurableState::Degraded { .. } => State::Degraded,
-        }
     }
 }

@@ -3,7 +3,7 @@
 
 use strongsync_proto::gtid::Gtid;
 
-use super::Durability;
+use super::inner::{Inner, Plan};
 
 /// What became of a transaction, as far as strongsync knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,15 +39,12 @@ impl GtidOutcome {
     }
 }
 
-// === impl Durability (outcome) ===
+// === impl Inner (outcome) ===
 
-impl Durability {
-    /// What became of `gtid`, by its identity: the watermark's exact set says whether the
-    /// quorum held that very GTID (a new primary numbering a MariaDB domain past a fenced
-    /// one's tail does not make the tail acknowledged). Once the watermark is no longer exact,
-    /// only a GTID the connected replicas hold now reads acknowledged.
-    pub fn outcome(&self, gtid: &Gtid) -> GtidOutcome {
-        let inner = self.lock();
+impl Inner {
+    /// See [`Durability::outcome`](super::Durability::outcome).
+    pub(super) fn outcome(&self, gtid: &Gtid) -> GtidOutcome {
+        let inner = self;
         let exactly = !inner.watermark.inexact() && inner.watermark.exact().contains(gtid);
         if inner.waiters.all_gtids().any(|g| g == gtid) {
             GtidOutcome::Waiting
@@ -58,7 +55,7 @@ impl Durability {
         } else if exactly
             || matches!(
                 inner.plan(std::slice::from_ref(gtid), &inner.config.rule()),
-                super::Plan::Held
+                Plan::Held
             )
         {
             GtidOutcome::Acknowledged

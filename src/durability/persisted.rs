@@ -4,13 +4,12 @@
 //! start, it keeps the failover candidates and the follow check right before any replica has
 //! reconnected.
 
-use std::sync::atomic::Ordering;
-
 use strongsync_proto::gtid::{GtidPosition, GtidSet};
 use tokio::time::Instant;
 
+use super::inner::Inner;
 use super::registry::{Departed, Replica};
-use super::{Durability, Fence};
+use super::Fence;
 
 /// Strong sync's state worth keeping.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,22 +43,15 @@ pub struct PersistedReplica {
     pub held: GtidPosition,
 }
 
-// === impl Durability (persisted) ===
+// === impl Inner (persisted) ===
 
-impl Durability {
-    /// A number that changes whenever something [`persisted`](Self::persisted) returns may
-    /// have (cheap: the state file's writer polls it).
-    pub fn version(&self) -> u64 {
-        self.lock().version
-    }
-
-    /// What to keep, with the [`version`](Self::version) it is of.
-    pub fn persisted(&self) -> (u64, Persisted) {
-        let inner = self.lock();
-        let known = inner
+impl Inner {
+    /// See [`Durability::persisted`](super::Durability::persisted).
+    pub(super) fn persisted(&self) -> (u64, Persisted) {
+        let known = self
             .registry
             .connected()
-            .chain(inner.registry.departed().map(|(id, d)| (id, &d.replica)));
+            .chain(self.registry.departed().map(|(id, d)| (id, &d.replica)));
         let mut replicas: Vec<PersistedReplica> = known
             .map(|(server_id, r)| PersistedReplica {
                 server_id,
@@ -70,32 +62,30 @@ impl Durability {
             .collect();
         replicas.sort_by_key(|r| r.server_id);
         let persisted = Persisted {
-            acknowledged: GtidPosition::clone(inner.watermark.position()),
-            acknowledged_set: inner.watermark.exact().clone(),
-            acknowledged_inexact: inner.watermark.inexact(),
-            released_without_quorum: inner.released_without_quorum.clone(),
+            acknowledged: GtidPosition::clone(self.watermark.position()),
+            acknowledged_set: self.watermark.exact().clone(),
+            acknowledged_inexact: self.watermark.inexact(),
+            released_without_quorum: self.released_without_quorum.clone(),
             replicas,
-            fence: inner.fence,
-            tail: inner.tail.clone(),
+            fence: self.fence,
+            tail: self.tail.clone(),
         };
-        (inner.version, persisted)
+        (self.version, persisted)
     }
 
-    /// Takes back what a previous run kept, before any replica connects: its replicas as
-    /// departed ones, its watermark, its releases, and its fence.
-    pub fn restore(&self, kept: Persisted) {
-        let mut inner = self.lock();
-        inner.watermark.restore(
+    /// See [`Durability::restore`](super::Durability::restore). Returns whether it raised the
+    /// fence (which the gate must then mirror).
+    pub(super) fn restore(&mut self, kept: Persisted) -> bool {
+        self.watermark.restore(
             &kept.acknowledged,
             &kept.acknowledged_set,
             kept.acknowledged_inexact,
         );
-        inner
-            .released_without_quorum
+        self.released_without_quorum
             .extend(&kept.released_without_quorum);
         for replica in kept.replicas {
-            let zone = inner.topology.zone_of(replica.server_id);
-            inner.registry.remember(
+            let zone = self.topology.zone_of(replica.server_id);
+            self.registry.remember(
                 replica.server_id,
                 Departed {
                     replica: Replica::remembered(
@@ -108,12 +98,13 @@ impl Durability {
                 },
             );
         }
-        inner.tail.extend(&kept.tail);
-        if let Some(fence) = kept.fence {
-            inner.fence = Some(fence);
-            self.fenced.store(true, Ordering::SeqCst);
-            inner.epoch.mark_fenced();
+        self.tail.extend(&kept.tail);
+        let fenced = kept.fence.is_some();
+        if fenced {
+            self.fence = kept.fence;
+            self.epoch.mark_fenced();
         }
-        inner.changed();
+        self.changed();
+        fenced
     }
 }

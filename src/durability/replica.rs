@@ -4,12 +4,14 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::Waker;
 
 use strongsync_proto::gtid::Gtid;
 use strongsync_proto::position::Position;
 use thiserror::Error;
 use tokio::time::Instant;
 
+use super::inner::Inner;
 use super::waiters::waking;
 use super::{Durability, Refused};
 use crate::config::WithoutQuorum;
@@ -38,68 +40,57 @@ pub enum AckError {
     },
 }
 
-// === impl Durability (replicas) ===
+// === impl Inner (replicas) ===
 
-impl Durability {
-    /// Admits a replica whose dump the primary of `epoch` has accepted (its first event came
-    /// back), as holding `connect_state` (the GTIDs the primary was told it has). A replica
-    /// already connected with the same `server_id` is replaced, as the primary replaces its
-    /// dump. Parked commits look again: the newcomer may hold what they wait for.
-    ///
-    /// # Errors
-    /// [`Refused`] if `epoch` is fenced or over: its dump must not be relayed.
-    pub fn admit(
-        self: &Arc<Self>,
+impl Inner {
+    /// Registers a replica whose dump the primary of `epoch` accepted, unless that epoch is
+    /// fenced or over (see [`Durability::admit`](super::Durability::admit)); returns its pipe's
+    /// number.
+    pub(super) fn admit(
+        &mut self,
         epoch: u64,
         server_id: u32,
         address: SocketAddr,
         semisync: bool,
-        connect_state: GtidPosition,
-    ) -> Result<ReplicaHandle, Refused> {
-        let pipe = waking(|woken| {
-            let mut inner = self.lock();
-            if inner.epoch.number() != epoch {
-                return Err(Refused::Retired {
-                    epoch,
-                    now: inner.epoch.number(),
-                });
-            }
-            if inner.fence.is_some() {
-                return Err(Refused::Fenced { epoch });
-            }
-            let zone = inner.topology.zone_of(server_id);
-            let pipe = inner.registry.admit(
-                server_id,
-                address.to_string(),
-                semisync,
-                connect_state.clone(),
-                zone,
-            );
-            inner.positions_changed(woken);
-            inner.waiters.all(woken);
-            Ok(pipe)
-        })?;
-        self.pipes.send_modify(|open| *open += 1);
-        tracing::info!(server_id, %address, semisync, %connect_state, epoch, "replica connected");
-        Ok(ReplicaHandle {
-            durability: Arc::clone(self),
+        connect_state: &GtidPosition,
+        woken: &mut Vec<Waker>,
+    ) -> Result<u64, Refused> {
+        if self.epoch.number() != epoch {
+            return Err(Refused::Retired {
+                epoch,
+                now: self.epoch.number(),
+            });
+        }
+        if self.fence.is_some() {
+            return Err(Refused::Fenced { epoch });
+        }
+        let zone = self.topology.zone_of(server_id);
+        let pipe = self.registry.admit(
             server_id,
-            pipe,
-            epoch,
-        })
-    }
-
-    /// Reports of replica pipes of an epoch that is over, ignored so far (ACKs and relayed
-    /// transactions: their positions are in an old primary's binlog).
-    pub fn stale_reports(&self) -> u64 {
-        self.stale_reports
-            .load(std::sync::atomic::Ordering::Relaxed)
+            address.to_string(),
+            semisync,
+            connect_state.clone(),
+            zone,
+        );
+        self.positions_changed(woken);
+        self.waiters.all(woken);
+        Ok(pipe)
     }
 }
 
 // === impl ReplicaHandle ===
 
 impl ReplicaHandle {
+    /// The handle of pipe `pipe`, admitted in `epoch`.
+    pub(super) fn new(durability: Arc<Durability>, server_id: u32, pipe: u64, epoch: u64) -> Self {
+        ReplicaHandle {
+            durability,
+            server_id,
+            pipe,
+            epoch,
+        }
+    }
+
     /// The replica's `server_id`.
     pub fn server_id(&self) -> u32 {
         self.server_id
@@ -197,12 +188,10 @@ impl ReplicaHandle {
 
     /// Whether its epoch is still the one in force; if not, what it reports is counted and
     /// ignored.
-    fn current(&self, inner: &super::Inner) -> bool {
+    fn current(&self, inner: &Inner) -> bool {
         let current = inner.epoch.number() == self.epoch;
         if !current {
-            self.durability
-                .stale_reports
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.durability.counters.stale_report();
         }
         current
     }

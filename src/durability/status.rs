@@ -2,16 +2,17 @@
 //! what it holds, the parked commits, and what a failover needs to know.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use strongsync_proto::gtid::GtidPosition;
 use strongsync_proto::position::Position;
 use tokio::time::Instant;
 
+use super::counters::Counters;
+use super::inner::{DurableState, Inner};
 use super::quorum::{QuorumRule, Tally, Unmet};
-use super::{Durability, DurableState, ReleasedWithoutQuorum, State, OUTCOMES};
+use super::{ReleasedWithoutQuorum, State};
 use crate::config::{AsyncReplicas, Visibility};
 
 /// The snapshot.
@@ -141,15 +142,13 @@ pub struct UnresolvedRelease {
     pub at: Instant,
 }
 
-// === impl Durability (status) ===
-
-impl Durability {
-    /// A snapshot of the state, the replicas and the parked commits.
-    pub fn status(&self) -> DurabilityStatus {
+/// A snapshot of `inner`, whose lock it takes over and gives up as soon as it has copied what
+/// it needs, and of `counters` (see [`Durability::status`](super::Durability::status)).
+pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counters: &Counters) -> DurabilityStatus {
+    {
         let now = Instant::now();
         // Under the lock, only copies: what a replica holds is shared (copied on write), and
         // sorting and the failover candidates are worked out after it.
-        let inner = self.lock();
         let config = Arc::clone(&inner.config);
         let mut replicas: Vec<ReplicaStatus> = inner
             .registry
@@ -213,24 +212,16 @@ impl Durability {
             quorum_position,
             head,
             replicas,
-            parked: self.parked.load(Ordering::Relaxed),
-            parked_overdue: self.overdue.load(Ordering::Relaxed),
+            parked: counters.parked(),
+            parked_overdue: counters.parked_overdue(),
             gtid_index_entries,
             degraded_total,
-            released: OUTCOMES
-                .iter()
-                .zip(&self.released)
-                .map(|(o, n)| (o.label(), n.load(Ordering::Relaxed)))
-                .collect(),
+            released: counters.released_by_outcome(),
             visibility: config.visibility,
-            reads_parked: self.reads_parked.load(Ordering::Relaxed),
-            reads_queued: self.reads_queued.load(Ordering::Relaxed),
-            reads_in_snapshot: self.reads_in_snapshot.load(Ordering::Relaxed),
-            reads_released: OUTCOMES
-                .iter()
-                .zip(&self.reads_released)
-                .map(|(o, n)| (o.label(), n.load(Ordering::Relaxed)))
-                .collect(),
+            reads_parked: counters.reads_parked(),
+            reads_queued: counters.reads_queued(),
+            reads_in_snapshot: counters.reads_in_snapshot(),
+            reads_released: counters.reads_released_by_outcome(),
             departed,
             acknowledged,
             acknowledged_inexact,
@@ -238,7 +229,7 @@ impl Durability {
             not_candidates,
             released_without_quorum,
             unresolved,
-            stale_reports: self.stale_reports(),
+            stale_reports: counters.stale_reports(),
             commits_untracked,
         }
     }

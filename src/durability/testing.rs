@@ -16,22 +16,20 @@ pub(super) fn at(offset: u64) -> Position {
     }
 }
 
-impl Durability {
-    /// Admits a replica in the epoch in force (which must be neither fenced nor over).
-    pub(super) fn admit_replica(
-        self: &Arc<Self>,
-        server_id: u32,
-        address: SocketAddr,
-        semisync: bool,
-        connect_state: GtidPosition,
-    ) -> ReplicaHandle {
-        self.admit(
-            self.epoch_number(),
-            server_id,
-            address,
-            semisync,
-            connect_state,
-        )
-        .expect("admitted in the epoch in force")
-    }
+/// Admits a replica to `d` in the epoch in force (which must be neither fenced nor over).
+pub(super) fn admit_replica(
+    d: &Arc<Durability>,
+    server_id: u32,
+    address: SocketAddr,
+    semisync: bool,
+    connect_state: GtidPosition,
+) -> ReplicaHandle {
+    d.admit(
+        d.epoch_number(),
+        server_id,
+        address,
+        semisync,
+        connect_state,
+    )
+    .expect("admitted in the epoch in force")
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use strongsync_proto::gtid::Gtid;
 
-use super::testing::at;
+use super::testing::{admit_replica, at};
 use super::*;
 use crate::config::{
     DurabilityConfig, OnTimeout, ReplicaLabels, Topology, Visibility, WithoutQuorum,
@@ -72,8 +72,8 @@ async fn settle() {
 #[tokio::test(start_paused = true)]
 async fn a_commit_waits_for_its_position_then_for_the_quorum() {
     let d = service(2, OnTimeout::Block);
-    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
-    let b = d.admit_replica(3, addr(), true, GtidPosition::default());
+    let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
+    let b = admit_replica(&d, 3, addr(), true, GtidPosition::default());
     // The OK comes before the events: first the position must become known.
     let waiting = park(&d, commit(&[5])).await;
     a.transaction_relayed(Some(gtid(5)), at(500));
@@ -91,7 +91,7 @@ async fn a_commit_waits_for_its_position_then_for_the_quorum() {
 #[tokio::test(start_paused = true)]
 async fn one_ack_wakes_only_the_commits_it_covers() {
     let d = service(1, OnTimeout::Block);
-    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     for seq in 1..=3 {
         r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
@@ -121,7 +121,7 @@ async fn degrade_releases_everyone_and_returns_to_strong_when_the_quorum_has_it_
     assert_eq!(Arc::clone(&d).wait(commit(&[3])).await, Release::Proceed);
 
     // A replica comes back and acknowledges everything released without quorum.
-    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     for seq in 1..=3 {
         r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
@@ -155,7 +155,7 @@ async fn error_answers_with_the_gtid_and_block_keeps_waiting() {
     tokio::time::advance(Duration::from_secs(35)).await;
     settle().await;
     assert!(!waiting.is_finished(), "block never gives up");
-    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(7)), at(70));
     r.acknowledged(at(70), Some(at(70)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
@@ -184,7 +184,7 @@ async fn a_dropped_wait_leaves_nothing_behind_and_is_counted() {
 #[tokio::test(start_paused = true)]
 async fn acks_beyond_the_stream_are_refused_and_replicas_that_leave_stop_counting() {
     let d = service(1, OnTimeout::Block);
-    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     assert_eq!(
         r.acknowledged(at(900), Some(at(500)), None),
         Err(AckError::BeyondRelayed {
@@ -201,7 +201,7 @@ async fn acks_beyond_the_stream_are_refused_and_replicas_that_leave_stop_countin
         "only connected replicas count"
     );
     // An async replica never counts.
-    let plain = d.admit_replica(3, addr(), false, GtidPosition::default());
+    let plain = admit_replica(&d, 3, addr(), false, GtidPosition::default());
     plain.acknowledged(at(500), Some(at(500)), None).unwrap();
     assert_eq!(d.status().quorum_position, None);
 }
@@ -209,11 +209,11 @@ async fn acks_beyond_the_stream_are_refused_and_replicas_that_leave_stop_countin
 #[tokio::test(start_paused = true)]
 async fn a_reconnecting_replicas_gtid_state_acknowledges_what_it_names() {
     let d = service(1, OnTimeout::Block);
-    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(4)), at(400));
     let waiting = park(&d, commit(&[4])).await;
     drop(r); // left before acknowledging
-    let _back = d.admit_replica(2, addr(), true, state("0-1-4"));
+    let _back = admit_replica(&d, 2, addr(), true, state("0-1-4"));
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
 }
 
@@ -229,7 +229,7 @@ async fn without_quorum_immediate_acts_at_once_and_when_replicas_leave() {
         Arc::clone(&d).wait(commit(&[1])).await,
         Release::Fail(_)
     ));
-    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     let waiting = park(&d, commit(&[2])).await;
     drop(r);
     assert!(
@@ -277,7 +277,7 @@ async fn an_observer_hears_of_every_release_with_its_wait() {
         },
         Arc::clone(&heard) as Arc<dyn WaitObserver>,
     );
-    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(1)), at(100));
     let waiting = park(&d, commit(&[1])).await;
     tokio::time::advance(Duration::from_millis(250)).await;
@@ -296,8 +296,8 @@ async fn an_observer_hears_of_every_release_with_its_wait() {
 #[tokio::test(start_paused = true)]
 async fn a_new_quorum_applies_to_parked_and_later_commits() {
     let d = service(2, OnTimeout::Block);
-    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
-    let _b = d.admit_replica(3, addr(), true, GtidPosition::default());
+    let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
+    let _b = admit_replica(&d, 3, addr(), true, GtidPosition::default());
     a.transaction_relayed(Some(gtid(1)), at(100));
     a.acknowledged(at(100), Some(at(100)), None).unwrap();
     let waiting = park(&d, commit(&[1])).await;
@@ -378,8 +378,8 @@ async fn status_shows_each_replicas_lag_and_degraded_time() {
         },
         Arc::clone(&states) as Arc<dyn WaitObserver>,
     );
-    let fast = d.admit_replica(2, addr(), true, GtidPosition::default());
-    let slow = d.admit_replica(3, addr(), true, GtidPosition::default());
+    let fast = admit_replica(&d, 2, addr(), true, GtidPosition::default());
+    let slow = admit_replica(&d, 3, addr(), true, GtidPosition::default());
     for seq in 1..=3 {
         fast.transaction_relayed(Some(gtid(seq)), at(seq * 100));
         slow.transaction_relayed(Some(gtid(seq)), at(seq * 100));
@@ -426,7 +426,7 @@ fn held(d: &Durability, server_id: u32) -> (String, bool) {
 #[tokio::test(start_paused = true)]
 async fn a_replica_holds_what_it_connected_with_and_then_what_it_acknowledged() {
     let d = service(1, OnTimeout::Block);
-    let r = d.admit_replica(2, addr(), true, state("0-1-3,1-1-9"));
+    let r = admit_replica(&d, 2, addr(), true, state("0-1-3,1-1-9"));
     assert_eq!(held(&d, 2), ("0-1-3,1-1-9".into(), true));
     for seq in 4..=6 {
         r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
@@ -441,7 +441,7 @@ async fn a_replica_holds_what_it_connected_with_and_then_what_it_acknowledged() 
     r.acknowledged(at(600), Some(at(600)), None).unwrap();
     assert_eq!(held(&d, 2).0, "0-1-6,1-1-9");
     // An async replica's acknowledgement-less stream holds only its connect state.
-    let plain = d.admit_replica(3, addr(), false, state("0-1-2"));
+    let plain = admit_replica(&d, 3, addr(), false, state("0-1-2"));
     plain.transaction_relayed(Some(gtid(7)), at(700));
     assert_eq!(held(&d, 3).0, "0-1-2");
 }
@@ -449,7 +449,7 @@ async fn a_replica_holds_what_it_connected_with_and_then_what_it_acknowledged() 
 #[tokio::test(start_paused = true)]
 async fn a_departed_replica_is_listed_as_last_known_until_it_returns() {
     let d = service(1, OnTimeout::Block);
-    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(8)), at(800));
     r.acknowledged(at(800), Some(at(800)), None).unwrap();
     drop(r);
@@ -464,7 +464,7 @@ async fn a_departed_replica_is_listed_as_last_known_until_it_returns() {
     );
     assert_eq!(held(&d, 2), ("0-1-8".into(), false));
     // Back: what it holds now is what it says it has.
-    let _back = d.admit_replica(2, addr(), true, state("0-1-8"));
+    let _back = admit_replica(&d, 2, addr(), true, state("0-1-8"));
     assert!(d.status().departed.is_empty());
     assert_eq!(held(&d, 2), ("0-1-8".into(), true));
 }
@@ -474,7 +474,13 @@ async fn departed_replicas_are_bounded_keeping_the_most_recent() {
     let d = service(1, OnTimeout::Block);
     let total = registry::DEPARTED_KEPT as u32 + 5;
     for server_id in 0..total {
-        drop(d.admit_replica(server_id, addr(), true, GtidPosition::default()));
+        drop(admit_replica(
+            &d,
+            server_id,
+            addr(),
+            true,
+            GtidPosition::default(),
+        ));
         tokio::time::advance(Duration::from_millis(1)).await;
     }
     let departed = d.status().departed;
@@ -489,7 +495,7 @@ async fn unacknowledged_ends_kept_for_held_gtids_are_bounded() {
         gtid_index_capacity: 4,
         ..DurabilityConfig::default()
     });
-    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     for seq in 1..=10 {
         r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
@@ -501,8 +507,8 @@ async fn unacknowledged_ends_kept_for_held_gtids_are_bounded() {
 #[tokio::test(start_paused = true)]
 async fn failover_candidates_are_the_replicas_holding_every_commit_acknowledged_with_quorum() {
     let d = service(1, OnTimeout::Block);
-    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
-    let b = d.admit_replica(3, addr(), true, GtidPosition::default());
+    let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
+    let b = admit_replica(&d, 3, addr(), true, GtidPosition::default());
     assert_eq!(
         d.status().failover_candidates,
         vec![2, 3],
@@ -553,7 +559,7 @@ fn commit_of(gtids: &[Gtid]) -> Commit {
 async fn a_connect_state_is_credited_per_domain_not_as_a_position() {
     // Domains interleave: 0-1-1 ends at 100, 1-1-1 at 200, 0-1-2 at 300, 1-1-2 at 400.
     let d = service(1, OnTimeout::Block);
-    let relay = d.admit_replica(9, addr(), false, GtidPosition::default());
+    let relay = admit_replica(&d, 9, addr(), false, GtidPosition::default());
     for (gtid, end) in [
         (in_domain(0, 1), 100),
         (in_domain(1, 1), 200),
@@ -564,7 +570,7 @@ async fn a_connect_state_is_credited_per_domain_not_as_a_position() {
     }
     let waiting = park(&d, commit_of(&[in_domain(0, 2)])).await;
     // A replica that has domain 1 through 1-1-2 but domain 0 only through 0-1-1.
-    let r = d.admit_replica(2, addr(), true, state("0-1-1,1-1-2"));
+    let r = admit_replica(&d, 2, addr(), true, state("0-1-1,1-1-2"));
     settle().await;
     assert!(!waiting.is_finished(), "0-1-2 is not among what it holds");
     assert_eq!(d.status().quorum_position, None, "nothing acknowledged yet");
@@ -579,10 +585,10 @@ async fn a_connect_state_is_credited_per_domain_not_as_a_position() {
 async fn a_commit_never_relayed_is_released_by_replicas_that_come_back_holding_it() {
     let d = service(2, OnTimeout::Block);
     let waiting = park(&d, commit(&[7])).await;
-    let _a = d.admit_replica(2, addr(), true, state("0-1-7"));
+    let _a = admit_replica(&d, 2, addr(), true, state("0-1-7"));
     settle().await;
     assert!(!waiting.is_finished(), "one of two");
-    let _b = d.admit_replica(3, addr(), true, state("0-1-9"));
+    let _b = admit_replica(&d, 3, addr(), true, state("0-1-9"));
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
     assert_eq!(d.status().acknowledged.to_string(), "0-1-7");
 }
@@ -590,11 +596,11 @@ async fn a_commit_never_relayed_is_released_by_replicas_that_come_back_holding_i
 #[tokio::test(start_paused = true)]
 async fn a_quorum_made_of_a_connect_state_and_an_acknowledgement_releases_the_commit() {
     let d = service(2, OnTimeout::Block);
-    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     a.transaction_relayed(Some(gtid(5)), at(500));
     let waiting = park(&d, commit(&[5])).await;
     // b reconnects holding 5 (its ACK was lost with its old connection).
-    let _b = d.admit_replica(3, addr(), true, state("0-1-5"));
+    let _b = admit_replica(&d, 3, addr(), true, state("0-1-5"));
     settle().await;
     assert!(!waiting.is_finished(), "only b holds it");
     // a acknowledges: a by position, b by what it connected with.
@@ -605,10 +611,10 @@ async fn a_quorum_made_of_a_connect_state_and_an_acknowledgement_releases_the_co
 #[tokio::test(start_paused = true)]
 async fn what_a_stream_shows_a_replica_holds_counts_like_an_acknowledgement() {
     let d = service(1, OnTimeout::Block);
-    let relay = d.admit_replica(9, addr(), false, GtidPosition::default());
+    let relay = admit_replica(&d, 9, addr(), false, GtidPosition::default());
     relay.transaction_relayed(Some(gtid(3)), at(300));
     let waiting = park(&d, commit(&[3])).await;
-    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     r.covered(at(299));
     settle().await;
     assert!(!waiting.is_finished());
@@ -633,10 +639,10 @@ async fn degraded_ends_when_returning_replicas_hold_what_was_released_without_an
         "0-1-4..0-1-6 (2), 1-1-2 (1)"
     );
     // A replica comes back that has domain 0 but not domain 1.
-    let partial = d.admit_replica(2, addr(), true, state("0-1-6,1-1-1"));
+    let partial = admit_replica(&d, 2, addr(), true, state("0-1-6,1-1-1"));
     assert_eq!(d.status().state, State::Degraded, "1-1-2 is not held");
     drop(partial);
-    let _all = d.admit_replica(2, addr(), true, state("0-1-6,1-1-2"));
+    let _all = admit_replica(&d, 2, addr(), true, state("0-1-6,1-1-2"));
     let status = d.status();
     assert_eq!(status.state, State::Strong);
     assert!(status.released_without_quorum.is_empty());
@@ -676,7 +682,7 @@ async fn block_counts_commits_past_their_timeout_until_they_are_released() {
     settle().await;
     assert!(!waiting.is_finished(), "block never gives up");
     assert_eq!(d.status().parked_overdue, 1, "counted once");
-    let _r = d.admit_replica(2, addr(), true, state("0-1-1"));
+    let _r = admit_replica(&d, 2, addr(), true, state("0-1-1"));
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
     assert_eq!(d.status().parked_overdue, 0);
 }
@@ -684,7 +690,7 @@ async fn block_counts_commits_past_their_timeout_until_they_are_released() {
 #[tokio::test(start_paused = true)]
 async fn an_unresolved_commit_waits_for_what_was_learnt_and_is_counted_and_listed() {
     let d = service(1, OnTimeout::Block);
-    let r = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(3)), at(300));
     let partly_known = Commit {
         connection_id: 42,
@@ -857,7 +863,7 @@ fn two_of_three_zones() -> (Arc<Durability>, Vec<ReplicaHandle>) {
     d.set_topology(zoned(&[(2, "a"), (3, "a"), (4, "b")], Some("a")));
     let replicas: Vec<_> = [2, 3, 4]
         .iter()
-        .map(|id| d.admit_replica(*id, addr(), true, GtidPosition::default()))
+        .map(|id| admit_replica(&d, *id, addr(), true, GtidPosition::default()))
         .collect();
     for r in &replicas {
         r.transaction_relayed(Some(gtid(1)), at(100));
@@ -926,8 +932,8 @@ async fn a_cross_zone_rule_needs_a_replica_outside_the_primarys_zone() {
         ..DurabilityConfig::default()
     });
     d.set_topology(zoned(&[(2, "a"), (3, "b")], Some("a")));
-    let near = d.admit_replica(2, addr(), true, GtidPosition::default());
-    let far = d.admit_replica(3, addr(), true, GtidPosition::default());
+    let near = admit_replica(&d, 2, addr(), true, GtidPosition::default());
+    let far = admit_replica(&d, 3, addr(), true, GtidPosition::default());
     near.transaction_relayed(Some(gtid(1)), at(100));
     far.transaction_relayed(Some(gtid(1)), at(100));
     let waiting = park(&d, commit(&[1])).await;
@@ -947,8 +953,8 @@ async fn a_session_quorum_raises_lowers_within_the_floor_and_never_degrades_the_
         ack_timeout: Duration::from_secs(10),
         ..DurabilityConfig::default()
     });
-    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
-    let b = d.admit_replica(3, addr(), true, GtidPosition::default());
+    let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
+    let b = admit_replica(&d, 3, addr(), true, GtidPosition::default());
     for r in [&a, &b] {
         r.transaction_relayed(Some(gtid(1)), at(100));
     }
@@ -1021,8 +1027,8 @@ async fn failover_candidates_honour_the_zone_rule_and_say_why_not() {
 #[tokio::test(start_paused = true)]
 async fn a_fence_fails_parked_commits_and_keeps_what_it_cut_off() {
     let d = service(2, OnTimeout::Block);
-    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
-    let b = d.admit_replica(3, addr(), true, GtidPosition::default());
+    let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
+    let b = admit_replica(&d, 3, addr(), true, GtidPosition::default());
     // 4 reaches its quorum; 5 only one replica.
     for r in [&a, &b] {
         r.transaction_relayed(Some(gtid(4)), at(400));
@@ -1082,7 +1088,7 @@ async fn a_fence_fails_parked_commits_and_keeps_what_it_cut_off() {
 #[tokio::test(start_paused = true)]
 async fn a_new_primary_starts_the_positions_again() {
     let d = service(1, OnTimeout::Block);
-    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     a.transaction_relayed(Some(gtid(4)), at(900));
     a.acknowledged(at(900), Some(at(900)), None).unwrap();
     // The pipe outlives the drain (a replica that takes nothing): its registration stays.
@@ -1096,7 +1102,7 @@ async fn a_new_primary_starts_the_positions_again() {
     // The replica's dump of the new epoch: the new primary's binlog starts low, and 500
     // there is not 500 of the old one, which the replica had passed. A commit waits for an
     // ACK in the new binlog.
-    let b = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let b = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     let new = |seqs: &[u64]| Commit {
         epoch: 2,
         gtids: seqs.iter().map(|&s| Gtid::maria(0, 2, s)).collect(),
@@ -1121,12 +1127,12 @@ async fn a_new_primary_starts_the_positions_again() {
 #[tokio::test(start_paused = true)]
 async fn a_commit_of_a_retired_epoch_is_never_acknowledged() {
     let d = service(1, OnTimeout::Degrade);
-    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     d.fence(1, Duration::from_millis(10)).await;
     d.open_epoch(2, "db2:3306".into(), Duration::from_millis(10))
         .await;
     drop(a);
-    let b = d.admit_replica(2, addr(), true, state("0-1-11"));
+    let b = admit_replica(&d, 2, addr(), true, state("0-1-11"));
     // The new replica holds 0-1-11 by its connect state; still, it was committed in epoch 1.
     match Arc::clone(&d).wait(commit(&[11])).await {
         Release::Fail(error) => {
@@ -1175,7 +1181,7 @@ async fn the_fence_waits_for_writes_under_way_and_refuses_new_ones() {
 #[tokio::test(start_paused = true)]
 async fn the_watermark_takes_every_transaction_the_quorum_holds() {
     let d = service(1, OnTimeout::Block);
-    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     let mysql = |n: u64| -> Gtid {
         format!("3e11fa47-71ca-11e1-9e33-c80aa9429562:{n}")
             .parse()
@@ -1217,7 +1223,7 @@ async fn even_relaying_only_nothing_of_a_fenced_primary_is_acknowledged() {
 #[tokio::test(start_paused = true)]
 async fn without_its_lease_an_instance_relays_nothing_and_releases_nothing() {
     let d = service(1, OnTimeout::Block);
-    let a = d.admit_replica(2, addr(), true, GtidPosition::default());
+    let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     d.lease()
         .allow_until(tokio::time::Instant::now() + Duration::from_secs(8));
     assert!(d.pass(1, false).is_ok());

@@ -16,9 +16,10 @@ use strongsync_proto::gtid::Gtid;
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, warn};
 
+use super::inner::{DurableState, Inner, Plan};
 use super::status::UnresolvedRelease;
 use super::waiters::{waking, Gtids, Verdict};
-use super::{Durability, DurableState, Inner, Outcome, Plan};
+use super::{Durability, Outcome};
 use crate::commit::{Commit, Cutoff, NotAcknowledged, Release, WaitKind};
 use crate::config::{DurabilityConfig, OnTimeout, WithoutQuorum};
 
@@ -68,187 +69,160 @@ struct Parked<'a> {
     done: bool,
 }
 
-// === impl Durability (waiting) ===
+// === waiting ===
 
-impl Durability {
-    /// Waits until `commit` may be acknowledged to the client, as the policy says.
-    pub(super) async fn wait(self: Arc<Self>, commit: Commit) -> Release {
-        // Relaying only, nothing waits; but nothing of a fenced primary is acknowledged, even
-        // then (the look says so).
-        if self.fast.passthrough.load(Ordering::Relaxed) && self.admits(commit.epoch, false).is_ok()
-        {
-            return Release::Proceed;
-        }
-        let gtids = followed(&commit.gtids);
-        let unresolved = commit.unresolved.clone();
-        let mut parked = Parked::new(&self, commit.kind);
-        // A session's own quorum is for its commits; what a read may reveal is others'.
-        let asked = commit.quorum.filter(|_| commit.kind == WaitKind::Commit);
-        let (mut outcome, mut release, quorum) =
-            self.decide(&gtids, asked, commit.epoch, &mut parked).await;
-        // Looked at last, on the clock: an instance whose lease lapsed while the commit
-        // waited (or that was paused past it) releases nothing.
-        if release == Release::Proceed && !self.lease.may_act() {
-            outcome = Outcome::NotLeading;
-            release = Release::Fail(NotAcknowledged {
-                gtids: list(&gtids),
-                quorum,
-                waited: parked.since.elapsed(),
-                cause: Cutoff::NotLeading {
-                    epoch: commit.epoch,
-                },
-                read: commit.kind == WaitKind::Read,
-            });
-        }
-        // A commit's error names what it committed, not the others' transactions its
-        // response was also bounded by.
-        let release = match release {
-            Release::Fail(mut error)
-                if commit.kind == WaitKind::Commit && commit.own < commit.gtids.len() =>
-            {
-                error.gtids = list(&followed(&commit.gtids[..commit.own]));
-                Release::Fail(error)
-            }
-            release => release,
-        };
-        // What was learnt was waited for; the rest could not be.
-        let outcome = match (&unresolved, outcome) {
-            (Some(_), Outcome::Quorum) => Outcome::Unresolved,
-            (_, outcome) => outcome,
-        };
-        parked.done = true;
-        if commit.kind == WaitKind::Commit
-            && release == Release::Proceed
-            && matches!(
-                outcome,
-                Outcome::Timeout | Outcome::Degraded | Outcome::NoneAsked
-            )
-        {
-            let mut inner = self.lock();
-            for gtid in &gtids[..commit.own.min(gtids.len())] {
-                inner.released_without_quorum.insert(*gtid);
-            }
-            inner.changed();
-        }
-        let waited = parked.since.elapsed();
-        self.count(commit.kind, outcome, waited);
-        if commit.kind == WaitKind::Commit && release == Release::Proceed {
-            // Off unless asked for (`strongsync::release=debug`): which instance released
-            // what, in which epoch, for a ledger that checks no two instances released.
-            debug!(target: "strongsync::release", epoch = commit.epoch, gtids = %list(&gtids), outcome = outcome.label(), "commit released");
-        }
-        if commit.kind == WaitKind::Commit {
-            if let Some(observer) = &self.observer {
-                observer.commit_quorum(quorum);
-            }
-        }
-        if let Some(reason) = unresolved {
-            let listed = list(&gtids);
-            match commit.kind {
-                WaitKind::Commit => {
-                    warn!(connection_id = commit.connection_id, %reason, gtids = %listed, ?waited, "commit released without knowing everything it committed");
-                }
-                WaitKind::Read => {
-                    warn!(connection_id = commit.connection_id, %reason, ?waited, "response released without knowing everything it may reveal");
-                }
-            }
-            self.lock().unresolved(UnresolvedRelease {
-                connection_id: commit.connection_id,
-                reason: reason.to_string(),
-                gtids: listed,
-                at: Instant::now(),
-            });
-        } else if outcome != Outcome::Quorum {
-            debug!(connection_id = commit.connection_id, kind = ?commit.kind, gtids = %list(&gtids), ?waited, outcome = outcome.label(), "released without quorum");
-        }
-        release
+/// Waits until `commit` may be acknowledged to the client, as the policy says.
+pub(super) async fn wait(d: Arc<Durability>, commit: Commit) -> Release {
+    // Relaying only, nothing waits; but nothing of a fenced primary is acknowledged, even
+    // then (the look says so).
+    if d.fast.passthrough.load(Ordering::Relaxed) && d.gate.admits(commit.epoch, false).is_ok() {
+        return Release::Proceed;
     }
-
-    /// How the commit is released, and the quorum it waited for.
-    async fn decide(
-        &self,
-        gtids: &[Gtid],
-        asked: Option<usize>,
-        epoch: u64,
-        parked: &mut Parked<'_>,
-    ) -> (Outcome, Release, usize) {
-        let mut park = Park {
-            durability: self,
-            gtids,
-            kind: parked.kind,
-            asked,
-            epoch,
-            slot: None,
-            config: None,
-            quorum: 0,
-        };
-        // One timer for the whole wait, set by the first look and moved only by a reload.
-        let timer = tokio::time::sleep_until(parked.since);
-        tokio::pin!(timer);
-        loop {
-            let step = poll_fn(|cx| park.poll(cx, timer.as_mut(), parked)).await;
-            match step {
-                Step::Released(outcome, release) => return (outcome, release, park.quorum),
-                Step::TimedOut => {
-                    // A step is only taken after a look, which keeps its settings.
-                    let config = park.config.clone().unwrap_or_default();
-                    if let Some((outcome, release)) =
-                        self.timed_out(gtids, parked, &config, park.quorum)
-                    {
-                        return (outcome, release, park.quorum);
-                    }
-                }
+    let gtids = followed(&commit.gtids);
+    let unresolved = commit.unresolved.clone();
+    let mut parked = Parked::new(&d, commit.kind);
+    // A session's own quorum is for its commits; what a read may reveal is others'.
+    let asked = commit.quorum.filter(|_| commit.kind == WaitKind::Commit);
+    let (mut outcome, mut release, quorum) = parked.decide(&gtids, asked, commit.epoch).await;
+    // Looked at last, on the clock: an instance whose lease lapsed while the commit
+    // waited (or that was paused past it) releases nothing.
+    if release == Release::Proceed && !d.gate.lease().may_act() {
+        outcome = Outcome::NotLeading;
+        release = Release::Fail(NotAcknowledged {
+            gtids: list(&gtids),
+            quorum,
+            waited: parked.since.elapsed(),
+            cause: Cutoff::NotLeading {
+                epoch: commit.epoch,
+            },
+            read: commit.kind == WaitKind::Read,
+        });
+    }
+    // A commit's error names what it committed, not the others' transactions its
+    // response was also bounded by.
+    let release = match release {
+        Release::Fail(mut error)
+            if commit.kind == WaitKind::Commit && commit.own < commit.gtids.len() =>
+        {
+            error.gtids = list(&followed(&commit.gtids[..commit.own]));
+            Release::Fail(error)
+        }
+        release => release,
+    };
+    // What was learnt was waited for; the rest could not be.
+    let outcome = match (&unresolved, outcome) {
+        (Some(_), Outcome::Quorum) => Outcome::Unresolved,
+        (_, outcome) => outcome,
+    };
+    parked.done = true;
+    if commit.kind == WaitKind::Commit
+        && release == Release::Proceed
+        && matches!(
+            outcome,
+            Outcome::Timeout | Outcome::Degraded | Outcome::NoneAsked
+        )
+    {
+        let mut inner = d.lock();
+        for gtid in &gtids[..commit.own.min(gtids.len())] {
+            inner.released_without_quorum.insert(*gtid);
+        }
+        inner.changed();
+    }
+    let waited = parked.since.elapsed();
+    d.counters.released(commit.kind, outcome, waited);
+    if commit.kind == WaitKind::Commit && release == Release::Proceed {
+        // Off unless asked for (`strongsync::release=debug`): which instance released
+        // what, in which epoch, for a ledger that checks no two instances released.
+        debug!(target: "strongsync::release", epoch = commit.epoch, gtids = %list(&gtids), outcome = outcome.label(), "commit released");
+    }
+    if commit.kind == WaitKind::Commit {
+        d.counters.commit_quorum(quorum);
+    }
+    if let Some(reason) = unresolved {
+        let listed = list(&gtids);
+        match commit.kind {
+            WaitKind::Commit => {
+                warn!(connection_id = commit.connection_id, %reason, gtids = %listed, ?waited, "commit released without knowing everything it committed");
+            }
+            WaitKind::Read => {
+                warn!(connection_id = commit.connection_id, %reason, ?waited, "response released without knowing everything it may reveal");
             }
         }
+        d.lock().unresolved(UnresolvedRelease {
+            connection_id: commit.connection_id,
+            reason: reason.to_string(),
+            gtids: listed,
+            at: Instant::now(),
+        });
+    } else if outcome != Outcome::Quorum {
+        debug!(connection_id = commit.connection_id, kind = ?commit.kind, gtids = %list(&gtids), ?waited, outcome = outcome.label(), "released without quorum");
     }
+    release
+}
 
+/// A wait from an epoch that is over: never acknowledged, and a commit joins the tail.
+fn retired(inner: &mut Inner, gtids: &[Gtid], kind: WaitKind, k: usize, epoch: u64) -> Look {
+    if kind == WaitKind::Commit {
+        for gtid in gtids {
+            inner.tail.insert(*gtid);
+        }
+        inner.changed();
+    }
+    let error = NotAcknowledged {
+        gtids: list(gtids),
+        quorum: k,
+        waited: Duration::ZERO,
+        cause: Cutoff::Fenced { epoch },
+        read: kind == WaitKind::Read,
+    };
+    Look::Released(Outcome::Fenced, Release::Fail(error))
+}
+
+/// The GTIDs of a commit, as the wait queue keeps them.
+fn followed(gtids: &[Gtid]) -> Gtids {
+    gtids.iter().copied().collect()
+}
+
+fn list(gtids: &[Gtid]) -> String {
+    gtids
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+// === impl Park ===
+
+impl Park<'_> {
     /// Looks at the shared state (under its lock): released, or parked to be woken. Returns
     /// the settings it looked under and the quorum it waits for under them.
     fn look(
         &self,
         inner: &mut Inner,
-        park: &Park<'_>,
         waker: &std::task::Waker,
     ) -> (Look, Arc<DurabilityConfig>, usize) {
         let config = Arc::clone(&inner.config);
-        let k = config.session_quorum(park.asked).get();
-        let look = if inner.epoch.number() != park.epoch {
+        let k = config.session_quorum(self.asked).get();
+        let look = if inner.epoch.number() != self.epoch {
             // Committed on a primary strongsync no longer follows (the session's statement was
             // on its way when the follow came): never acknowledged, part of the old epoch's
             // tail. Its epoch was fenced before it ended.
-            Self::retired(inner, park.gtids, park.kind, k, park.epoch)
+            retired(inner, self.gtids, self.kind, k, self.epoch)
         } else {
-            self.look_under(inner, &config, park.gtids, park.kind, k, waker)
+            self.look_under(inner, &config, k, waker)
         };
         (look, config, k)
     }
 
-    fn retired(inner: &mut Inner, gtids: &[Gtid], kind: WaitKind, k: usize, epoch: u64) -> Look {
-        if kind == WaitKind::Commit {
-            for gtid in gtids {
-                inner.tail.insert(*gtid);
-            }
-            inner.changed();
-        }
-        let error = NotAcknowledged {
-            gtids: list(gtids),
-            quorum: k,
-            waited: Duration::ZERO,
-            cause: Cutoff::Fenced { epoch },
-            read: kind == WaitKind::Read,
-        };
-        Look::Released(Outcome::Fenced, Release::Fail(error))
-    }
-
+    /// Looks under the settings in force, in the epoch in force, for `k` replicas.
     fn look_under(
         &self,
         inner: &mut Inner,
         config: &DurabilityConfig,
-        gtids: &[Gtid],
-        kind: WaitKind,
         k: usize,
         waker: &std::task::Waker,
     ) -> Look {
+        let (gtids, kind) = (self.gtids, self.kind);
         if let Some(epoch) = inner.fence.as_ref().map(|fence| fence.epoch) {
             // Nothing of a fenced primary is acknowledged that the quorum did not already hold.
             let rule = config.rule().with_count(k.max(1));
@@ -270,7 +244,7 @@ impl Durability {
             };
             return Look::Released(Outcome::Fenced, Release::Fail(error));
         }
-        if !self.lease.may_act() {
+        if !self.durability.gate.lease().may_act() {
             // This instance does not lead now: whatever the quorum holds, it releases nothing.
             let error = NotAcknowledged {
                 gtids: list(gtids),
@@ -283,7 +257,7 @@ impl Durability {
             };
             return Look::Released(Outcome::NotLeading, Release::Fail(error));
         }
-        if self.releasing.load(Ordering::Relaxed) {
+        if self.durability.releasing.load(Ordering::Relaxed) {
             let error = NotAcknowledged {
                 gtids: list(gtids),
                 quorum: k,
@@ -329,93 +303,6 @@ impl Durability {
         }
     }
 
-    /// The commit's time is up (or there is no quorum to wait for): the policy decides, for a
-    /// commit that waited for `quorum`. `None` means keep waiting.
-    fn timed_out(
-        &self,
-        gtids: &[Gtid],
-        parked: &mut Parked,
-        config: &DurabilityConfig,
-        quorum: usize,
-    ) -> Option<(Outcome, Release)> {
-        let waited = parked.since.elapsed();
-        // A session's raised quorum never degrades the proxy: its client is told instead.
-        let on_timeout = match config.on_timeout {
-            OnTimeout::Degrade if quorum > config.quorum => OnTimeout::Error,
-            policy => policy,
-        };
-        match on_timeout {
-            OnTimeout::Block => {
-                if !parked.overdue {
-                    parked.overdue = true;
-                    self.overdue.fetch_add(1, Ordering::Relaxed);
-                    debug!(gtids = %list(gtids), ?waited, "commit still waiting for quorum (on_timeout = block)");
-                }
-                None
-            }
-            OnTimeout::Degrade => {
-                waking(|woken| {
-                    let mut inner = self.lock();
-                    let what = match parked.kind {
-                        WaitKind::Commit => "commit",
-                        WaitKind::Read => "a response bounded by",
-                    };
-                    let reason = format!(
-                        "{what} {} did not reach its quorum of {} within {:?} ({} semisync replica(s) connected)",
-                        list(gtids),
-                        config.rule().with_count(quorum),
-                        waited,
-                        inner.registry.semisync_count()
-                    );
-                    inner.degrade(&reason, woken);
-                    if let DurableState::Degraded { released, .. } = &mut inner.state {
-                        if parked.kind == WaitKind::Commit {
-                            released.record(gtids);
-                        }
-                    }
-                });
-                Some((Outcome::Timeout, Release::Proceed))
-            }
-            OnTimeout::Error => {
-                let error = NotAcknowledged {
-                    gtids: list(gtids),
-                    quorum,
-                    waited,
-                    cause: Cutoff::Timeout,
-                    read: parked.kind == WaitKind::Read,
-                };
-                Some((Outcome::Timeout, Release::Fail(error)))
-            }
-        }
-    }
-}
-
-/// The GTIDs of a commit, as the wait queue keeps them.
-fn followed(gtids: &[Gtid]) -> Gtids {
-    gtids.iter().copied().collect()
-}
-
-fn list(gtids: &[Gtid]) -> String {
-    gtids
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-impl Durability {
-    /// The count of waits of `kind` parked now.
-    fn parked_of(&self, kind: WaitKind) -> &std::sync::atomic::AtomicUsize {
-        match kind {
-            WaitKind::Commit => &self.parked,
-            WaitKind::Read => &self.reads_parked,
-        }
-    }
-}
-
-// === impl Park ===
-
-impl Park<'_> {
     /// Takes the lock only to look (the first poll, or when told to look again) and to read
     /// the verdict once woken; the timer is polled outside it.
     fn poll(
@@ -441,7 +328,7 @@ impl Park<'_> {
                 },
             };
             if look {
-                let (look, config, quorum) = self.durability.look(&mut inner, self, cx.waker());
+                let (look, config, quorum) = self.look(&mut inner, cx.waker());
                 self.config = Some(config);
                 self.quorum = quorum;
                 match look {
@@ -493,7 +380,7 @@ impl Drop for Park<'_> {
 
 impl<'a> Parked<'a> {
     fn new(durability: &'a Durability, kind: WaitKind) -> Self {
-        durability.parked_of(kind).fetch_add(1, Ordering::Relaxed);
+        durability.counters.parking(kind, true);
         Parked {
             durability,
             kind,
@@ -503,17 +390,112 @@ impl<'a> Parked<'a> {
             done: false,
         }
     }
+
+    /// How the commit is released, and the quorum it waited for.
+    async fn decide(
+        &mut self,
+        gtids: &[Gtid],
+        asked: Option<usize>,
+        epoch: u64,
+    ) -> (Outcome, Release, usize) {
+        let mut park = Park {
+            durability: self.durability,
+            gtids,
+            kind: self.kind,
+            asked,
+            epoch,
+            slot: None,
+            config: None,
+            quorum: 0,
+        };
+        // One timer for the whole wait, set by the first look and moved only by a reload.
+        let timer = tokio::time::sleep_until(self.since);
+        tokio::pin!(timer);
+        loop {
+            let step = poll_fn(|cx| park.poll(cx, timer.as_mut(), self)).await;
+            match step {
+                Step::Released(outcome, release) => return (outcome, release, park.quorum),
+                Step::TimedOut => {
+                    // A step is only taken after a look, which keeps its settings.
+                    let config = park.config.clone().unwrap_or_default();
+                    if let Some((outcome, release)) = self.timed_out(gtids, &config, park.quorum) {
+                        return (outcome, release, park.quorum);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The commit's time is up (or there is no quorum to wait for): the policy decides, for a
+    /// commit that waited for `quorum`. `None` means keep waiting.
+    fn timed_out(
+        &mut self,
+        gtids: &[Gtid],
+        config: &DurabilityConfig,
+        quorum: usize,
+    ) -> Option<(Outcome, Release)> {
+        let parked = self;
+        let waited = parked.since.elapsed();
+        // A session's raised quorum never degrades the proxy: its client is told instead.
+        let on_timeout = match config.on_timeout {
+            OnTimeout::Degrade if quorum > config.quorum => OnTimeout::Error,
+            policy => policy,
+        };
+        match on_timeout {
+            OnTimeout::Block => {
+                if !parked.overdue {
+                    parked.overdue = true;
+                    parked.durability.counters.overdue(true);
+                    debug!(gtids = %list(gtids), ?waited, "commit still waiting for quorum (on_timeout = block)");
+                }
+                None
+            }
+            OnTimeout::Degrade => {
+                waking(|woken| {
+                    let mut inner = parked.durability.lock();
+                    let what = match parked.kind {
+                        WaitKind::Commit => "commit",
+                        WaitKind::Read => "a response bounded by",
+                    };
+                    let reason = format!(
+                        "{what} {} did not reach its quorum of {} within {:?} ({} semisync replica(s) connected)",
+                        list(gtids),
+                        config.rule().with_count(quorum),
+                        waited,
+                        inner.registry.semisync_count()
+                    );
+                    inner.degrade(&reason, woken);
+                    if let DurableState::Degraded { released, .. } = &mut inner.state {
+                        if parked.kind == WaitKind::Commit {
+                            released.record(gtids);
+                        }
+                    }
+                });
+                Some((Outcome::Timeout, Release::Proceed))
+            }
+            OnTimeout::Error => {
+                let error = NotAcknowledged {
+                    gtids: list(gtids),
+                    quorum,
+                    waited,
+                    cause: Cutoff::Timeout,
+                    read: parked.kind == WaitKind::Read,
+                };
+                Some((Outcome::Timeout, Release::Fail(error)))
+            }
+        }
+    }
 }
 
 impl Drop for Parked<'_> {
     fn drop(&mut self) {
         let d = self.durability;
-        d.parked_of(self.kind).fetch_sub(1, Ordering::Relaxed);
+        d.counters.parking(self.kind, false);
         if self.kind == WaitKind::Read && self.queued.load(Ordering::Relaxed) {
-            d.reads_queued.fetch_add(1, Ordering::Relaxed);
+            d.counters.read_queued();
         }
         if self.overdue {
-            d.overdue.fetch_sub(1, Ordering::Relaxed);
+            d.counters.overdue(false);
         }
         if !self.done {
             let outcome = if d.shutting_down.load(Ordering::Relaxed) {
@@ -521,7 +503,8 @@ impl Drop for Parked<'_> {
             } else {
                 Outcome::ClientGone
             };
-            d.count(self.kind, outcome, self.since.elapsed());
+            d.counters
+                .released(self.kind, outcome, self.since.elapsed());
         }
     }
 }
