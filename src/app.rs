@@ -3,7 +3,7 @@
 //!
 //! Shutdown has two stages. The soft stop ends the accept loop and every idle client session;
 //! sessions in the middle of a command (a parked commit included) go on. The hard stop, at the
-//! end of the grace period, ends replica dumps and the admin port — replicas keep acknowledging
+//! end of the grace period, ends replica dumps and the admin port — replicas keep ACKing
 //! until then, so parked commits can still reach their quorum.
 
 use std::net::SocketAddr;

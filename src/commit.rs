@@ -139,14 +139,14 @@ impl fmt::Display for NotAcknowledged {
                 return if *read {
                     write!(f, "primary fenced (epoch {epoch}): response withheld, it may reveal transaction(s) {gtids}, which were never acknowledged")
                 } else {
-                    write!(f, "primary fenced (epoch {epoch}): transaction {gtids} committed on the fenced primary but was not acknowledged by {quorum} replica(s); its outcome is unknown (ask: strongsync outcome {gtids})")
+                    write!(f, "primary fenced (epoch {epoch}): transaction {gtids} committed on the fenced primary but was not acknowledged: {quorum} replica(s) did not hold it; its outcome is unknown (ask: strongsync outcome {gtids})")
                 };
             }
         }
         if *read {
-            write!(f, "response withheld: it may reveal transaction(s) {gtids}, which {quorum} replica(s) did not acknowledge within {waited:?}; the statement itself ran on the primary (roll back a transaction it is part of)")
+            write!(f, "response withheld: it may reveal transaction(s) {gtids}, which {quorum} replica(s) did not hold within {waited:?}; the statement itself ran on the primary (roll back a transaction it is part of)")
         } else {
-            write!(f, "transaction {gtids} committed on the primary but was not acknowledged by {quorum} replica(s) within {waited:?}; it may be lost if the primary fails")
+            write!(f, "transaction {gtids} committed on the primary but was not acknowledged: {quorum} replica(s) did not hold it within {waited:?}; it may be lost if the primary fails")
         }
     }
 }

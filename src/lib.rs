@@ -16,7 +16,7 @@
 //!   type chosen at login.
 //! - [`commit`]: the hook a session calls with those GTIDs before it releases the response.
 //! - [`durability`]: strong sync. Replica pipes report the transactions they relay and the
-//!   acknowledgements they get; commits park until a quorum of replicas has them, under the
+//!   ACKs they send; commits park until a quorum of replicas has them, under the
 //!   timeout policy and the STRONG/DEGRADED state.
 //! - [`failover`]: the fence, the primary followed and its epoch, the state file that keeps
 //!   them (and strong sync's positions) across a restart, and the admin token.

@@ -69,7 +69,7 @@ enum Subcommands {
         admin: AdminArgs,
         /// The new primary, `HOST:PORT` or its Unix socket's path.
         primary: String,
-        /// Follow even if it lacks acknowledged commits (they are lost; counted and logged).
+        /// Follow even if it lacks transactions of the watermark (they are lost; counted and logged).
         #[arg(long)]
         force: bool,
         /// Follow even a primary strongsync followed before.
@@ -77,7 +77,7 @@ enum Subcommands {
         allow_retired: bool,
     },
     /// Promote a replica (for users without a failover manager): fence, pick the replica that
-    /// holds every acknowledged commit and received the most, wait for it to apply, stop its
+    /// holds the whole watermark and received the most, wait for it to apply, stop its
     /// replication, make it writable, follow it. Safe to rerun after a failure midway.
     Promote {
         #[command(flatten)]

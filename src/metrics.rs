@@ -165,7 +165,7 @@ metrics! {
     pub struct Metrics {
         /// Time a commit's OK was held (parked until released), by outcome.
         pub commit_wait: HistogramVec = "strongsync_commit_wait_seconds" ["outcome"],
-        /// Commits released to their client, by outcome: `quorum` (acknowledged in time),
+        /// Commits released to their client, by outcome: `quorum` (held by its quorum in time),
         /// `timeout` (the policy released it), `degraded` (released at once while DEGRADED),
         /// `unresolved` (what it committed could be neither learnt nor bounded), `client_gone`
         /// (the client left while parked), `shutdown`, `none_asked` (its session asked for no
@@ -194,8 +194,8 @@ metrics! {
         pub ack_latency: HistogramVec = "strongsync_replica_ack_latency_seconds" ["server_id"],
         /// Semisync ACKs received, by replica.
         pub acks: IntCounterVec = "strongsync_replica_acks_total" ["server_id"],
-        /// Semisync replicas that must acknowledge a transaction before its commit is
-        /// acknowledged (the configured quorum).
+        /// Semisync replicas that must hold a transaction before its commit is acknowledged
+        /// (the configured quorum).
         pub quorum: IntGauge = "strongsync_quorum" [],
         /// 1 if the proxy only relays (commits never wait for replicas), 0 otherwise.
         pub passthrough: IntGauge = "strongsync_passthrough" [],
@@ -209,15 +209,15 @@ metrics! {
         /// Replicas replicating through the proxy, by kind (semisync counts towards the
         /// quorum; async does not).
         pub replicas_connected: IntGaugeVec = "strongsync_replicas_connected" ["kind"],
-        /// Binlog file number (the name's numeric suffix) of each replica's acknowledged
+        /// Binlog file number (the name's numeric suffix) of each replica's ACKed
         /// position.
         pub replica_acked_file: IntGaugeVec = "strongsync_replica_acked_binlog_file" ["server_id"],
-        /// Offset of each replica's acknowledged position in that binlog file.
+        /// Offset of each replica's ACKed position in that binlog file.
         pub replica_acked_offset: IntGaugeVec = "strongsync_replica_acked_binlog_offset" ["server_id"],
-        /// Binlog bytes between a replica's acknowledged position and the newest transaction
+        /// Binlog bytes between a replica's ACKed position and the newest transaction
         /// relayed.
         pub replica_lag_bytes: IntGaugeVec = "strongsync_replica_lag_bytes" ["server_id"],
-        /// Transactions relayed that a replica has not acknowledged.
+        /// Transactions relayed that a replica has not ACKed.
         pub replica_lag_transactions: IntGaugeVec = "strongsync_replica_lag_transactions" ["server_id"],
         /// Client connections (replicas included).
         pub client_connections: IntGauge = "strongsync_client_connections" [],
@@ -300,7 +300,7 @@ metrics! {
         /// Admin calls refused, by why (no_token_configured, missing_token, wrong_token,
         /// malformed, too_many_connections): they changed nothing.
         pub admin_refused: IntCounterVec = "strongsync_admin_refused_total" ["why"],
-        /// Follows of a new primary that lacked acknowledged transactions, made because the
+        /// Follows of a new primary that lacked transactions of the watermark, made because the
         /// call said force.
         pub forced_follows: IntCounter = "strongsync_forced_follows_total" [],
         /// Client sessions ended because a follow retired the primary they were connected to

@@ -217,13 +217,16 @@ impl AdminPort {
             let _ = writeln!(out, "retired: {retired}");
         }
         if let Some(lacking) = answer["lacking"].as_str().filter(|l| !l.is_empty()) {
-            let _ = writeln!(out, "FORCED: the new primary lacks acknowledged {lacking}");
+            let _ = writeln!(
+                out,
+                "FORCED: the new primary lacks {lacking} of the watermark"
+            );
         }
         warn_unpersisted(&mut out, &answer);
         Ok(out)
     }
 
-    /// `strongsync promote`: fences, promotes the replica that holds every acknowledged
+    /// `strongsync promote`: fences, promotes the replica that holds the whole
     /// commit and received the most, follows it.
     ///
     /// # Errors
@@ -285,7 +288,9 @@ impl AdminPort {
             .as_str()
             .ok_or_else(|| OperatorError::Unexpected(answer.to_string()))?;
         let words = match outcome {
-            "acknowledged" => "acknowledged by the quorum",
+            "acknowledged" => {
+                "held by the quorum (acknowledged, if a client of strongsync committed it)"
+            }
             "released_without_quorum" => {
                 if answer["quorum_holds_it_now"].as_bool() == Some(true) {
                     "released to its client without its quorum (the quorum holds it now)"
@@ -462,11 +467,7 @@ fn render_status(s: &Value) -> String {
         let _ = writeln!(out, "retired primaries: {}", retired.join(", "));
     }
     let _ = writeln!(out, "quorum rule: {}", text(&s["quorum_rule"]));
-    let _ = writeln!(
-        out,
-        "acknowledged: {}",
-        text(&s["acknowledged_gtid_position"])
-    );
+    let _ = writeln!(out, "watermark: {}", text(&s["watermark_gtid_position"]));
     let _ = writeln!(
         out,
         "unacknowledged tail: {}",
@@ -490,7 +491,7 @@ fn render_status(s: &Value) -> String {
         "server_id",
         "connected",
         "semisync",
-        "acknowledged GTIDs",
+        "GTIDs of the watermark",
         "lag (transactions)",
         "last ACK (s ago)",
     ];
@@ -550,7 +551,7 @@ mod tests {
             "state": "strong", "fenced": false, "epoch": 2,
             "primary": {"address": "10.0.0.2:3306", "reachable": true},
             "quorum_rule": "1 of the semisync replicas",
-            "acknowledged_gtid_position": "0-1-40",
+            "watermark_gtid_position": "0-1-40",
             "unacknowledged_tail": "",
             "failover_candidates": [2],
             "parked_sessions": 0,

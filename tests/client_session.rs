@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use mysql_async::prelude::*;
 use strongsync::config::OnTimeout;
+use support::each_server;
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{APP_PASSWORD, APP_USER};
 use support::strong::Strong;
@@ -131,16 +132,6 @@ async fn sessions_of_any_charset_or_tracked_list_are_waited_for<C: Flavoured>() 
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_sessions_of_any_charset_or_tracked_list_are_waited_for() {
-    sessions_of_any_charset_or_tracked_list_are_waited_for::<Topology>().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_sessions_of_any_charset_or_tracked_list_are_waited_for() {
-    sessions_of_any_charset_or_tracked_list_are_waited_for::<MySqlTopology>().await;
-}
-
 /// Without a probe to fall back on: the commit's own report names what to wait for.
 async fn a_call_committing_ten_thousand_waits_for_the_last<C: Flavoured>() {
     let s = start::<C>(false);
@@ -160,16 +151,6 @@ async fn a_call_committing_ten_thousand_waits_for_the_last<C: Flavoured>() {
         support::strong::PATIENCE,
         || s.topology.replica_sql(0, "SELECT COUNT(*) FROM sbtest.t") == "10000",
     );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_a_call_committing_ten_thousand_waits_for_the_last() {
-    a_call_committing_ten_thousand_waits_for_the_last::<Topology>().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_a_call_committing_ten_thousand_waits_for_the_last() {
-    a_call_committing_ten_thousand_waits_for_the_last::<MySqlTopology>().await;
 }
 
 /// MySQL lets `SIGNAL` raise any code up to 65535, which MariaDB uses for progress reports
@@ -383,16 +364,6 @@ fn wait_for_defaults<C: Flavoured>(s: &Strong<C>) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_a_session_sees_through_strongsync_what_it_sees_direct() {
-    a_session_sees_through_strongsync_what_it_sees_direct::<Topology>().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_a_session_sees_through_strongsync_what_it_sees_direct() {
-    a_session_sees_through_strongsync_what_it_sees_direct::<MySqlTopology>().await;
-}
-
 /// Set up from the primary's defaults, each step of an XA transaction and each commit a
 /// session makes after changing its state plainly is waited for, from its OK alone.
 async fn set_up_from_the_defaults_each_commit_waits<C: Flavoured>() {
@@ -419,16 +390,6 @@ async fn set_up_from_the_defaults_each_commit_waits<C: Flavoured>() {
     let scrape = support::admin::metrics(s.proxy.admin_addr());
     assert_eq!(scrape.get("strongsync_sessions_untrusted_total"), 0.0);
     assert_eq!(s.proxy.durability().status().released["unresolved"], 0);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_set_up_from_the_defaults_each_commit_waits() {
-    set_up_from_the_defaults_each_commit_waits::<Topology>().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_set_up_from_the_defaults_each_commit_waits() {
-    set_up_from_the_defaults_each_commit_waits::<MySqlTopology>().await;
 }
 
 // === Invisible to the query cache (MariaDB) ===
@@ -507,3 +468,10 @@ async fn mariadb_the_query_cache_counts_through_strongsync_what_it_counts_direct
     );
     assert_eq!(direct, through, "direct, then through strongsync");
 }
+
+each_server!(
+    sessions_of_any_charset_or_tracked_list_are_waited_for,
+    a_call_committing_ten_thousand_waits_for_the_last,
+    a_session_sees_through_strongsync_what_it_sees_direct,
+    set_up_from_the_defaults_each_commit_waits,
+);

@@ -137,7 +137,7 @@ async fn a_compressed_commit_parks_until_its_quorum_holds_it() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_replica_asking_for_a_compressed_stream_acknowledges_through_it() {
+async fn a_replica_asking_for_a_compressed_stream_acks_through_it() {
     let s = Strong::start(
         2,
         durability(2, OnTimeout::Block, Duration::from_secs(3600)),
@@ -159,7 +159,7 @@ async fn a_replica_asking_for_a_compressed_stream_acknowledges_through_it() {
         let gtid = newest_gtid(&s.topology.primary, 0);
         assert!(
             position_holds(&s.witness(1).received(), &gtid),
-            "{gtid} acknowledged without the compressed replica (it had {before})"
+            "{gtid} released without the compressed replica (it had {before})"
         );
     }
     s.topology.wait_replicas_caught_up();

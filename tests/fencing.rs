@@ -275,7 +275,7 @@ impl Binary {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
+async fn the_fence_and_the_watermark_survive_a_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let mut b = Binary::start(&dir);
     let mut client = b.client().await.unwrap();
@@ -286,11 +286,11 @@ async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
             .unwrap();
     }
     drop(client);
-    let acknowledged = admin::status(b.admin)["acknowledged_gtid_position"]
+    let watermark = admin::status(b.admin)["watermark_gtid_position"]
         .as_str()
         .unwrap()
         .to_owned();
-    assert_eq!(acknowledged, newest_gtid(&b.topology.primary, 0));
+    assert_eq!(watermark, newest_gtid(&b.topology.primary, 0));
     // The file is written behind (failover.state_interval): observe it, then kill. At
     // quorum 1 the watermark can be in it before the slower replica's ACK of the last commit
     // is, and both replicas must be there as holding it to be the candidates below.
@@ -303,14 +303,17 @@ async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
             };
             let state: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
             let replicas = state["replicas"].as_array().cloned().unwrap_or_default();
-            state["acknowledged"] == acknowledged.as_str()
+            // The state file keeps its field names from before the glossary.
+            state["acknowledged"] == watermark.as_str()
                 && replicas.len() == 2
-                && replicas.iter().all(|r| r["held"] == acknowledged.as_str())
+                && replicas.iter().all(|r| r["held"] == watermark.as_str())
         },
     );
     b.kill_and_restart();
     let status = admin::status(b.admin);
-    assert_eq!(status["acknowledged_gtid_position"], acknowledged.as_str());
+    assert_eq!(status["watermark_gtid_position"], watermark.as_str());
+    // Its name before the glossary, kept for one release.
+    assert_eq!(status["acknowledged_gtid_position"], watermark.as_str());
     assert_eq!(status["fenced"], false);
 
     // The real binary refuses every call that changes anything without the right token, or
@@ -375,7 +378,7 @@ async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
     b.kill_and_restart();
     let status = admin::status(b.admin);
     assert_eq!(status["fenced"], true, "{status}");
-    assert_eq!(status["acknowledged_gtid_position"], acknowledged.as_str());
+    assert_eq!(status["watermark_gtid_position"], watermark.as_str());
     // No replica can reconnect while fenced: the candidates are the ones the file kept.
     assert_eq!(
         status["failover_candidates"],
@@ -400,7 +403,7 @@ async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
         "{}",
         shown.stdout
     );
-    // The follow check still knows what was acknowledged: a server without it is refused.
+    // The follow check still knows the watermark: a server without it is refused.
     let empty = MariaDb::start(support::mariadb::MariaDbOptions {
         server_id: 9,
         ..Default::default()
@@ -408,16 +411,16 @@ async fn the_fence_and_the_acknowledged_watermark_survive_a_sigkill() {
     let refused = b.cli(&["follow", &empty.addr()]);
     assert!(!refused.status.success(), "{}", refused.stdout);
     assert!(
-        refused.stderr.contains("409") && refused.stderr.contains(&acknowledged),
+        refused.stderr.contains("409") && refused.stderr.contains(&watermark),
         "{}",
         refused.stderr
     );
     assert_eq!(admin::status(b.admin)["epoch"], 1);
-    let outcome = b.cli(&["outcome", &acknowledged]);
+    let outcome = b.cli(&["outcome", &watermark]);
     assert!(
         outcome
             .stdout
-            .contains(": acknowledged: acknowledged by the quorum"),
+            .contains(": acknowledged: held by the quorum"),
         "{}",
         outcome.stdout
     );

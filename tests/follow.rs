@@ -69,7 +69,7 @@ async fn a_promoted_replica_is_followed_and_nothing_else_is() {
     let refused = follow(&s, &empty.addr(), "");
     assert_eq!(refused.status, 409, "{}", refused.body);
     assert!(
-        refused.body.contains("lacks acknowledged transactions")
+        refused.body.contains("of the watermark")
             && refused.body.contains(&acknowledged)
             && refused.body.contains("epoch 1 is fenced"),
         "{}",
@@ -154,7 +154,7 @@ async fn a_promoted_replica_is_followed_and_nothing_else_is() {
     assert_eq!(status["epoch"], 2);
     assert_eq!(status["primary"]["address"], new_primary.addr().as_str());
     assert_eq!(
-        status["acknowledged_gtid_position"],
+        status["watermark_gtid_position"],
         newest_gtid(new_primary, 0).as_str()
     );
 }

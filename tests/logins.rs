@@ -4,16 +4,7 @@
 //! TLS from its first start, so there every account may log in only over TLS, which proves
 //! strongsync's own legs to the servers are TLS whatever the client's is.
 
+use support::each_server;
 use support::logins::every_client_logs_in_after_a_flush_and_a_promote;
-use support::topology::MySqlTopology;
-use support::topology::Topology;
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_every_client_logs_in_after_a_flush_and_a_promote() {
-    every_client_logs_in_after_a_flush_and_a_promote::<Topology>(false).await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_every_client_logs_in_after_a_flush_and_a_promote() {
-    every_client_logs_in_after_a_flush_and_a_promote::<MySqlTopology>(true).await;
-}
+each_server!(every_client_logs_in_after_a_flush_and_a_promote);

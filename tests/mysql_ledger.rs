@@ -24,9 +24,9 @@ use std::time::Duration;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strongsync::config::{DurabilityConfig, OnTimeout};
-use support::ledger::{ids, Held, Ledger, Load, Style};
+use support::ledger::{ids, Held, Ledger, Load, Style, TABLE};
 use support::mysql::{
-    sql_quote, wait_for, MySql, MySqlOptions, APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER,
+    sql_quote, wait_for, MySql, APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER,
 };
 use support::proxy::TestProxy;
 use support::replay;
@@ -79,24 +79,8 @@ impl Servers {
     /// up by `durability` in front of the primary, both replicas replicating through it with
     /// semisync on.
     fn start(durability: DurabilityConfig) -> Servers {
-        let topology = MySqlTopology::start_with(
-            MySqlOptions {
-                extra_args: vec![
-                    "--sync-binlog=1".into(),
-                    "--innodb-flush-log-at-trx-commit=1".into(),
-                ],
-                ..MySqlOptions::default()
-            },
-            MySqlOptions {
-                extra_args: vec!["--sync-relay-log=1".into()],
-                ..MySqlOptions::default()
-            },
-            2,
-        );
-        topology.primary.sql(
-            "CREATE TABLE sbtest.ledger (id BIGINT UNSIGNED PRIMARY KEY, writer INT NOT NULL) \
-             ENGINE=InnoDB",
-        );
+        let topology = MySqlTopology::start_durable(2);
+        topology.primary.sql(TABLE);
         topology.wait_replicas_caught_up();
         let mut config = proxy_config(&topology.primary);
         config.durability = durability;
@@ -270,32 +254,8 @@ fn primary_kills(quorum: usize, on_timeout: OnTimeout) {
             r.candidates
         );
         r.ledger.assert_every_style(STYLES, round);
-        let held: Vec<&Held> = r.held.iter().collect();
-        let lost = r.ledger.lost(&held, quorum);
-        assert!(
-            lost.is_empty(),
-            "round {round} ({plan:?}): {} of {acked} acknowledged ids are on fewer than \
-             {quorum} replica(s): {:?}",
-            lost.len(),
-            &lost[..lost.len().min(20)]
-        );
-        // A failover tool promotes one of the candidates /status names; each alone must hold
-        // every acknowledged commit.
-        assert!(
-            r.candidates.len() >= quorum,
-            "round {round}: /status names {:?} as failover candidates",
-            r.candidates
-        );
-        for &pick in &r.candidates {
-            let lacks = r.ledger.lost(&[&r.held[pick]], 1);
-            assert!(
-                lacks.is_empty(),
-                "round {round}: replica {pick}, a failover candidate, lacks {} acknowledged \
-                 ids: {:?}",
-                lacks.len(),
-                &lacks[..lacks.len().min(20)]
-            );
-        }
+        r.ledger
+            .assert_survived(&r.held, &r.candidates, quorum, round);
         total += acked;
     }
     eprintln!(

@@ -349,7 +349,7 @@ fn readiness_and_status_follow_the_replicas_and_the_primary() {
     assert!(output.success(), "{output}");
     let primary_addr = sidecar.topology.primary.addr();
     let mut status = serde_json::Value::Null;
-    wait_for("both replicas acknowledged the head", PATIENCE, || {
+    wait_for("both replicas ACKed the head", PATIENCE, || {
         status = admin::status(sidecar.admin);
         let head = &status["head"];
         !head.is_null()
@@ -403,7 +403,7 @@ fn readiness_and_status_follow_the_replicas_and_the_primary() {
     }
     let held_before = status["replicas"].clone();
     assert_eq!(
-        status["acknowledged_gtid_position"],
+        status["watermark_gtid_position"],
         sidecar.topology.primary.gtid_binlog_pos().as_str()
     );
     assert_eq!(status["failover_candidates"], serde_json::json!(expected));

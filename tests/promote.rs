@@ -5,41 +5,48 @@
 //! every replica, no replica holds a GTID the final primary lacks, and every commit cut off
 //! with the fence's error names GTIDs the outcome call classifies as the unacknowledged tail.
 //! The control promotes the replica that received the least, and loses rows. The rounds and the
-//! control are `support::failover_rounds`, which `tests/mysql_failover.rs` runs on MySQL.
+//! control are `support::failover_rounds`, run on both servers (on MySQL the replica is stopped
+//! and `RESET REPLICA ALL`, and the old primary rejoins from a copy of the new one's data, its
+//! GTIDs reset to the copy's set); the rest of this file is MariaDB's.
 
 use std::time::Duration;
 
-use strongsync::config::{OnTimeout, ProbeConfig, ReplicaConfig};
+use strongsync::config::{OnTimeout, ProbeConfig};
 use support::admin;
-use support::failover_rounds::{control, failover_rounds};
+use support::each_server;
+use support::failover_rounds::{control, failover_rounds, replica_configs, LedgerCluster};
 use support::mariadb::{APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER};
 use support::strong::{durability, Strong};
-use support::topology::Topology;
 
 const TOKEN: &str = "promote-test-token-0123456789";
 
-#[tokio::test(flavor = "multi_thread")]
-async fn five_failovers_lose_nothing_acknowledged_at_quorum_1() {
-    failover_rounds::<Topology>(1, 5).await;
+async fn five_failovers_lose_nothing_acknowledged_at_quorum_1<C: LedgerCluster>() {
+    failover_rounds::<C>(1, 5).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn five_failovers_lose_nothing_acknowledged_at_quorum_2() {
-    failover_rounds::<Topology>(2, 5).await;
+async fn five_failovers_lose_nothing_acknowledged_at_quorum_2<C: LedgerCluster>() {
+    failover_rounds::<C>(2, 5).await;
 }
 
 /// The control: promoting the replica that received the least loses acknowledged rows, so the
 /// ledger above can fail. strongsync refuses to follow it (naming what it lacks) until forced.
-#[tokio::test(flavor = "multi_thread")]
-async fn the_control_promoting_the_least_received_replica_loses_acknowledged_rows() {
-    control::<Topology>().await;
+async fn the_control_promoting_the_least_received_replica_loses_acknowledged_rows<
+    C: LedgerCluster,
+>() {
+    control::<C>().await;
 }
+
+each_server!(
+    five_failovers_lose_nothing_acknowledged_at_quorum_1,
+    five_failovers_lose_nothing_acknowledged_at_quorum_2,
+    the_control_promoting_the_least_received_replica_loses_acknowledged_rows,
+);
 
 /// Promote stopped midway (the chosen replica cannot apply in time: a session holds a lock its
 /// SQL thread needs) changes nothing more and keeps the fence; run again once the lock is gone,
 /// it finishes, on the same replica.
 #[tokio::test(flavor = "multi_thread")]
-async fn promote_stopped_midway_keeps_the_fence_and_a_rerun_finishes_it() {
+async fn mariadb_promote_stopped_midway_keeps_the_fence_and_a_rerun_finishes_it() {
     use mysql_async::prelude::*;
     let dir = tempfile::tempdir().unwrap();
     let token = support::admin::token_file(dir.path(), TOKEN);
@@ -50,15 +57,7 @@ async fn promote_stopped_midway_keeps_the_fence_and_a_rerun_finishes_it() {
         config.probe = ProbeConfig::account_of(REPL_USER, REPL_PASSWORD);
         config.failover.user = Some(APP_USER.into());
         config.failover.password = Some(strongsync::config::Secret(APP_PASSWORD.into()));
-        config.replica = topology
-            .replicas
-            .iter()
-            .map(|r| ReplicaConfig {
-                server_id: r.server_id(),
-                address: Some(r.addr()),
-                ..ReplicaConfig::default()
-            })
-            .collect();
+        config.replica = replica_configs(&topology.replicas);
     });
     // Replica 1 receives less: replica 0 is the one promote picks.
     s.stop_io(1);

@@ -1,6 +1,6 @@
 //! The replica side of strong sync, driven by hand-made replicas: which events are flagged for
 //! ACK, ACKs releasing parked commits, ACKs that are lost or garbled, a replica that reconnects
-//! before it acknowledged, and replicas that do not ask for semisync.
+//! before it ACKed, and replicas that do not ask for semisync.
 
 use std::time::Duration;
 
@@ -154,7 +154,7 @@ async fn a_new_ack_nudge_after_applies_to_a_dump_already_running() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_replica_that_reconnects_before_acknowledging_counts_by_its_gtid_state() {
+async fn a_replica_that_reconnects_before_acking_counts_by_its_gtid_state() {
     let (_primary, proxy) = setup(Duration::from_secs(3600));
     let replica = FakeReplica::start(proxy.addr(), 7, true, "");
     let mut conn = client(&proxy).await;
@@ -200,7 +200,7 @@ async fn a_replica_without_semisync_gets_plain_events_after_the_quorum_and_never
     assert!(!xid.ack_requested);
     assert_eq!(xid.log_pos, flagged.log_pos);
 
-    // An async replica that acknowledges anyway is disconnected, and its ACK counts for
+    // An async replica that ACKs anyway is disconnected, and its ACK counts for
     // nothing.
     let second = parked_insert(&proxy).await;
     let unacked = semisync.until(|e| e.ack_requested && e.kind == XID_EVENT);
@@ -304,7 +304,7 @@ async fn of_the_transactions_relayed_in_one_batch_only_the_last_asks_for_an_ack(
         (1..200).contains(&flagged_xids),
         "one ACK asked per batch, not per transaction: {flagged_xids} of 200 flagged"
     );
-    // One ACK acknowledges the whole batch.
+    // One ACK covers the whole batch.
     replica.ack_event(&covering);
     wait_for("the replica to hold every transaction", PATIENCE, || {
         proxy.durability().status().replicas[0]

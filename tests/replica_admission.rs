@@ -1,32 +1,46 @@
 //! Who counts as a replica: only a connection whose binlog dump the primary accepted. Clients
 //! that speak the whole replica protocol through the SQL port — without `REPLICATION SLAVE`, or
 //! with it but asking for what the primary refuses — change nothing: no parked commit is
-//! released, no replica displaced, nothing shows in `/status`, metrics or failover candidates.
-//! And a replica that reconnects is credited with exactly what it holds, domain by domain.
+//! released, no replica displaced, nothing shows in `/status`, metrics or failover candidates
+//! (on both servers). And on MariaDB a replica that reconnects is credited with exactly what it
+//! holds, domain by domain (MySQL's sources: `mysql_replica_admission.rs`).
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use strongsync::config::{AsyncReplicas, DurabilityConfig, OnTimeout};
 use support::admin;
+use support::each_server;
 use support::fake_replica::FakeReplica;
 use support::mariadb::{wait_for, REPL_PASSWORD, REPL_USER};
+use support::mysql_fake_replica::{Answered, HandMade, Refusal};
 use support::strong::{
-    answered, durability, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE,
+    answered, durability, newest_gtid, position_holds, spawn_watched, Cluster, Strong, PATIENCE,
 };
 use support::tcp_relay::{Direction, TcpRelay};
 
-#[tokio::test(flavor = "multi_thread")]
-async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_nothing() {
-    let s = Strong::start(
+/// The account without `REPLICATION SLAVE` that poses as a replica.
+const PLAIN_USER: &str = "plain";
+const PLAIN_PASSWORD: &str = "plain-secret";
+
+/// A commit parks with replica A's ACK only (quorum 2, B stopped); three clients that speak
+/// the replica protocol through the SQL port are refused their dump (each server's own way:
+/// [`mariadb_impostors`], [`mysql_impostors`]); nothing changes, and the commit's OK comes once
+/// B has it.
+async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_nothing<
+    C: Cluster,
+>() {
+    let s = Strong::<C>::start_on(
         2,
         durability(2, OnTimeout::Block, Duration::from_secs(3600)),
     );
-    let primary = &s.topology.primary;
-    primary.sql(
-        "CREATE USER 'plain'@'%' IDENTIFIED BY 'plain-secret'; \
-         GRANT SELECT, INSERT, UPDATE, DELETE ON sbtest.* TO 'plain'@'%'",
-    );
-    // Replica B stops: a commit parks with A's acknowledgement only (quorum 2).
+    s.topology.primary_sql(&format!(
+        "CREATE USER '{PLAIN_USER}'@'%' IDENTIFIED BY '{PLAIN_PASSWORD}'; \
+         GRANT SELECT, INSERT, UPDATE, DELETE ON sbtest.* TO '{PLAIN_USER}'@'%'"
+    ));
+    s.topology.cache_password(PLAIN_USER, PLAIN_PASSWORD);
+    s.topology.cache_password(REPL_USER, REPL_PASSWORD);
+    // Replica B stops: a commit parks with A's ACK only (quorum 2).
     s.stop_io(1);
     s.wait_semisync(1);
     let commit = spawn_watched(
@@ -35,77 +49,20 @@ async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_n
         vec![s.witness(1)],
     );
     s.wait_parked(1);
-    let gtid = newest_gtid(primary, 0);
-    wait_for("A to acknowledge the parked commit", PATIENCE, || {
-        admin::status(s.proxy.admin_addr())["replicas"][0]["acked_gtid_position"]
-            .as_str()
-            .is_some_and(|held| position_holds(held, &gtid))
+    let gtid = s.topology.newest_gtid();
+    let a = s.topology.replica_server_id(0);
+    wait_for("A to ACK the parked commit", PATIENCE, || {
+        C::holds(&admin::credited(s.proxy.admin_addr(), a), &gtid)
     });
-    let a = s.topology.replicas[0].server_id();
+    assert!(!C::holds(&s.witness(1).received(), &gtid), "B is stopped");
     let before = admin::status(s.proxy.admin_addr());
     let metrics_before = admin::metrics(s.proxy.admin_addr());
-    let far_ahead = {
-        let seq: u64 = gtid.rsplit('-').next().unwrap().parse().unwrap();
-        format!("0-1-{}", seq + 1_000_000)
-    };
 
-    // 1. An application account without REPLICATION SLAVE, claiming A's server id and every
-    //    transaction there will ever be, with semisync.
-    let refused = FakeReplica::attempt(
-        s.proxy.addr(),
-        ("plain", "plain-secret"),
-        a,
-        true,
-        &far_ahead,
-        &[],
-    )
-    .expect_err("the primary refuses the dump");
-    assert_eq!(refused.code, 1227, "{}", refused.message);
-    // What would be an ACK of everything is, on a client connection, an unknown command.
-    let mut client = refused.client;
-    let mut ack = vec![0xEF];
-    ack.extend_from_slice(&u64::MAX.to_le_bytes());
-    ack.extend_from_slice(b"mysql-bin.999999");
-    let reply = client.command(&ack);
-    assert!(
-        reply.error.is_some(),
-        "forwarded to the primary, which refuses it"
-    );
-    drop(client);
-
-    // 2. The replication account, asking for GTIDs the primary's binlog does not have. (Under
-    //    A's server id the primary itself would end A's dump before refusing this one: a
-    //    replication account is trusted with that much.)
-    let refused = FakeReplica::attempt(
-        s.proxy.addr(),
-        (REPL_USER, REPL_PASSWORD),
-        77,
-        true,
-        &far_ahead,
-        &[],
-    )
-    .expect_err("the primary refuses the dump");
-    assert_eq!(refused.code, 1236, "{}", refused.message);
-    drop(refused);
-
-    // 3. The replication account, with semisync switched on in the primary's own session
-    //    (a form the proxy does not answer itself): the proxy refuses the dump.
-    let refused = FakeReplica::attempt(
-        s.proxy.addr(),
-        (REPL_USER, REPL_PASSWORD),
-        a,
-        false,
-        &gtid,
-        &["SET @rpl_semi_sync_slave := 1"],
-    )
-    .expect_err("the proxy refuses the dump");
-    assert_eq!(refused.code, 1236, "{}", refused.message);
-    assert!(
-        refused.message.contains("strongsync"),
-        "{}",
-        refused.message
-    );
-    drop(refused);
+    if C::MYSQL {
+        mysql_impostors(s.proxy.addr(), a, &gtid);
+    } else {
+        mariadb_impostors(s.proxy.addr(), a, &gtid);
+    }
 
     // Every attempt is over (each got its ERR): nothing changed.
     assert_eq!(s.parked(), 1, "the commit is still parked");
@@ -113,6 +70,14 @@ async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_n
     assert_eq!(
         admin::replica_standing(&after),
         admin::replica_standing(&before)
+    );
+    assert!(
+        !after["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["server_id"] == 77),
+        "{after:#}"
     );
     let metrics_after = admin::metrics(s.proxy.admin_addr());
     assert_eq!(
@@ -124,21 +89,127 @@ async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_n
             - metrics_before.get("strongsync_replica_dumps_refused_total"),
         3.0
     );
+    assert!(!C::holds(&s.witness(1).received(), &gtid));
 
     // B comes back: the OK arrives once B has the transaction — B's own record says so.
     s.start_io(1);
     let watched = answered(commit).await;
     watched.result.expect("OK");
     assert!(
-        position_holds(&watched.received[0], &gtid),
+        C::holds(&watched.received[0], &gtid),
         "B had received {} when the OK came, not {gtid}",
         watched.received[0]
     );
     assert_eq!(s.released("quorum"), 1);
 }
 
+/// On MariaDB, through the proxy at `proxy`, with A's server id `a` and the parked commit
+/// `gtid`: 1. the application account, claiming A's server id and every transaction there will
+/// ever be, with semisync; 2. the replication account, asking for GTIDs the primary's binlog
+/// does not have (under A's server id the primary itself would end A's dump before refusing
+/// this one: a replication account is trusted with that much); 3. the replication account with
+/// semisync switched on in the primary's own session, a form the proxy does not answer itself.
+fn mariadb_impostors(proxy: SocketAddr, a: u32, gtid: &str) {
+    let far_ahead = {
+        let seq: u64 = gtid.rsplit('-').next().unwrap().parse().unwrap();
+        format!("0-1-{}", seq + 1_000_000)
+    };
+    let refused = FakeReplica::attempt(
+        proxy,
+        (PLAIN_USER, PLAIN_PASSWORD),
+        a,
+        true,
+        &far_ahead,
+        &[],
+    )
+    .expect_err("the primary refuses the dump");
+    assert_eq!(refused.code, 1227, "{}", refused.message);
+    // What would be an ACK of everything is, on a client connection, an unknown command.
+    let mut client = refused.client;
+    let reply = client.command(&ack_of_everything("mysql-bin.999999"));
+    assert!(
+        reply.error.is_some(),
+        "forwarded to the primary, which refuses it"
+    );
+    drop(client);
+
+    let refused =
+        FakeReplica::attempt(proxy, (REPL_USER, REPL_PASSWORD), 77, true, &far_ahead, &[])
+            .expect_err("the primary refuses the dump");
+    assert_eq!(refused.code, 1236, "{}", refused.message);
+    drop(refused);
+
+    let refused = FakeReplica::attempt(
+        proxy,
+        (REPL_USER, REPL_PASSWORD),
+        a,
+        false,
+        gtid,
+        &["SET @rpl_semi_sync_slave := 1"],
+    )
+    .expect_err("the proxy refuses the dump");
+    assert_refused_by_the_proxy(refused.code, &refused.message);
+}
+
+/// The same three on MySQL 9.7, each as a 9.7 receiver does it up to its
+/// `COM_BINLOG_DUMP_GTID` (`caching_sha2_password`, its setup queries, `COM_REGISTER_SLAVE`,
+/// the semisync negotiation); the third under A's server id, refused by the proxy before the
+/// primary sees it.
+fn mysql_impostors(proxy: SocketAddr, a: u32, gtid: &str) {
+    let (uuid, number) = gtid.rsplit_once(':').unwrap();
+    let number: u64 = number.parse().unwrap();
+    let far_ahead = [(uuid, 1, number + 1_000_000)];
+    let mut plain = HandMade::login(proxy, PLAIN_USER, PLAIN_PASSWORD);
+    let refused = plain
+        .attempt_dump(a, true, &far_ahead, &[])
+        .expect("the primary refuses the dump");
+    assert_eq!(refused.code, 1227, "{}", refused.message);
+    // What would be an ACK of everything is, on a client connection, an unknown command.
+    let reply = plain.command(&ack_of_everything("binlog.999999"));
+    assert!(
+        matches!(reply, Answered::Err(Refusal { code: 1047, .. })),
+        "forwarded to the primary, which does not know it: {reply:?}"
+    );
+    drop(plain);
+
+    let mut repl = HandMade::login(proxy, REPL_USER, REPL_PASSWORD);
+    let refused = repl
+        .attempt_dump(77, true, &far_ahead, &[])
+        .expect("the primary refuses the dump");
+    assert_eq!(refused.code, 1236, "{}", refused.message);
+    drop(repl);
+
+    let mut repl = HandMade::login(proxy, REPL_USER, REPL_PASSWORD);
+    let refused = repl
+        .attempt_dump(
+            a,
+            false,
+            &[(uuid, 1, number)],
+            &["SET @rpl_semi_sync_replica := 1"],
+        )
+        .expect("the proxy refuses the dump");
+    assert_refused_by_the_proxy(refused.code, &refused.message);
+}
+
+/// A semisync ACK of everything in binlog file `file`.
+fn ack_of_everything(file: &str) -> Vec<u8> {
+    let mut ack = vec![0xEF];
+    ack.extend_from_slice(&u64::MAX.to_le_bytes());
+    ack.extend_from_slice(file.as_bytes());
+    ack
+}
+
+/// The dump was refused by strongsync itself, not by the primary.
+fn assert_refused_by_the_proxy(code: u16, message: &str) {
+    assert_eq!(code, 1236, "{message}");
+    assert!(message.contains("strongsync"), "{message}");
+}
+
+each_server!(clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_nothing);
+
 #[tokio::test(flavor = "multi_thread")]
-async fn a_replica_reconnecting_with_interleaved_domains_is_credited_with_exactly_what_it_holds() {
+async fn mariadb_a_replica_reconnecting_with_interleaved_domains_is_credited_with_exactly_what_it_holds(
+) {
     // A holds the commit's domain (0) only up to an earlier transaction, and domain 1 up to a
     // transaction written after the commit: a single position made of its connect state would
     // cover the commit.

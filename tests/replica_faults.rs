@@ -81,7 +81,7 @@ fn wait_replicas_acknowledged_head(cluster: &Strong) {
         }
         assert!(
             !deadline.expired(),
-            "the replicas did not acknowledge the head: {status:#?}"
+            "the replicas did not ACK the head: {status:#?}"
         );
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use mysql_async::prelude::*;
 use strongsync::config::{OnTimeout, SharingConfig};
+use support::each_server;
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use support::rawclient::RawClient;
@@ -250,16 +251,6 @@ async fn state_pins_a_client_to_its_connection<C: LedgerCluster>() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_state_pins_a_client_to_its_connection() {
-    state_pins_a_client_to_its_connection::<Topology>().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_state_pins_a_client_to_its_connection() {
-    state_pins_a_client_to_its_connection::<MySqlTopology>().await;
-}
-
 /// With one connection in the pool, busy with a long statement, another client's statement
 /// gets 1040 after `max_wait` and its session goes on.
 #[tokio::test(flavor = "multi_thread")]
@@ -409,16 +400,6 @@ async fn last_insert_id_is_the_sessions_own<C: LedgerCluster>() {
         .unwrap()
         .unwrap();
     assert_eq!(asked, b_id);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_last_insert_id_is_the_sessions_own() {
-    last_insert_id_is_the_sessions_own::<Topology>().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_last_insert_id_is_the_sessions_own() {
-    last_insert_id_is_the_sessions_own::<MySqlTopology>().await;
 }
 
 /// The primary ends every connection of the pool while its clients idle (as `wait_timeout`
@@ -667,16 +648,6 @@ async fn prepared_statements_run_on_any_connection<C: LedgerCluster>() {
     drop(clients);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_prepared_statements_run_on_any_connection() {
-    prepared_statements_run_on_any_connection::<Topology>().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_prepared_statements_run_on_any_connection() {
-    prepared_statements_run_on_any_connection::<MySqlTopology>().await;
-}
-
 /// `COM_STMT_EXECUTE` of `INSERT INTO sbtest.t (v) VALUES (?)` as statement `id`: the value
 /// as a `MYSQL_TYPE_LONGLONG` with its type sent (`Some(true)`) or left out, or as a string
 /// with its type sent (`None`).
@@ -765,16 +736,6 @@ async fn types_left_out_are_the_sessions_own<C: LedgerCluster>() {
     assert_eq!(rows.trim(), "200001,200002,200003,200004,200005");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_types_left_out_are_the_sessions_own() {
-    types_left_out_are_the_sessions_own::<Topology>().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_types_left_out_are_the_sessions_own() {
-    types_left_out_are_the_sessions_own::<MySqlTopology>().await;
-}
-
 /// MariaDB's clients may send a prepare and its execute together, the execute naming "the
 /// statement prepared last" (id 0xFFFFFFFF): that is the session's last, wherever it runs. An
 /// id the session never gave gets the server's error, and the session goes on.
@@ -835,16 +796,6 @@ async fn a_connection_keeps_at_most_its_statements<C: LedgerCluster>() {
     drop(conn);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_a_connection_keeps_at_most_its_statements() {
-    a_connection_keeps_at_most_its_statements::<Topology>().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_a_connection_keeps_at_most_its_statements() {
-    a_connection_keeps_at_most_its_statements::<MySqlTopology>().await;
-}
-
 /// A cursor and parameters sent ahead live on the connection, with the statement they belong
 /// to: a session that opens a cursor and sends a parameter ahead, then prepares and runs more
 /// statements than `sharing.statements_per_connection`, still reads the cursor to its end and
@@ -894,12 +845,11 @@ async fn a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit<C: Led
     assert_eq!(rows.trim(), "400001,400002,400003,400004,400005");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mariadb_a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit() {
-    a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit::<Topology>().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit() {
-    a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit::<MySqlTopology>().await;
-}
+each_server!(
+    state_pins_a_client_to_its_connection,
+    last_insert_id_is_the_sessions_own,
+    prepared_statements_run_on_any_connection,
+    types_left_out_are_the_sessions_own,
+    a_connection_keeps_at_most_its_statements,
+    a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit,
+);

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use mysql_async::prelude::*;
+use mysql_async::Conn;
 use mysql_common::constants::CapabilityFlags;
 use strongsync::config::{OnTimeout, WithoutQuorum};
 use strongsync::durability::State;
@@ -243,9 +244,7 @@ async fn over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over
 
 /// The row is compared by `SHA2`: on MySQL 9.7 here `MD5(b)` fails with 1046 (looked up as a
 /// stored function), SHA2 works on both.
-async fn a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_both_replicas<
-    C: Cluster,
->() {
+async fn a_transaction_larger_than_a_packet_is_rechunked_and_held_by_both_replicas<C: Cluster>() {
     let s = start::<C>(2, OnTimeout::Error, Duration::from_secs(60));
     let mut conn = s.client().await;
     conn.query_drop("CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB)")
@@ -255,7 +254,7 @@ async fn a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_bot
     // shifts, so the proxy must put it back together and split it again.
     conn.query_drop("INSERT INTO big VALUES (1, REPEAT('x', 17 * 1024 * 1024))")
         .await
-        .expect("acknowledged by both replicas");
+        .expect("held by both replicas");
     assert_eq!(s.released("timeout"), 0);
     s.topology.wait_replicas_caught_up();
     const DIGEST: &str = "SELECT SHA2(b, 256) FROM sbtest.big";
@@ -323,7 +322,7 @@ async fn sysbench_write_only_through_the_proxy_leaves_three_identical_servers<C:
 
 each_server!(
     sysbench_write_only_through_the_proxy_leaves_three_identical_servers,
-    a_transaction_larger_than_a_packet_is_rechunked_and_acknowledged_by_both_replicas,
+    a_transaction_larger_than_a_packet_is_rechunked_and_held_by_both_replicas,
     over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over_tcp,
     a_client_that_leaves_while_parked_leaves_no_waiter_behind,
     a_commit_parked_when_the_primary_dies_gets_the_policys_error_not_an_ok,
@@ -342,12 +341,7 @@ each_server!(
 #[tokio::test(flavor = "multi_thread")]
 async fn mysql_xa_prepare_and_xa_commit_each_park_for_their_own_gtid() {
     let s = start::<MySqlTopology>(1, OnTimeout::Block, Duration::from_secs(3600));
-    let mut xa = s.client().await;
-    xa.query_drop("XA START 'x'").await.unwrap();
-    xa.query_drop("INSERT INTO t (v) VALUES (1)").await.unwrap();
-    xa.query_drop("XA END 'x'").await.unwrap();
-    s.stop_all();
-    let mut xa = Some(xa);
+    let mut xa = Some(xa_ended(&s).await);
     let mut gtids = Vec::new();
     for sql in ["XA PREPARE 'x'", "XA COMMIT 'x'"] {
         let mut conn = xa.take().unwrap();
@@ -390,6 +384,17 @@ async fn mysql_xa_prepare_and_xa_commit_each_park_for_their_own_gtid() {
     assert_eq!(s.released("quorum"), 2);
 }
 
+/// A session whose XA branch 'x' inserted a row and ended, ready to prepare, with every
+/// replica stopped.
+async fn xa_ended<C: Cluster>(s: &Strong<C>) -> Conn {
+    let mut xa = s.client().await;
+    xa.query_drop("XA START 'x'").await.unwrap();
+    xa.query_drop("INSERT INTO t (v) VALUES (1)").await.unwrap();
+    xa.query_drop("XA END 'x'").await.unwrap();
+    s.stop_all();
+    xa
+}
+
 // === MariaDB ===
 
 #[tokio::test(flavor = "multi_thread")]
@@ -403,14 +408,9 @@ async fn mariadb_xa_procedures_and_batches_each_park_and_wait_for_their_last_gti
         .query_drop("CREATE PROCEDURE two_commits() BEGIN INSERT INTO t (v) VALUES (10); INSERT INTO t (v) VALUES (11); END")
         .await
         .unwrap();
-    let mut xa = s.client().await;
-    xa.query_drop("XA START 'x'").await.unwrap();
-    xa.query_drop("INSERT INTO t (v) VALUES (1)").await.unwrap();
-    xa.query_drop("XA END 'x'").await.unwrap();
-    s.stop_all();
+    let mut xa = Some(xa_ended(&s).await);
 
     // Each statement parks until a replica is back, then the replica goes away again.
-    let mut xa = Some(xa);
     for sql in [
         "XA PREPARE 'x'",
         "XA COMMIT 'x'",

@@ -249,21 +249,17 @@ fn oltp_workloads_through_the_proxy_finish_without_errors_and_report_every_commi
                 } else {
                     0
                 };
-                if effect.logged.len() as u64 != expected_gtids {
-                    fails.push(format!(
-                        "{what}: the binlog gained {} GTIDs for {} transactions (expected {})",
-                        effect.logged.len(),
-                        report.transactions,
-                        expected_gtids
-                    ));
-                }
-                if effect.reported.len() as u64 != expected_gtids {
-                    fails.push(format!(
-                        "{what}: the proxy reported {} GTIDs for {} transactions (expected {})",
-                        effect.reported.len(),
-                        report.transactions,
-                        expected_gtids
-                    ));
+                for (who, gtids) in [
+                    ("the binlog gained", effect.logged.len()),
+                    ("the proxy reported", effect.reported.len()),
+                ] {
+                    if gtids as u64 != expected_gtids {
+                        fails.push(format!(
+                            "{what}: {who} {gtids} GTIDs for {} transactions (expected \
+                             {expected_gtids})",
+                            report.transactions
+                        ));
+                    }
                 }
 
                 // No silent fallback: with `auto` every statement of these workloads

@@ -409,7 +409,7 @@ async fn with_no_write_in_flight_a_read_goes_after_the_probe_without_queueing<C:
         .primary_sql("INSERT INTO sbtest.t (v) VALUES (1)");
     let gtid = s.topology.newest_gtid();
     let mut conn = s.client().await;
-    wait_for("the replica to acknowledge the insert", PATIENCE, || {
+    wait_for("the replica to ACK the insert", PATIENCE, || {
         let status = s.proxy.durability().status();
         status
             .replicas

@@ -1,5 +1,5 @@
 //! The binlog network stream as strong sync needs it: event headers, where each transaction ends
-//! (the event a semisync replica must acknowledge), the GTID it belongs to, and the primary's
+//! (the event a semisync replica must ACK), the GTID it belongs to, and the primary's
 //! position after it.
 
 use bytes::BufMut;

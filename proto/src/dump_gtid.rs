@@ -13,7 +13,7 @@ const INTERVAL_LEN: u64 = 16;
 
 /// Most intervals of one request credited to the replica: any logged-in account can send one,
 /// and past this the rest are left out (the replica is then credited with less than it said,
-/// and with the rest once it acknowledges them). A real replica's set has a few per source.
+/// and with the rest once it ACKs them). A real replica's set has a few per source.
 pub const MAX_PEER_INTERVALS: usize = 65_536;
 
 /// What a `COM_BINLOG_DUMP_GTID` asks for.

@@ -33,7 +33,7 @@ pub enum Domain {
     /// GTID's "number" its offset. A bound that cannot name GTIDs (on MySQL a transaction's
     /// rows are visible to other sessions before its GTID is in `gtid_executed`, never before
     /// it is in the binlog) is waited for as such an end; it is held by replicas that
-    /// acknowledged that far, and never held by a GTID set.
+    /// ACKed that far, and never held by a GTID set.
     Binlog(u64),
 }
 

@@ -9,17 +9,17 @@ use crate::ProtoError;
 
 /// First byte of the semisync header and of an ACK.
 pub const MAGIC: u8 = 0xEF;
-/// Header flag: the replica must acknowledge this event.
+/// Header flag: the replica must ACK this event.
 pub const ACK_REQUESTED: u8 = 0x01;
-/// Header flag: no acknowledgement wanted.
+/// Header flag: no ACK wanted.
 pub const NO_ACK: u8 = 0x00;
 /// Longest binlog file name an ACK may carry (MariaDB's FN_REFLEN).
 pub const MAX_ACK_FILE_NAME: usize = 511;
 
-/// A replica's acknowledgement: it has the primary's binlog up to `position` in `file`.
+/// A replica's ACK: it has the primary's binlog up to `position` in `file`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ack<'a> {
-    /// Offset in `file` (the end of the acknowledged event).
+    /// Offset in `file` (the end of the ACKed event).
     pub position: u64,
     /// Binlog file name.
     pub file: &'a [u8],

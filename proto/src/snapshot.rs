@@ -17,7 +17,7 @@
 //! sets it for anything unsafe for statement-based replication, a `LIMIT` among them; what it
 //! adds beyond the text is what a stored function reads of the server's own state (binlog
 //! positions, files), which semisync `AFTER_SYNC` reveals as well, the binlog holding a
-//! transaction before its acknowledgement.
+//! transaction before the replicas' ACKs.
 
 use crate::reveals_nothing::normalized;
 

@@ -77,9 +77,9 @@ struct Status {
     quorum: usize,
     /// The whole rule, in words (the quorum and its zone parts).
     quorum_rule: String,
-    /// Zones the acknowledging replicas must span (0 or 1: none).
+    /// Zones the replicas holding a transaction must span (0 or 1: none).
     quorum_zones: usize,
-    /// One acknowledging replica must be outside the primary's zone.
+    /// One replica holding a transaction must be outside the primary's zone.
     cross_zone: bool,
     primary_zone: Option<String>,
     /// What of the rule the connected semisync replicas cannot meet (null when they can).
@@ -95,13 +95,20 @@ struct Status {
     passthrough: bool,
     quorum_position: Option<String>,
     head: Option<String>,
-    /// Every transaction the quorum has held (newest per domain, as `gtid_slave_pos` shows
-    /// it on MariaDB; the whole set on MySQL): what a new primary must hold.
-    acknowledged_gtid_position: String,
+    /// The watermark: every transaction the quorum has held (newest per domain, as
+    /// `gtid_slave_pos` shows it on MariaDB; the whole set on MySQL): what a new primary must
+    /// hold.
+    watermark_gtid_position: String,
     /// The same, every MariaDB server's newest (as `gtid_binlog_state` lists them).
+    watermark_gtid_state: String,
+    /// The watermark passed `durability.max_gtid_intervals`: it holds more than the quorum
+    /// held, and follow and promote refuse.
+    watermark_inexact: bool,
+    /// `watermark_gtid_position` under its old name, kept for one release.
+    acknowledged_gtid_position: String,
+    /// `watermark_gtid_state` under its old name, kept for one release.
     acknowledged_gtid_state: String,
-    /// The watermark passed `durability.max_gtid_intervals`: it holds more than was
-    /// acknowledged, and follow and promote refuse.
+    /// `watermark_inexact` under its old name, kept for one release.
     acknowledged_inexact: bool,
     /// Why commits cannot be named by GTID now (every response is then bounded by the
     /// primary's binlog position), if so.
@@ -114,7 +121,7 @@ struct Status {
     /// The primaries strongsync followed before: never followed or promoted again until
     /// reinstated.
     retired_primaries: Vec<RetiredPrimary>,
-    /// Replicas holding every transaction in `acknowledged_gtid_position` whose promotion
+    /// Replicas holding every transaction in `watermark_gtid_position` whose promotion
     /// leaves replicas that can meet the rule's zone parts.
     failover_candidates: Vec<u32>,
     /// Every other replica, with why it is not a candidate.
@@ -255,11 +262,11 @@ struct Replica {
     /// Its stream goes in compressed frames (`slave_compressed_protocol`).
     compressed: bool,
     /// The GTIDs it holds (newest per domain, like `gtid_slave_pos`): what it had when it
-    /// connected, then every transaction it acknowledged. What a failover tool compares.
+    /// connected, then every transaction it ACKed. What a failover tool compares.
     acked_gtid_position: String,
     /// `file:offset`, the file given by its numeric suffix.
     acked_position: Option<String>,
-    /// `file:offset` through which it holds every transaction: what it acknowledged, or what
+    /// `file:offset` through which it holds every transaction: what it ACKed, or what
     /// its stream shows the primary skipped because it had it.
     holds_through: Option<String>,
     acked_file: Option<u64>,
@@ -552,7 +559,7 @@ struct Followed {
     /// Who it is (`server_id 2`, `server_uuid …`).
     identity: Option<String>,
     retired: String,
-    /// Acknowledged GTIDs the new primary lacked (a forced follow).
+    /// GTIDs of the watermark the new primary lacked (a forced follow).
     lacking: String,
     persisted: bool,
     warning: Option<&'static str>,
@@ -683,9 +690,12 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
         passthrough: config.passthrough,
         quorum_position: s.quorum_position.map(|p| p.to_string()),
         head: s.head.map(|p| p.to_string()),
-        acknowledged_gtid_position: s.acknowledged.to_string(),
-        acknowledged_gtid_state: format!("{:#}", s.acknowledged),
-        acknowledged_inexact: s.acknowledged_inexact,
+        watermark_gtid_position: s.watermark.to_string(),
+        watermark_gtid_state: format!("{:#}", s.watermark),
+        watermark_inexact: s.watermark_inexact,
+        acknowledged_gtid_position: s.watermark.to_string(),
+        acknowledged_gtid_state: format!("{:#}", s.watermark),
+        acknowledged_inexact: s.watermark_inexact,
         commits_untracked: s.commits_untracked.clone(),
         session_tracking: admin.durability.session_defaults.describe(),
         persisted: admin.control.persists(),

@@ -15,7 +15,7 @@ settings! {
     /// [`Durability::reconfigure`]: crate::durability::Durability::reconfigure
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct DurabilityConfig in "durability" {
-        /// Semisync replicas that must acknowledge a transaction before its commit is
+        /// Semisync replicas that must hold a transaction (by their ACKs) before its commit is
         /// acknowledged to the client, 1 to 64.
         #[setting(Meta::flag("quorum").live().range(1, 64).hint("to relay without waiting, set durability.passthrough"))]
         pub quorum: usize = 1,
@@ -33,7 +33,7 @@ settings! {
         /// waits).
         #[setting(Meta::flag("without-quorum").live())]
         pub without_quorum: WithoutQuorum = WithoutQuorum::Wait,
-        /// A replica that has not acknowledged a transaction end this long after it was sent is
+        /// A replica that has not ACKed a transaction end this long after it was sent is
         /// asked again (a flagged heartbeat), so a lost ACK never leaves commits waiting.
         #[setting(Meta::flag("ack-nudge-after").live().nonzero())]
         pub ack_nudge_after: Duration = Duration::from_secs(1),
@@ -41,10 +41,10 @@ settings! {
         /// remembered as a bound per replication domain).
         #[setting(Meta::FILE.at_least(1))]
         pub gtid_index_capacity: usize = 100_000,
-        /// Intervals the acknowledged watermark keeps exactly per MySQL source (or MariaDB
+        /// Intervals the watermark keeps exactly per MySQL source (or MariaDB
         /// domain and server), read at start: gaps in it come from GTIDs the quorum never
-        /// passed (numbers given by hand). Past it the watermark holds more than was
-        /// acknowledged and follow and promote refuse, saying so. An interval costs about 32 bytes.
+        /// passed (numbers given by hand). Past it the watermark holds more than the quorum
+        /// held and follow and promote refuse, saying so. An interval costs about 32 bytes.
         #[setting(Meta::FILE.at_least(1))]
         pub max_gtid_intervals: usize = 1_000_000,
         /// Relay only: commits never wait for replicas (measuring the proxy's own cost, or a
@@ -59,10 +59,10 @@ settings! {
         /// Live once a probe account is configured.
         #[setting(Meta::flag("visibility").live())]
         pub visibility: Visibility = Visibility::Commit,
-        /// Zones the acknowledging replicas must span (0 or 1: no zone rule; at most `quorum`).
+        /// Zones the replicas holding a transaction must span (0 or 1: no zone rule; at most `quorum`).
         #[setting(Meta::FILE.live())]
         pub quorum_zones: usize = 0,
-        /// One acknowledging replica must be outside `primary_zone`.
+        /// One replica holding a transaction must be outside `primary_zone`.
         #[setting(Meta::FILE.live())]
         pub cross_zone: bool = false,
         /// The primary's zone, for `cross_zone` and for which replicas may be promoted.
@@ -83,7 +83,7 @@ settings! {
     }
 }
 
-/// When a replica without semisync (one that never acknowledges) receives a transaction.
+/// When a replica without semisync (one that never ACKs) receives a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AsyncReplicas {
     /// Once the quorum holds it: an async replica is never ahead of the replicas a failover

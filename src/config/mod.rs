@@ -167,11 +167,11 @@ settings! {
         #[setting(Meta::flag("admin-token-file"))]
         pub admin_token_file: Option<PathBuf> = None,
         /// Where strongsync keeps its epoch, the fence, the primary it follows, and the
-        /// acknowledged positions, so that a restart remembers them. Without it they live only
+        /// watermark and the replicas' positions, so that a restart remembers them. Without it they live only
         /// in memory. Read at start.
         #[setting(Meta::flag("state-file"))]
         pub state_file: Option<PathBuf> = None,
-        /// How often, at most, the acknowledged positions are written to the state file when
+        /// How often, at most, the watermark and the replicas' positions are written to the state file when
         /// they changed: how far behind the file may be when strongsync is killed. The fence,
         /// the epoch and the primary are written before the call that changes them returns.
         #[setting(Meta::FILE.live().nonzero())]
@@ -500,7 +500,7 @@ impl Config {
                 return invalid(
                     "durability.quorum_zones",
                     format!(
-                        "{} zones need at least {} acknowledging replicas: raise durability.quorum to {} or more",
+                        "{} zones need a quorum of at least {} replicas: raise durability.quorum to {} or more",
                         d.quorum_zones, d.quorum_zones, d.quorum_zones
                     ),
                 );

@@ -31,7 +31,7 @@ impl ReleasedWithoutQuorum {
     /// Records transactions released without their quorum.
     pub fn record(&mut self, gtids: &[Gtid]) {
         // A bound by binlog position is kept as a domain of its own: DEGRADED ends once the
-        // quorum has acknowledged that far.
+        // quorum holds that far.
         for gtid in gtids {
             self.domains
                 .entry(gtid.domain)

@@ -1,20 +1,8 @@
 //! The fence: once an operator (or a failover manager) says the primary is no longer to be
 //! trusted, nothing more of its binlog reaches a replica, nothing more is written to it and
-//! nothing it committed is acknowledged. Parked commits the quorum does not hold are answered with an error naming
-//! their GTIDs; they and every relayed transaction the quorum does not hold make up the
-//! *tail*: committed on the fenced primary, never acknowledged, errant on any replica that
-//! gets them after a failover. The fence lifts only when strongsync follows a new primary in a
-//! new [epoch](super::Epoch), whose binlog positions start strong sync's position space again.
+//! nothing it committed is acknowledged.
 
-use std::sync::Arc;
-use std::task::Waker;
-
-use strongsync_proto::gtid::Gtid;
-
-use super::epoch::Epoch;
-use super::index::GtidIndex;
-use super::inner::{Inner, Plan};
-use super::lag::LagBook;
+use strongsync_proto::gtid::{Gtid, GtidSet};
 
 /// The fence, as strong sync keeps it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -23,74 +11,62 @@ pub struct Fence {
     pub epoch: u64,
 }
 
-// === impl Inner (fence) ===
+/// The fence in force, if any, and the tail of every fence so far.
+///
+/// Parked commits the quorum does not hold are answered with an error naming their GTIDs; they
+/// and every relayed transaction the quorum does not hold make up the *tail*: committed on the
+/// fenced primary, never acknowledged, errant on any replica that gets them after a failover.
+/// The fence lifts only when strongsync follows a new primary in a new
+/// [epoch](super::Epoch), whose binlog positions start strong sync's position space again; the
+/// tail outlives it (a follow lifts the fence, not what the old primary holds).
+#[derive(Debug, Default)]
+pub(super) struct Fencing {
+    up: Option<Fence>,
+    tail: GtidSet,
+}
 
-impl Inner {
-    /// Raises the fence over the primary of `epoch` unless one is up: its pipes stop, and
-    /// parked commits look again. Returns the fence in force and whether this raised it.
-    pub(super) fn raise_fence(&mut self, epoch: u64, woken: &mut Vec<Waker>) -> (Fence, bool) {
-        if let Some(fence) = self.fence {
+// === impl Fencing ===
+
+impl Fencing {
+    /// The fence in force, if any.
+    pub(super) fn up(&self) -> Option<Fence> {
+        self.up
+    }
+
+    /// Raises the fence over the primary of `epoch` unless one is up. Returns the fence in
+    /// force and whether this raised it.
+    pub(super) fn raise(&mut self, epoch: u64) -> (Fence, bool) {
+        if let Some(fence) = self.up {
             return (fence, false);
         }
         let fence = Fence { epoch };
-        self.fence = Some(fence);
-        self.epoch.mark_fenced();
-        self.waiters.all(woken);
-        self.changed();
+        self.up = Some(fence);
         (fence, true)
     }
 
-    /// The fence's drain is over: what was relayed and the quorum does not hold joins the tail.
-    pub(super) fn drained(&mut self) {
-        for gtid in self.unheld_relayed() {
+    /// A new epoch opened: the fence lifts, the tail stays.
+    pub(super) fn lift(&mut self) {
+        self.up = None;
+    }
+
+    /// The tail of every fence so far.
+    pub(super) fn tail(&self) -> &GtidSet {
+        &self.tail
+    }
+
+    /// `gtids`, committed on a fenced primary and not held by the quorum, join the tail.
+    pub(super) fn join_tail(&mut self, gtids: impl IntoIterator<Item = Gtid>) {
+        for gtid in gtids {
             self.tail.insert(gtid);
         }
-        self.changed();
     }
 
-    /// Opens epoch `number` on `primary` and lifts the fence: every position known goes (the
-    /// index, the replicas' acknowledged positions, the quorum position), parked commits look
-    /// again (and, of the old epoch, are refused). Returns the old epoch.
-    pub(super) fn open_epoch(
-        &mut self,
-        number: u64,
-        primary: String,
-        woken: &mut Vec<Waker>,
-    ) -> Arc<Epoch> {
-        let old = Epoch::replace(&mut self.epoch, number, primary);
-        let capacity = self.config.gtid_index_capacity;
-        self.index = GtidIndex::new(capacity);
-        self.lag = LagBook::new(capacity);
-        self.head = None;
-        self.registry.forget_positions();
-        self.quorum_watch.send_replace(None);
-        self.fence = None;
-        self.waiters.all(woken);
-        self.changed();
-        old
-    }
-
-    /// Relayed transactions the configured quorum does not hold.
-    fn unheld_relayed(&self) -> Vec<Gtid> {
-        let rule = self.config.rule();
-        self.index
-            .relayed()
-            .filter(|gtid| !matches!(self.plan(std::slice::from_ref(*gtid), &rule), Plan::Held))
-            .copied()
-            .collect()
-    }
-
-    /// A commit of `gtids` meets the fence: the ones the quorum does not hold join the tail.
-    pub(super) fn fenced_commit(&mut self, gtids: &[Gtid]) {
-        let rule = self.config.rule();
-        let unheld: Vec<Gtid> = gtids
-            .iter()
-            .filter(|gtid| !matches!(self.plan(std::slice::from_ref(*gtid), &rule), Plan::Held))
-            .copied()
-            .collect();
-        for gtid in unheld {
-            self.tail.insert(gtid);
+    /// Takes back a previous run's fence and tail; returns whether the fence is up.
+    pub(super) fn restore(&mut self, fence: Option<Fence>, tail: &GtidSet) -> bool {
+        self.tail.extend(tail);
+        if fence.is_some() {
+            self.up = fence;
         }
-        self.changed();
+        self.up.is_some()
     }
 }

@@ -1,23 +1,28 @@
-//! The state strong sync keeps under its one lock: the settings in force, the registry, the
-//! waiters, the index and the watermark, and what moves them all when a replica moves.
+//! The state strong sync keeps under its one lock, over its parts (the registry, the waiters, the
+//! index, the fence, the watermark), and what moves them together.
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::Duration;
 
-use strongsync_proto::gtid::{Gtid, GtidSet};
+use strongsync_proto::gtid::{Gtid, GtidPosition, GtidSet};
 use strongsync_proto::position::Position;
 use tokio::time::Instant;
 use tracing::warn;
 
 use super::counters::WaitObserver;
 use super::degraded::ReleasedWithoutQuorum;
-use super::epoch::Epoch;
-use super::fence::Fence;
+use super::epoch::{Epoch, Refused};
+use super::fence::{Fence, Fencing};
 use super::index::{self, GtidIndex, Lookup};
 use super::lag::LagBook;
+use super::outcome::GtidOutcome;
+use super::persisted::{Persisted, PersistedReplica};
 use super::policy::State;
 use super::quorum::QuorumRule;
+use super::registry::{Departed, Replica};
 use super::registry::{Holders, Registry};
 use super::status::UnresolvedRelease;
 use super::waiters::{Until, Verdict, Waiters};
@@ -43,7 +48,7 @@ pub(super) struct Inner {
     pub(super) state: DurableState,
     /// DEGRADED time of the spells that ended.
     pub(super) degraded_before: Duration,
-    /// See [`super::DurabilityStatus::acknowledged`].
+    /// See [`super::DurabilityStatus::watermark`].
     pub(super) watermark: Watermark,
     /// Recent releases of commits whose GTIDs could not be learnt.
     pub(super) unresolved: VecDeque<Arc<UnresolvedRelease>>,
@@ -54,10 +59,8 @@ pub(super) struct Inner {
     pub(super) epoch: Arc<Epoch>,
     /// Why commits cannot be named by GTID now, if they cannot.
     pub(super) untracked_why: Option<String>,
-    /// The fence, while it is up.
-    pub(super) fence: Option<Fence>,
-    /// See [`super::Durability::tail`].
-    pub(super) tail: GtidSet,
+    /// The fence, while it is up, and the tail of every fence so far.
+    pub(super) fencing: Fencing,
     /// Bumped whenever something the state file keeps changes.
     pub(super) version: u64,
     pub(super) observer: Option<Arc<dyn WaitObserver>>,
@@ -106,8 +109,7 @@ impl Inner {
             released_without_quorum: GtidSet::default(),
             epoch: Epoch::new(1, String::new()),
             untracked_why: None,
-            fence: None,
-            tail: GtidSet::default(),
+            fencing: Fencing::default(),
             version: 0,
             observer,
             quorum_watch: tokio::sync::watch::Sender::new(None),
@@ -193,7 +195,7 @@ impl Inner {
                 for gtid in waiters.gtids(slot) {
                     watermark.take(*gtid);
                 }
-                waiters.wake(slot, Verdict::Acknowledged, woken);
+                waiters.wake(slot, Verdict::Held, woken);
             }
             Plan::Wait(until) => self.waiters.wait_for(slot, until),
         }
@@ -296,6 +298,184 @@ impl Inner {
             self.unresolved.pop_front();
         }
         self.unresolved.push_back(Arc::new(release));
+    }
+
+    // --- the fence (its state: fence.rs) ---
+
+    /// Raises the fence over the primary of `epoch` unless one is up: its pipes stop, and
+    /// parked commits look again. Returns the fence in force and whether this raised it.
+    pub(super) fn raise_fence(&mut self, epoch: u64, woken: &mut Vec<Waker>) -> (Fence, bool) {
+        let (fence, raised) = self.fencing.raise(epoch);
+        if raised {
+            self.epoch.mark_fenced();
+            self.waiters.all(woken);
+            self.changed();
+        }
+        (fence, raised)
+    }
+
+    /// The fence's drain is over: what was relayed and the quorum does not hold joins the tail.
+    pub(super) fn drained(&mut self) {
+        let unheld = self.unheld(self.index.relayed());
+        self.fencing.join_tail(unheld);
+        self.changed();
+    }
+
+    /// Opens epoch `number` on `primary` and lifts the fence: every position known goes (the
+    /// index, the replicas' ACKed positions, the quorum position), parked commits look
+    /// again (and, of the old epoch, are refused). Returns the old epoch.
+    pub(super) fn open_epoch(
+        &mut self,
+        number: u64,
+        primary: String,
+        woken: &mut Vec<Waker>,
+    ) -> Arc<Epoch> {
+        let old = Epoch::replace(&mut self.epoch, number, primary);
+        let capacity = self.config.gtid_index_capacity;
+        self.index = GtidIndex::new(capacity);
+        self.lag = LagBook::new(capacity);
+        self.head = None;
+        self.registry.forget_positions();
+        self.quorum_watch.send_replace(None);
+        self.fencing.lift();
+        self.waiters.all(woken);
+        self.changed();
+        old
+    }
+
+    /// Of `gtids`, those the configured quorum does not hold.
+    fn unheld<'a>(&self, gtids: impl Iterator<Item = &'a Gtid>) -> Vec<Gtid> {
+        let rule = self.config.rule();
+        gtids
+            .filter(|gtid| !matches!(self.plan(std::slice::from_ref(*gtid), &rule), Plan::Held))
+            .copied()
+            .collect()
+    }
+
+    /// A commit of `gtids` meets the fence: the ones the quorum does not hold join the tail.
+    pub(super) fn fenced_commit(&mut self, gtids: &[Gtid]) {
+        let unheld = self.unheld(gtids.iter());
+        self.fencing.join_tail(unheld);
+        self.changed();
+    }
+
+    // --- a commit's outcome (outcome.rs) ---
+
+    /// See [`Durability::outcome`](super::Durability::outcome).
+    pub(super) fn outcome(&self, gtid: &Gtid) -> GtidOutcome {
+        let inner = self;
+        let exactly = !inner.watermark.inexact() && inner.watermark.exact().contains(gtid);
+        if inner.waiters.all_gtids().any(|g| g == gtid) {
+            GtidOutcome::Waiting
+        } else if inner.fencing.tail().contains(gtid) {
+            GtidOutcome::Tail
+        } else if inner.released_without_quorum.contains(gtid) {
+            GtidOutcome::ReleasedWithoutQuorum { held: exactly }
+        } else if exactly
+            || matches!(
+                inner.plan(std::slice::from_ref(gtid), &inner.config.rule()),
+                Plan::Held
+            )
+        {
+            GtidOutcome::Acknowledged
+        } else {
+            GtidOutcome::Unknown
+        }
+    }
+
+    // --- what the state file keeps (persisted.rs) ---
+
+    /// See [`Durability::persisted`](super::Durability::persisted).
+    pub(super) fn persisted(&self) -> (u64, Persisted) {
+        let known = self
+            .registry
+            .connected()
+            .chain(self.registry.departed().map(|(id, d)| (id, &d.replica)));
+        let mut replicas: Vec<PersistedReplica> = known
+            .map(|(server_id, r)| PersistedReplica {
+                server_id,
+                address: r.address.to_string(),
+                semisync: r.semisync,
+                held: GtidPosition::clone(&r.held),
+            })
+            .collect();
+        replicas.sort_by_key(|r| r.server_id);
+        let persisted = Persisted {
+            watermark: GtidPosition::clone(self.watermark.position()),
+            watermark_set: self.watermark.exact().clone(),
+            watermark_inexact: self.watermark.inexact(),
+            released_without_quorum: self.released_without_quorum.clone(),
+            replicas,
+            fence: self.fencing.up(),
+            tail: self.fencing.tail().clone(),
+        };
+        (self.version, persisted)
+    }
+
+    /// See [`Durability::restore`](super::Durability::restore). Returns whether it raised the
+    /// fence (which the gate must then mirror).
+    pub(super) fn restore(&mut self, kept: Persisted) -> bool {
+        self.watermark
+            .restore(&kept.watermark, &kept.watermark_set, kept.watermark_inexact);
+        self.released_without_quorum
+            .extend(&kept.released_without_quorum);
+        for replica in kept.replicas {
+            let zone = self.topology.zone_of(replica.server_id);
+            self.registry.remember(
+                replica.server_id,
+                Departed {
+                    replica: Replica::remembered(
+                        replica.address,
+                        zone,
+                        replica.semisync,
+                        replica.held,
+                    ),
+                    left: Instant::now(),
+                },
+            );
+        }
+        let fenced = self.fencing.restore(kept.fence, &kept.tail);
+        if fenced {
+            self.epoch.mark_fenced();
+        }
+        self.changed();
+        fenced
+    }
+
+    // --- replicas (replica.rs) ---
+
+    /// Registers a replica whose dump the primary of `epoch` accepted, unless that epoch is
+    /// fenced or over (see [`Durability::admit`](super::Durability::admit)); returns its pipe's
+    /// number.
+    pub(super) fn admit(
+        &mut self,
+        epoch: u64,
+        server_id: u32,
+        address: SocketAddr,
+        semisync: bool,
+        connect_state: &GtidPosition,
+        woken: &mut Vec<Waker>,
+    ) -> Result<u64, Refused> {
+        if self.epoch.number() != epoch {
+            return Err(Refused::Retired {
+                epoch,
+                now: self.epoch.number(),
+            });
+        }
+        if self.fencing.up().is_some() {
+            return Err(Refused::Fenced { epoch });
+        }
+        let zone = self.topology.zone_of(server_id);
+        let pipe = self.registry.admit(
+            server_id,
+            address.to_string(),
+            semisync,
+            connect_state.clone(),
+            zone,
+        );
+        self.positions_changed(woken);
+        self.waiters.all(woken);
+        Ok(pipe)
     }
 }
 

@@ -1,4 +1,4 @@
-//! How far behind a replica is: binlog bytes and transactions between its acknowledged
+//! How far behind a replica is: binlog bytes and transactions between its ACKed
 //! position and the newest transaction relayed. Learnt from the relayed stream (transaction
 //! ends in order, and each file's size from its ROTATE). Bounded like the GTID index.
 

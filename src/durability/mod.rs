@@ -66,11 +66,12 @@ use waiters::waking;
 ///
 /// - `counters` (what is counted, and the metrics observer told of it);
 /// - `epoch` (the [`Epoch`] in force, and the gate every write to the primary passes);
-/// - `inner` (everything under the one lock, and what moves when a replica moves), with its
-///   parts `registry` (the replicas and what each holds), `waiters` (parked commits and their
-///   wake-ups), `index` (where each relayed transaction ends), `watermark` and `degraded`;
-/// - `fence`, `outcome`, `persisted` and `status`: what the fence, a commit's outcome, the
-///   state file and `/status` read and change of that state;
+/// - `inner` (everything under the one lock, and what moves when a replica moves, the fence
+///   goes up or the state file is read back), over its parts: `registry` (the replicas and
+///   what each holds), `waiters` (parked commits and their wake-ups), `index` (where each
+///   relayed transaction ends), `fence` (the fence and its tail), `watermark` and `degraded`;
+/// - `outcome`, `persisted` and `status`: what a commit's outcome, the state file and
+///   `/status` say, as types;
 /// - `wait` (one commit's wait for its quorum) and `replica` (a replica pipe's [`ReplicaHandle`]).
 ///
 /// Sessions park on [`Durability`]'s [`CommitHook`] before releasing a response that reported a
@@ -225,7 +226,7 @@ impl Durability {
         self.fast.snapshot_reads.load(Ordering::Relaxed)
     }
 
-    /// How long a replica may take to acknowledge a transaction end before it is asked again.
+    /// How long a replica may take to ACK a transaction end before it is asked again.
     pub fn ack_nudge_after(&self) -> Duration {
         Duration::from_micros(self.fast.ack_nudge_after_us.load(Ordering::Relaxed))
     }
@@ -233,7 +234,7 @@ impl Durability {
     /// Whether a response may go without a bound of its own because it was read from a
     /// snapshot that `bound` bounds and the quorum holds `bound` (only under `visibility =
     /// "snapshot"`). `held_under` is the rule under which the quorum was already seen holding
-    /// it (`None` if not yet): replicas that acknowledged a transaction keep it, as for a
+    /// it (`None` if not yet): replicas that ACKed a transaction keep it, as for a
     /// commit acknowledged earlier, so once the quorum held it the snapshot stays covered while
     /// the rule stays. Otherwise strong sync must be STRONG (under DEGRADED a read goes with
     /// what DEGRADED released, counted as such) and connected replicas meeting the rule must
@@ -362,7 +363,7 @@ impl Durability {
         let mut inner = self.lock();
         inner.epoch = Epoch::new(number, primary);
         self.gate.start(number);
-        if inner.fence.is_some() {
+        if inner.fencing.up().is_some() {
             inner.epoch.mark_fenced();
         }
     }
@@ -396,14 +397,14 @@ impl Durability {
 
     /// The fence in force, if any.
     pub fn fence_state(&self) -> Option<Fence> {
-        self.lock().fence
+        self.lock().fencing.up()
     }
 
     /// The tail of every fence so far: committed on a fenced primary, known to strongsync,
     /// and not held by the quorum. It outlives the fence (a follow lifts the fence, not what
     /// the old primary holds).
     pub fn tail(&self) -> GtidSet {
-        self.lock().tail.clone()
+        self.lock().fencing.tail().clone()
     }
 
     /// Raises the fence over the primary of the epoch in force, `epoch` (idempotent: a second
@@ -462,7 +463,7 @@ impl Durability {
     /// nothing to do with the old one's: writes to the old primary are refused from now on,
     /// those under way are waited for (up to `drain`), every connection of the old epoch is
     /// told to close, and the fence lifts. Every position known goes (the index, the
-    /// replicas' acknowledged positions, the quorum position); what each replica holds by GTID,
+    /// replicas' ACKed positions, the quorum position); what each replica holds by GTID,
     /// the watermark, the releases and the tail stay. Nothing is parked: the fence answered
     /// it, and a commit of the old epoch that comes later is refused. Returns false if writes
     /// were still under way when the drain ran out.
@@ -492,7 +493,7 @@ impl Durability {
     /// What became of `gtid`, by its identity: the watermark's exact set says whether the
     /// quorum held that very GTID (a new primary numbering a MariaDB domain past a fenced
     /// one's tail does not make the tail acknowledged). Once the watermark is no longer exact,
-    /// only a GTID the connected replicas hold now reads acknowledged.
+    /// only a GTID the connected replicas hold now reads held.
     pub fn outcome(&self, gtid: &Gtid) -> GtidOutcome {
         self.lock().outcome(gtid)
     }

@@ -1,6 +1,6 @@
 //! Quorum math: whether a set of replicas meets a quorum rule (how many, across how many zones,
 //! one outside the primary's zone), and the highest binlog position a set of replicas meeting
-//! it has acknowledged. Pure: no time, no locks, no I/O.
+//! it has ACKed. Pure: no time, no locks, no I/O.
 
 use std::fmt;
 
@@ -88,9 +88,9 @@ impl QuorumRule {
         self.count.max(self.zones).max(usize::from(self.cross_zone))
     }
 
-    /// The highest position that replicas meeting the rule have all acknowledged: every
+    /// The highest position that replicas meeting the rule have all ACKed: every
     /// replica at or past it together meet it. Replicas are given with their zone and what
-    /// they acknowledged (`None`: nothing yet). `None` if no set of them meets the rule, and
+    /// they ACKed (`None`: nothing yet). `None` if no set of them meets the rule, and
     /// for an empty rule.
     pub fn position<'a>(
         &self,
@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn a_count_is_the_kth_highest() {
-        // (acknowledged positions, k, quorum position)
+        // (ACKed positions, k, quorum position)
         let table: Vec<(Vec<Option<Position>>, usize, Option<Position>)> = vec![
             (vec![], 1, None),
             (vec![None, None], 1, None),
@@ -277,7 +277,7 @@ mod tests {
             zones,
             cross_zone,
         };
-        // (replicas as (zone, acknowledged), rule, primary zone, quorum position)
+        // (replicas as (zone, ACKed), rule, primary zone, quorum position)
         type Row = (
             Vec<(Option<&'static str>, Option<Position>)>,
             QuorumRule,
@@ -371,7 +371,7 @@ mod tests {
             // Without the primary's zone, nobody is known to be outside it.
             (vec![(Some("b"), p(1, 900))], rule(1, 0, true), None, None),
             (vec![(None, p(1, 900))], rule(1, 0, true), Some("a"), None),
-            // A replica that acknowledged nothing does not count.
+            // A replica that ACKed nothing does not count.
             (
                 vec![(Some("a"), p(1, 900)), (Some("b"), None)],
                 rule(1, 2, false),
@@ -514,7 +514,7 @@ mod tests {
             rule in arb_rule(),
             acks in prop::collection::vec((0usize..5, 1u64..4, 0u64..1000), 0..40),
         ) {
-            // Each replica keeps its highest acknowledgement (ACKs are cumulative).
+            // Each replica keeps its highest ACK (ACKs are cumulative).
             let mut acked: Vec<Option<Position>> = vec![None; zones.len()];
             let at = |acked: &[Option<Position>]| {
                 rule.position(zones.iter().copied().zip(acked.iter().copied()), Some("a"))

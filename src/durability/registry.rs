@@ -3,9 +3,9 @@
 //! failover tool once the primary (and with it every replica's stream) is gone.
 //!
 //! What a replica holds is kept two ways, both exact: the binlog position through which it has
-//! everything (acknowledged, or shown by its stream: see [`super::coverage`]), and per
+//! everything (ACKed, or shown by its stream: see [`super::coverage`]), and per
 //! replication domain the newest GTID it has (its connect state as the primary received it,
-//! then each transaction acknowledged).
+//! then each transaction ACKed).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -43,13 +43,13 @@ pub(super) struct Replica {
     pub address: Arc<str>,
     /// Its zone, from the config file.
     pub zone: Option<Arc<str>>,
-    /// It asked for semisync, so it acknowledges and counts towards the quorum.
+    /// It asked for semisync, so it ACKs and counts towards the quorum.
     pub semisync: bool,
     /// Its stream goes in compressed frames (it asked, as `slave_compressed_protocol` does).
     pub compressed: bool,
-    /// The highest position it acknowledged.
+    /// The highest position it ACKed.
     pub acked: Option<Position>,
-    /// The position through which it holds every transaction (its acknowledgements and what
+    /// The position through which it holds every transaction (its ACKs and what
     /// its stream shows the primary skipped for it).
     pub covered: Option<Position>,
     pub last_ack: Option<Instant>,
@@ -167,7 +167,7 @@ impl Registry {
         rule.position(held, self.primary_zone.as_deref())
     }
 
-    /// What of `rule` the connected semisync replicas cannot meet whatever they acknowledge,
+    /// What of `rule` the connected semisync replicas cannot meet whatever they ACK,
     /// if anything.
     pub(super) fn unmet(&self, rule: &QuorumRule) -> Option<Unmet> {
         let primary_zone = self.primary_zone.as_deref();
@@ -249,7 +249,7 @@ impl Registry {
 // === impl Replica ===
 
 impl Replica {
-    /// A replica as far as it is known before it acknowledges anything: what it holds, no
+    /// A replica as far as it is known before it ACKs anything: what it holds, no
     /// position in this binlog (one admitted just now, or one known only from the state file).
     pub(super) fn remembered(
         address: String,
@@ -287,8 +287,8 @@ impl Replica {
         self.unacked.push_back((end, gtid));
     }
 
-    /// It acknowledged everything up to `position`.
-    pub(super) fn acknowledged(&mut self, position: Position, now: Instant) {
+    /// It ACKed everything up to `position`.
+    pub(super) fn acked(&mut self, position: Position, now: Instant) {
         self.acked = self.acked.max(Some(position));
         self.last_ack = Some(now);
         self.take_held();
@@ -354,7 +354,7 @@ mod tests {
         let b = reg.admit(3, "b".into(), true, GtidPosition::default(), None);
         let plain = reg.admit(4, "c".into(), false, GtidPosition::default(), None);
         let now = Instant::now();
-        reg.get_mut(2, a).unwrap().acknowledged(p(300), now);
+        reg.get_mut(2, a).unwrap().acked(p(300), now);
         reg.get_mut(3, b).unwrap().covered(p(200));
         reg.get_mut(4, plain).unwrap().covered(p(900));
         let k = QuorumRule::count;
@@ -415,7 +415,7 @@ mod tests {
         assert_eq!(r.unacked.len(), 4, "bounded by the capacity");
         r.covered(p(450));
         assert_eq!(r.held.to_string(), "0-1-4,1-1-9");
-        r.acknowledged(p(600), Instant::now());
+        r.acked(p(600), Instant::now());
         assert_eq!(r.held.to_string(), "0-1-6,1-1-9");
     }
 }

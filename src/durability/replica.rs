@@ -1,10 +1,8 @@
 //! The replica side of strong sync: a replica pipe's registration, made once the primary has
-//! accepted the dump, through which it reports what it relays, what its replica acknowledges
+//! accepted the dump, through which it reports what it relays, what its replica ACKs
 //! and what its stream shows the replica holds; dropping it is the replica leaving.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::task::Waker;
 
 use strongsync_proto::gtid::Gtid;
 use strongsync_proto::position::Position;
@@ -13,9 +11,8 @@ use tokio::time::Instant;
 
 use super::inner::Inner;
 use super::waiters::waking;
-use super::{Durability, Refused};
+use super::Durability;
 use crate::config::WithoutQuorum;
-use strongsync_proto::gtid::GtidPosition;
 
 /// A replica's accepted dump, registered with strong sync for as long as it lives.
 pub struct ReplicaHandle {
@@ -27,55 +24,17 @@ pub struct ReplicaHandle {
     epoch: u64,
 }
 
-/// An acknowledgement strong sync refuses.
+/// An ACK strong sync refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum AckError {
-    /// The replica acknowledged a position the proxy never sent it.
-    #[error("acknowledged {acked}, beyond anything relayed to it (last {relayed:?})")]
+    /// The replica ACKed a position the proxy never sent it.
+    #[error("ACKed {acked}, beyond anything relayed to it (last {relayed:?})")]
     BeyondRelayed {
-        /// What it acknowledged.
+        /// What it ACKed.
         acked: Position,
         /// The furthest position relayed to it.
         relayed: Option<Position>,
     },
-}
-
-// === impl Inner (replicas) ===
-
-impl Inner {
-    /// Registers a replica whose dump the primary of `epoch` accepted, unless that epoch is
-    /// fenced or over (see [`Durability::admit`](super::Durability::admit)); returns its pipe's
-    /// number.
-    pub(super) fn admit(
-        &mut self,
-        epoch: u64,
-        server_id: u32,
-        address: SocketAddr,
-        semisync: bool,
-        connect_state: &GtidPosition,
-        woken: &mut Vec<Waker>,
-    ) -> Result<u64, Refused> {
-        if self.epoch.number() != epoch {
-            return Err(Refused::Retired {
-                epoch,
-                now: self.epoch.number(),
-            });
-        }
-        if self.fence.is_some() {
-            return Err(Refused::Fenced { epoch });
-        }
-        let zone = self.topology.zone_of(server_id);
-        let pipe = self.registry.admit(
-            server_id,
-            address.to_string(),
-            semisync,
-            connect_state.clone(),
-            zone,
-        );
-        self.positions_changed(woken);
-        self.waiters.all(woken);
-        Ok(pipe)
-    }
 }
 
 // === impl ReplicaHandle ===
@@ -152,14 +111,14 @@ impl ReplicaHandle {
         }
     }
 
-    /// The replica acknowledged everything up to `position`; `relayed` is the furthest
-    /// position sent to it, which an acknowledgement may not pass. `covered` is what its
+    /// The replica ACKed everything up to `position`; `relayed` is the furthest
+    /// position sent to it, which an ACK may not pass. `covered` is what its
     /// stream now shows it holds, if that grew past `position` (reported with the ACK, under
     /// one lock).
     ///
     /// # Errors
     /// [`AckError::BeyondRelayed`]: the caller should disconnect the replica.
-    pub fn acknowledged(
+    pub fn acked(
         &self,
         position: Position,
         relayed: Option<Position>,
@@ -172,7 +131,7 @@ impl ReplicaHandle {
             });
         }
         self.update(|replica| {
-            replica.acknowledged(position, Instant::now());
+            replica.acked(position, Instant::now());
             if let Some(covered) = covered {
                 replica.covered(covered);
             }

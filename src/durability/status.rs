@@ -64,13 +64,13 @@ pub struct DurabilityStatus {
     pub reads_in_snapshot: u64,
     /// Replicas that disconnected, as last known (the most recent ones), by `server_id`.
     pub departed: Vec<ReplicaStatus>,
-    /// Every transaction the quorum has held (commits acknowledged to their clients with
-    /// their quorum, and the transactions relayed before them), as a position: what a new
-    /// primary must cover.
-    pub acknowledged: Arc<GtidPosition>,
-    /// The watermark passed `durability.max_gtid_intervals` and holds more than was
-    /// acknowledged: follow and promote refuse.
-    pub acknowledged_inexact: bool,
+    /// The watermark: every transaction the quorum has held (the commits acknowledged to their
+    /// clients with their quorum, and the transactions relayed before them), as a position:
+    /// what a new primary must cover.
+    pub watermark: Arc<GtidPosition>,
+    /// The watermark passed `durability.max_gtid_intervals` and holds more than the quorum
+    /// held: follow and promote refuse.
+    pub watermark_inexact: bool,
     /// Replicas, connected or departed, that hold every one of those and, once promoted, leave
     /// replicas that can still meet the rule's zone parts: safe to promote.
     pub failover_candidates: Vec<u32>,
@@ -102,19 +102,19 @@ pub struct ReplicaStatus {
     pub semisync: bool,
     /// Its stream goes in compressed frames.
     pub compressed: bool,
-    /// The highest position it acknowledged.
+    /// The highest position it ACKed.
     pub acked: Option<Position>,
-    /// The position through which it holds every transaction: what it acknowledged, or what
+    /// The position through which it holds every transaction: what it ACKed, or what
     /// its stream shows the primary skipped because it had it.
     pub holds_through: Option<Position>,
     /// Binlog bytes between `holds_through` and the newest transaction relayed (when known).
     pub lag_bytes: Option<u64>,
     /// Transactions relayed that it does not hold yet (when known).
     pub lag_transactions: Option<u64>,
-    /// Time since its last acknowledgement.
+    /// Time since its last ACK.
     pub last_ack_age: Option<Duration>,
     /// The GTIDs it holds: what the primary was told it had when it connected, then every
-    /// transaction it acknowledged.
+    /// transaction it ACKed.
     pub held: Arc<GtidPosition>,
     /// Time since it disconnected (`None` while connected).
     pub gone_for: Option<Duration>,
@@ -125,7 +125,7 @@ pub struct ReplicaStatus {
 pub struct NotCandidate {
     /// Its `server_id`.
     pub server_id: u32,
-    /// Why: what acknowledged commits it lacks, or what of the rule the others would miss.
+    /// Why: what of the watermark it lacks, or what of the rule the others would miss.
     pub reason: String,
 }
 
@@ -185,8 +185,8 @@ pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counters: &Counters) -> Dur
         let head = inner.head;
         let gtid_index_entries = inner.index.len();
         let degraded_total = inner.degraded_before + degraded_now;
-        let acknowledged = Arc::clone(inner.watermark.position());
-        let acknowledged_inexact = inner.watermark.inexact();
+        let watermark = Arc::clone(inner.watermark.position());
+        let watermark_inexact = inner.watermark.inexact();
         let unresolved = inner.unresolved.iter().cloned().collect();
         let commits_untracked = inner.untracked_why.clone();
         drop(inner);
@@ -199,7 +199,7 @@ pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counters: &Counters) -> Dur
             }
         }
         let (failover_candidates, not_candidates) =
-            candidates(&replicas, &departed, &acknowledged, &config.rule());
+            candidates(&replicas, &departed, &watermark, &config.rule());
         DurabilityStatus {
             state,
             quorum: config.quorum,
@@ -223,8 +223,8 @@ pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counters: &Counters) -> Dur
             reads_in_snapshot: counters.reads_in_snapshot(),
             reads_released: counters.reads_released_by_outcome(),
             departed,
-            acknowledged,
-            acknowledged_inexact,
+            watermark,
+            watermark_inexact,
             failover_candidates,
             not_candidates,
             released_without_quorum,
@@ -235,13 +235,13 @@ pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counters: &Counters) -> Dur
     }
 }
 
-/// Which replicas (connected or departed) are safe to promote: each holds every commit
-/// acknowledged with its quorum, and, if the rule has zone parts, the other replicas would
+/// Which replicas (connected or departed) are safe to promote: each holds the whole
+/// `watermark`, and, if the rule has zone parts, the other replicas would
 /// still meet them with it as the primary (with its zone as the primary's). The rest, with why.
 fn candidates(
     replicas: &[ReplicaStatus],
     departed: &[ReplicaStatus],
-    acknowledged: &GtidPosition,
+    watermark: &GtidPosition,
     rule: &QuorumRule,
 ) -> (Vec<u32>, Vec<NotCandidate>) {
     let all: Vec<&ReplicaStatus> = replicas.iter().chain(departed).collect();
@@ -249,14 +249,10 @@ fn candidates(
     let mut candidates = Vec::new();
     let mut not = Vec::new();
     for r in &all {
-        let missing: Vec<String> = r
-            .held
-            .missing(acknowledged)
-            .map(ToString::to_string)
-            .collect();
+        let missing: Vec<String> = r.held.missing(watermark).map(ToString::to_string).collect();
         let reason = if !missing.is_empty() {
             Some(format!(
-                "lacks acknowledged commit(s) {} (holds {})",
+                "lacks {} of the watermark (holds {})",
                 missing.join(","),
                 r.held
             ))

@@ -77,11 +77,11 @@ async fn a_commit_waits_for_its_position_then_for_the_quorum() {
     // The OK comes before the events: first the position must become known.
     let waiting = park(&d, commit(&[5])).await;
     a.transaction_relayed(Some(gtid(5)), at(500));
-    a.acknowledged(at(500), Some(at(500)), None).unwrap();
+    a.acked(at(500), Some(at(500)), None).unwrap();
     settle().await;
     assert!(!waiting.is_finished(), "one ACK of two");
     b.transaction_relayed(Some(gtid(5)), at(500));
-    b.acknowledged(at(600), Some(at(600)), None).unwrap();
+    b.acked(at(600), Some(at(600)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
     let status = d.status();
     assert_eq!((status.parked, status.released["quorum"]), (0, 1));
@@ -97,12 +97,12 @@ async fn one_ack_wakes_only_the_commits_it_covers() {
     }
     let early = park(&d, commit(&[1])).await;
     let late = park(&d, commit(&[3])).await;
-    r.acknowledged(at(150), Some(at(300)), None).unwrap();
+    r.acked(at(150), Some(at(300)), None).unwrap();
     assert_eq!(early.await.unwrap(), Release::Proceed);
     settle().await;
     assert!(!late.is_finished());
     assert_eq!(d.status().parked, 1);
-    r.acknowledged(at(300), Some(at(300)), None).unwrap();
+    r.acked(at(300), Some(at(300)), None).unwrap();
     assert_eq!(late.await.unwrap(), Release::Proceed);
 }
 
@@ -120,18 +120,14 @@ async fn degrade_releases_everyone_and_returns_to_strong_when_the_quorum_has_it_
     // DEGRADED: no waiting.
     assert_eq!(Arc::clone(&d).wait(commit(&[3])).await, Release::Proceed);
 
-    // A replica comes back and acknowledges everything released without quorum.
+    // A replica comes back and ACKs everything released without quorum.
     let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     for seq in 1..=3 {
         r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
-    r.acknowledged(at(200), Some(at(300)), None).unwrap();
-    assert_eq!(
-        d.status().state,
-        State::Degraded,
-        "3 is not acknowledged yet"
-    );
-    r.acknowledged(at(300), Some(at(300)), None).unwrap();
+    r.acked(at(200), Some(at(300)), None).unwrap();
+    assert_eq!(d.status().state, State::Degraded, "3 is not held yet");
+    r.acked(at(300), Some(at(300)), None).unwrap();
     assert_eq!(d.status().state, State::Strong);
 }
 
@@ -157,7 +153,7 @@ async fn error_answers_with_the_gtid_and_block_keeps_waiting() {
     assert!(!waiting.is_finished(), "block never gives up");
     let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(7)), at(70));
-    r.acknowledged(at(70), Some(at(70)), None).unwrap();
+    r.acked(at(70), Some(at(70)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
 }
 
@@ -186,13 +182,13 @@ async fn acks_beyond_the_stream_are_refused_and_replicas_that_leave_stop_countin
     let d = service(1, OnTimeout::Block);
     let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     assert_eq!(
-        r.acknowledged(at(900), Some(at(500)), None),
+        r.acked(at(900), Some(at(500)), None),
         Err(AckError::BeyondRelayed {
             acked: at(900),
             relayed: Some(at(500))
         })
     );
-    r.acknowledged(at(500), Some(at(500)), None).unwrap();
+    r.acked(at(500), Some(at(500)), None).unwrap();
     assert_eq!(d.status().quorum_position, Some(at(500)));
     drop(r);
     assert_eq!(
@@ -202,17 +198,17 @@ async fn acks_beyond_the_stream_are_refused_and_replicas_that_leave_stop_countin
     );
     // An async replica never counts.
     let plain = admit_replica(&d, 3, addr(), false, GtidPosition::default());
-    plain.acknowledged(at(500), Some(at(500)), None).unwrap();
+    plain.acked(at(500), Some(at(500)), None).unwrap();
     assert_eq!(d.status().quorum_position, None);
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_reconnecting_replicas_gtid_state_acknowledges_what_it_names() {
+async fn a_reconnecting_replicas_gtid_state_holds_what_it_names() {
     let d = service(1, OnTimeout::Block);
     let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(4)), at(400));
     let waiting = park(&d, commit(&[4])).await;
-    drop(r); // left before acknowledging
+    drop(r); // left before ACKing
     let _back = admit_replica(&d, 2, addr(), true, state("0-1-4"));
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
 }
@@ -281,7 +277,7 @@ async fn an_observer_hears_of_every_release_with_its_wait() {
     r.transaction_relayed(Some(gtid(1)), at(100));
     let waiting = park(&d, commit(&[1])).await;
     tokio::time::advance(Duration::from_millis(250)).await;
-    r.acknowledged(at(100), Some(at(100)), None).unwrap();
+    r.acked(at(100), Some(at(100)), None).unwrap();
     waiting.await.unwrap();
     let gone = park(&d, commit(&[2])).await;
     gone.abort();
@@ -299,7 +295,7 @@ async fn a_new_quorum_applies_to_parked_and_later_commits() {
     let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     let _b = admit_replica(&d, 3, addr(), true, GtidPosition::default());
     a.transaction_relayed(Some(gtid(1)), at(100));
-    a.acknowledged(at(100), Some(at(100)), None).unwrap();
+    a.acked(at(100), Some(at(100)), None).unwrap();
     let waiting = park(&d, commit(&[1])).await;
     settle().await;
     assert!(!waiting.is_finished(), "one ACK of two");
@@ -320,7 +316,7 @@ async fn a_new_quorum_applies_to_parked_and_later_commits() {
         ..d.config()
     });
     a.transaction_relayed(Some(gtid(2)), at(200));
-    a.acknowledged(at(200), Some(at(200)), None).unwrap();
+    a.acked(at(200), Some(at(200)), None).unwrap();
     let later = park(&d, commit(&[2])).await;
     settle().await;
     assert!(!later.is_finished(), "back to two");
@@ -384,14 +380,14 @@ async fn status_shows_each_replicas_lag_and_degraded_time() {
         fast.transaction_relayed(Some(gtid(seq)), at(seq * 100));
         slow.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
-    slow.acknowledged(at(100), Some(at(100)), None).unwrap();
+    slow.acked(at(100), Some(at(100)), None).unwrap();
 
     // Nobody has 3 yet: the wait times out and strong sync degrades.
     let waiting = park(&d, commit(&[3])).await;
     tokio::time::advance(Duration::from_secs(2)).await;
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
     tokio::time::advance(Duration::from_secs(5)).await;
-    fast.acknowledged(at(300), Some(at(300)), None).unwrap();
+    fast.acked(at(300), Some(at(300)), None).unwrap();
 
     let status = d.status();
     assert_eq!(status.state, State::Strong);
@@ -424,7 +420,7 @@ fn held(d: &Durability, server_id: u32) -> (String, bool) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_replica_holds_what_it_connected_with_and_then_what_it_acknowledged() {
+async fn a_replica_holds_what_it_connected_with_and_then_what_it_acked() {
     let d = service(1, OnTimeout::Block);
     let r = admit_replica(&d, 2, addr(), true, state("0-1-3,1-1-9"));
     assert_eq!(held(&d, 2), ("0-1-3,1-1-9".into(), true));
@@ -432,15 +428,11 @@ async fn a_replica_holds_what_it_connected_with_and_then_what_it_acknowledged() 
         r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
     assert_eq!(held(&d, 2).0, "0-1-3,1-1-9", "relayed is not held");
-    r.acknowledged(at(550), Some(at(600)), None).unwrap();
-    assert_eq!(
-        held(&d, 2).0,
-        "0-1-5,1-1-9",
-        "acknowledged through 5, not 6"
-    );
-    r.acknowledged(at(600), Some(at(600)), None).unwrap();
+    r.acked(at(550), Some(at(600)), None).unwrap();
+    assert_eq!(held(&d, 2).0, "0-1-5,1-1-9", "ACKed through 5, not 6");
+    r.acked(at(600), Some(at(600)), None).unwrap();
     assert_eq!(held(&d, 2).0, "0-1-6,1-1-9");
-    // An async replica's acknowledgement-less stream holds only its connect state.
+    // An async replica's stream, without ACKs, holds only its connect state.
     let plain = admit_replica(&d, 3, addr(), false, state("0-1-2"));
     plain.transaction_relayed(Some(gtid(7)), at(700));
     assert_eq!(held(&d, 3).0, "0-1-2");
@@ -451,7 +443,7 @@ async fn a_departed_replica_is_listed_as_last_known_until_it_returns() {
     let d = service(1, OnTimeout::Block);
     let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     r.transaction_relayed(Some(gtid(8)), at(800));
-    r.acknowledged(at(800), Some(at(800)), None).unwrap();
+    r.acked(at(800), Some(at(800)), None).unwrap();
     drop(r);
     let status = d.status();
     assert!(status.replicas.is_empty(), "only connected replicas count");
@@ -489,7 +481,7 @@ async fn departed_replicas_are_bounded_keeping_the_most_recent() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn unacknowledged_ends_kept_for_held_gtids_are_bounded() {
+async fn ends_kept_for_gtids_not_acked_are_bounded() {
     let d = Durability::new(DurabilityConfig {
         quorum: 1,
         gtid_index_capacity: 4,
@@ -499,43 +491,43 @@ async fn unacknowledged_ends_kept_for_held_gtids_are_bounded() {
     for seq in 1..=10 {
         r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
-    r.acknowledged(at(1000), Some(at(1000)), None).unwrap();
+    r.acked(at(1000), Some(at(1000)), None).unwrap();
     // Only the newest ends were remembered; the newest is what counts.
     assert_eq!(held(&d, 2).0, "0-1-10");
 }
 
 #[tokio::test(start_paused = true)]
-async fn failover_candidates_are_the_replicas_holding_every_commit_acknowledged_with_quorum() {
+async fn failover_candidates_are_the_replicas_holding_the_whole_watermark() {
     let d = service(1, OnTimeout::Block);
     let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     let b = admit_replica(&d, 3, addr(), true, GtidPosition::default());
     assert_eq!(
         d.status().failover_candidates,
         vec![2, 3],
-        "nothing acknowledged yet"
+        "the watermark is empty yet"
     );
     for seq in 1..=2 {
         a.transaction_relayed(Some(gtid(seq)), at(seq * 100));
         b.transaction_relayed(Some(gtid(seq)), at(seq * 100));
     }
     let first = park(&d, commit(&[1])).await;
-    a.acknowledged(at(100), Some(at(200)), None).unwrap();
+    a.acked(at(100), Some(at(200)), None).unwrap();
     assert_eq!(first.await.unwrap(), Release::Proceed);
     let status = d.status();
-    assert_eq!(status.acknowledged.to_string(), "0-1-1");
+    assert_eq!(status.watermark.to_string(), "0-1-1");
     assert_eq!(status.failover_candidates, vec![2], "only a has it");
     // b goes ahead of a: the quorum (of one) holds 0-1-2 now, whoever committed it, and a,
     // which lacks it, is no candidate. b leaves: still the candidate, as last known.
-    b.acknowledged(at(200), Some(at(200)), None).unwrap();
-    assert_eq!(d.status().acknowledged.to_string(), "0-1-2");
+    b.acked(at(200), Some(at(200)), None).unwrap();
+    assert_eq!(d.status().watermark.to_string(), "0-1-2");
     assert_eq!(d.status().failover_candidates, vec![3]);
     drop(b);
     let second = park(&d, commit(&[2])).await;
     assert_eq!(d.status().failover_candidates, vec![3]);
-    a.acknowledged(at(200), Some(at(200)), None).unwrap();
+    a.acked(at(200), Some(at(200)), None).unwrap();
     assert_eq!(second.await.unwrap(), Release::Proceed);
     let status = d.status();
-    assert_eq!(status.acknowledged.to_string(), "0-1-2");
+    assert_eq!(status.watermark.to_string(), "0-1-2");
     assert_eq!(status.failover_candidates, vec![2, 3]);
 }
 
@@ -573,10 +565,10 @@ async fn a_connect_state_is_credited_per_domain_not_as_a_position() {
     let r = admit_replica(&d, 2, addr(), true, state("0-1-1,1-1-2"));
     settle().await;
     assert!(!waiting.is_finished(), "0-1-2 is not among what it holds");
-    assert_eq!(d.status().quorum_position, None, "nothing acknowledged yet");
-    // Its stream: the primary sends it 0-1-2 (it lacks it); acknowledging that releases it.
+    assert_eq!(d.status().quorum_position, None, "nothing ACKed yet");
+    // Its stream: the primary sends it 0-1-2 (it lacks it); ACKing that releases it.
     r.transaction_relayed(Some(in_domain(0, 2)), at(300));
-    r.acknowledged(at(300), Some(at(300)), None).unwrap();
+    r.acked(at(300), Some(at(300)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
     assert_eq!(held(&d, 2).0, "0-1-2,1-1-2");
 }
@@ -590,11 +582,11 @@ async fn a_commit_never_relayed_is_released_by_replicas_that_come_back_holding_i
     assert!(!waiting.is_finished(), "one of two");
     let _b = admit_replica(&d, 3, addr(), true, state("0-1-9"));
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
-    assert_eq!(d.status().acknowledged.to_string(), "0-1-7");
+    assert_eq!(d.status().watermark.to_string(), "0-1-7");
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_quorum_made_of_a_connect_state_and_an_acknowledgement_releases_the_commit() {
+async fn a_quorum_made_of_a_connect_state_and_an_ack_releases_the_commit() {
     let d = service(2, OnTimeout::Block);
     let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     a.transaction_relayed(Some(gtid(5)), at(500));
@@ -603,13 +595,13 @@ async fn a_quorum_made_of_a_connect_state_and_an_acknowledgement_releases_the_co
     let _b = admit_replica(&d, 3, addr(), true, state("0-1-5"));
     settle().await;
     assert!(!waiting.is_finished(), "only b holds it");
-    // a acknowledges: a by position, b by what it connected with.
-    a.acknowledged(at(500), Some(at(500)), None).unwrap();
+    // a ACKs: a by position, b by what it connected with.
+    a.acked(at(500), Some(at(500)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
 }
 
 #[tokio::test(start_paused = true)]
-async fn what_a_stream_shows_a_replica_holds_counts_like_an_acknowledgement() {
+async fn what_a_stream_shows_a_replica_holds_counts_like_an_ack() {
     let d = service(1, OnTimeout::Block);
     let relay = admit_replica(&d, 9, addr(), false, GtidPosition::default());
     relay.transaction_relayed(Some(gtid(3)), at(300));
@@ -704,7 +696,7 @@ async fn an_unresolved_commit_waits_for_what_was_learnt_and_is_counted_and_liste
     let waiting = park(&d, partly_known).await;
     settle().await;
     assert!(!waiting.is_finished(), "0-1-3 is known: it is waited for");
-    r.acknowledged(at(300), Some(at(300)), None).unwrap();
+    r.acked(at(300), Some(at(300)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
     let status = d.status();
     assert_eq!(
@@ -882,18 +874,12 @@ fn asking(seqs: &[u64], quorum: usize) -> Commit {
 async fn a_two_zone_rule_waits_for_the_other_zone_and_a_reload_applies_to_the_next_commit() {
     let (d, replicas) = two_of_three_zones();
     let waiting = park(&d, commit(&[1])).await;
-    replicas[0]
-        .acknowledged(at(100), Some(at(100)), None)
-        .unwrap();
-    replicas[1]
-        .acknowledged(at(100), Some(at(100)), None)
-        .unwrap();
+    replicas[0].acked(at(100), Some(at(100)), None).unwrap();
+    replicas[1].acked(at(100), Some(at(100)), None).unwrap();
     settle().await;
     assert!(!waiting.is_finished(), "two replicas, one zone");
     assert_eq!(d.status().quorum_position, None);
-    replicas[2]
-        .acknowledged(at(100), Some(at(100)), None)
-        .unwrap();
+    replicas[2].acked(at(100), Some(at(100)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
     assert_eq!(d.status().quorum_position, Some(at(100)));
 
@@ -904,7 +890,7 @@ async fn a_two_zone_rule_waits_for_the_other_zone_and_a_reload_applies_to_the_ne
     d.set_topology(zoned(&[(2, "a"), (3, "a"), (4, "a")], Some("a")));
     let next = park(&d, commit(&[2])).await;
     for r in &replicas {
-        r.acknowledged(at(200), Some(at(200)), None).unwrap();
+        r.acked(at(200), Some(at(200)), None).unwrap();
     }
     settle().await;
     assert!(!next.is_finished(), "every replica now in one zone");
@@ -937,10 +923,10 @@ async fn a_cross_zone_rule_needs_a_replica_outside_the_primarys_zone() {
     near.transaction_relayed(Some(gtid(1)), at(100));
     far.transaction_relayed(Some(gtid(1)), at(100));
     let waiting = park(&d, commit(&[1])).await;
-    near.acknowledged(at(100), Some(at(100)), None).unwrap();
+    near.acked(at(100), Some(at(100)), None).unwrap();
     settle().await;
     assert!(!waiting.is_finished(), "only the primary's zone holds it");
-    far.acknowledged(at(100), Some(at(100)), None).unwrap();
+    far.acked(at(100), Some(at(100)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
 }
 
@@ -966,11 +952,11 @@ async fn a_session_quorum_raises_lowers_within_the_floor_and_never_degrades_the_
     // Two asked: one ACK (the configured quorum) is not enough.
     let two = park(&d, asking(&[1], 2)).await;
     let one = park(&d, commit(&[1])).await;
-    a.acknowledged(at(100), Some(at(100)), None).unwrap();
+    a.acked(at(100), Some(at(100)), None).unwrap();
     assert_eq!(one.await.unwrap(), Release::Proceed);
     settle().await;
     assert!(!two.is_finished(), "asked for two");
-    b.acknowledged(at(100), Some(at(100)), None).unwrap();
+    b.acked(at(100), Some(at(100)), None).unwrap();
     assert_eq!(two.await.unwrap(), Release::Proceed);
 
     // Three asked of two replicas: at its timeout the client is told, the proxy stays STRONG.
@@ -990,7 +976,7 @@ async fn a_session_quorum_raises_lowers_within_the_floor_and_never_degrades_the_
     });
     b.transaction_relayed(Some(gtid(3)), at(300));
     let floored = park(&d, asking(&[3], 0)).await;
-    b.acknowledged(at(300), Some(at(300)), None).unwrap();
+    b.acked(at(300), Some(at(300)), None).unwrap();
     assert_eq!(floored.await.unwrap(), Release::Proceed);
     assert_eq!(d.status().released["none_asked"], 1, "not released at once");
 }
@@ -999,12 +985,8 @@ async fn a_session_quorum_raises_lowers_within_the_floor_and_never_degrades_the_
 async fn failover_candidates_honour_the_zone_rule_and_say_why_not() {
     let (d, replicas) = two_of_three_zones();
     let waiting = park(&d, commit(&[1])).await;
-    replicas[0]
-        .acknowledged(at(100), Some(at(100)), None)
-        .unwrap();
-    replicas[2]
-        .acknowledged(at(100), Some(at(100)), None)
-        .unwrap();
+    replicas[0].acked(at(100), Some(at(100)), None).unwrap();
+    replicas[2].acked(at(100), Some(at(100)), None).unwrap();
     waiting.await.unwrap();
     let status = d.status();
     // 3 lacks the commit; 4 holds it, but promoting it leaves replicas in zone a only.
@@ -1016,10 +998,7 @@ async fn failover_candidates_honour_the_zone_rule_and_say_why_not() {
         .collect();
     assert_eq!(why.len(), 2, "{why:?}");
     assert_eq!(why[0].0, 3);
-    assert!(
-        why[0].1.contains("lacks acknowledged commit(s) 0-1-1"),
-        "{why:?}"
-    );
+    assert!(why[0].1.contains("lacks 0-1-1 of the watermark"), "{why:?}");
     assert_eq!(why[1].0, 4);
     assert!(why[1].1.contains("1 zone(s) (a)"), "{why:?}");
 }
@@ -1032,11 +1011,11 @@ async fn a_fence_fails_parked_commits_and_keeps_what_it_cut_off() {
     // 4 reaches its quorum; 5 only one replica.
     for r in [&a, &b] {
         r.transaction_relayed(Some(gtid(4)), at(400));
-        r.acknowledged(at(400), Some(at(400)), None).unwrap();
+        r.acked(at(400), Some(at(400)), None).unwrap();
     }
     let waiting = park(&d, commit(&[5])).await;
     a.transaction_relayed(Some(gtid(5)), at(500));
-    a.acknowledged(at(500), Some(at(500)), None).unwrap();
+    a.acked(at(500), Some(at(500)), None).unwrap();
     settle().await;
     assert!(!waiting.is_finished());
     assert_eq!(d.outcome(&gtid(5)), GtidOutcome::Waiting);
@@ -1090,7 +1069,7 @@ async fn a_new_primary_starts_the_positions_again() {
     let d = service(1, OnTimeout::Block);
     let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
     a.transaction_relayed(Some(gtid(4)), at(900));
-    a.acknowledged(at(900), Some(at(900)), None).unwrap();
+    a.acked(at(900), Some(at(900)), None).unwrap();
     // The pipe outlives the drain (a replica that takes nothing): its registration stays.
     d.fence(1, Duration::from_millis(10)).await;
     assert!(
@@ -1114,11 +1093,11 @@ async fn a_new_primary_starts_the_positions_again() {
     assert!(!waiting.is_finished(), "released by the old binlog's ACK");
     // What the old epoch's pipe says now is ignored, and counted.
     a.transaction_relayed(Some(Gtid::maria(0, 2, 7)), at(600));
-    a.acknowledged(at(600), Some(at(600)), None).unwrap();
+    a.acked(at(600), Some(at(600)), None).unwrap();
     settle().await;
     assert!(!waiting.is_finished(), "released by an old epoch's ACK");
     assert_eq!(d.stale_reports(), 2);
-    b.acknowledged(at(500), Some(at(500)), None).unwrap();
+    b.acked(at(500), Some(at(500)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
 }
 
@@ -1192,11 +1171,11 @@ async fn the_watermark_takes_every_transaction_the_quorum_holds() {
         a.transaction_relayed(Some(mysql(n)), at(n * 100));
     }
     let waiting = park(&d, commit_of(&[mysql(4)])).await;
-    a.acknowledged(at(500), Some(at(500)), None).unwrap();
+    a.acked(at(500), Some(at(500)), None).unwrap();
     assert_eq!(waiting.await.unwrap(), Release::Proceed);
     let status = d.status();
     assert_eq!(
-        status.acknowledged.to_string(),
+        status.watermark.to_string(),
         "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
     );
     for n in 1..=5 {
@@ -1236,7 +1215,7 @@ async fn without_its_lease_an_instance_relays_nothing_and_releases_nothing() {
         Some(crate::durability::Refused::NotLeading { epoch: 1 })
     );
     a.transaction_relayed(Some(gtid(5)), at(500));
-    a.acknowledged(at(500), Some(at(500)), None).unwrap();
+    a.acked(at(500), Some(at(500)), None).unwrap();
     match waiting.await.unwrap() {
         Release::Fail(error) => {
             assert_eq!(error.cause, crate::commit::Cutoff::NotLeading { epoch: 1 });

@@ -163,9 +163,7 @@ pub(super) async fn wait(d: Arc<Durability>, commit: Commit) -> Release {
 /// A wait from an epoch that is over: never acknowledged, and a commit joins the tail.
 fn retired(inner: &mut Inner, gtids: &[Gtid], kind: WaitKind, k: usize, epoch: u64) -> Look {
     if kind == WaitKind::Commit {
-        for gtid in gtids {
-            inner.tail.insert(*gtid);
-        }
+        inner.fencing.join_tail(gtids.iter().copied());
         inner.changed();
     }
     let error = NotAcknowledged {
@@ -223,7 +221,7 @@ impl Park<'_> {
         waker: &std::task::Waker,
     ) -> Look {
         let (gtids, kind) = (self.gtids, self.kind);
-        if let Some(epoch) = inner.fence.as_ref().map(|fence| fence.epoch) {
+        if let Some(epoch) = inner.fencing.up().map(|fence| fence.epoch) {
             // Nothing of a fenced primary is acknowledged that the quorum did not already hold.
             let rule = config.rule().with_count(k.max(1));
             if matches!(inner.plan(gtids, &rule), Plan::Held) {
@@ -279,7 +277,7 @@ impl Park<'_> {
         // waits for what it asked, or is told it did not get it.
         let raised = k > config.quorum;
         if let (DurableState::Degraded { released, .. }, false) = (&mut inner.state, raised) {
-            // A read acknowledges nothing: it only goes with what DEGRADED released.
+            // A read is no commit to acknowledge: it only goes with what DEGRADED released.
             if kind == WaitKind::Commit {
                 released.record(gtids);
             }
@@ -320,7 +318,7 @@ impl Park<'_> {
                     Some(verdict) => {
                         inner.waiters.remove(slot);
                         self.slot = None;
-                        if verdict == Verdict::Acknowledged {
+                        if verdict == Verdict::Held {
                             return Poll::Ready(Step::Released(Outcome::Quorum, Release::Proceed));
                         }
                         true

@@ -3,7 +3,7 @@
 //! known, or (for the rare commit counted partly by what reconnected replicas said they had)
 //! any replica moving on. A commit is moved between indexes under the lock as what it waits
 //! for changes (its transaction relayed: to its end position) and woken once, with a verdict:
-//! acknowledged, or look again (the settings or the state changed under it).
+//! held, or look again (the settings or the state changed under it).
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -37,7 +37,7 @@ pub(super) enum Until {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Verdict {
     /// The quorum holds every transaction it reported.
-    Acknowledged,
+    Held,
     /// The state or the settings changed: it must look again.
     LookAgain,
 }
@@ -152,14 +152,13 @@ impl Waiters {
     }
 
     /// The quorum position under `rule` is now `quorum`: wakes every commit of that rule
-    /// parked at or before it as acknowledged, and hands each woken commit's GTIDs to
-    /// `acknowledged`.
+    /// parked at or before it as held, and hands each woken commit's GTIDs to `held`.
     pub(super) fn reached(
         &mut self,
         rule: &QuorumRule,
         quorum: Position,
         woken: &mut Vec<Waker>,
-        mut acknowledged: impl FnMut(&[Gtid]),
+        mut held: impl FnMut(&[Gtid]),
     ) {
         let Waiters {
             slots, by_position, ..
@@ -173,8 +172,8 @@ impl Waiters {
             }
             parked.pop_first();
             if let Some(entry) = slots.get_mut(slot) {
-                acknowledged(&entry.gtids);
-                entry.wake(Verdict::Acknowledged, woken);
+                held(&entry.gtids);
+                entry.wake(Verdict::Held, woken);
             }
         }
     }
@@ -315,7 +314,7 @@ mod tests {
     }
 
     #[test]
-    fn the_quorum_wakes_the_positions_it_reaches_once_as_acknowledged() {
+    fn the_quorum_wakes_the_positions_it_reaches_once_as_held() {
         let mut w = Waiters::default();
         let (early_count, early_waker) = counter();
         let (_, late_waker) = counter();
@@ -329,7 +328,7 @@ mod tests {
         assert_eq!((woken.len(), acked.as_slice()), (1, &[g(1)][..]));
         woken.drain(..).for_each(Waker::wake);
         assert_eq!(early_count.0.load(Ordering::Relaxed), 1);
-        assert_eq!(w.verdict(early, &early_waker), Some(Verdict::Acknowledged));
+        assert_eq!(w.verdict(early, &early_waker), Some(Verdict::Held));
         assert_eq!(w.verdict(late, &late_waker), None);
         w.reached(&R, p(299), &mut woken, |_| {});
         assert!(woken.is_empty());
@@ -366,14 +365,14 @@ mod tests {
         assert_eq!(w.rules().collect::<Vec<_>>(), vec![R, two]);
         let mut woken = Vec::new();
         w.reached(&R, p(100), &mut woken, |_| {});
-        assert_eq!(w.verdict(one, &waker), Some(Verdict::Acknowledged));
+        assert_eq!(w.verdict(one, &waker), Some(Verdict::Held));
         assert_eq!(
             w.verdict(both, &waker),
             None,
             "two replicas are not there yet"
         );
         w.reached(&two, p(100), &mut woken, |_| {});
-        assert_eq!(w.verdict(both, &waker), Some(Verdict::Acknowledged));
+        assert_eq!(w.verdict(both, &waker), Some(Verdict::Held));
         w.remove(one);
         w.remove(both);
         assert_eq!(w.rules().count(), 0);

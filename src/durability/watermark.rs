@@ -1,10 +1,10 @@
-//! The acknowledged watermark: every transaction the quorum has held — the commits
+//! The watermark: every transaction the quorum has held — the commits
 //! acknowledged to their clients, and every transaction relayed before the quorum position
 //! (a heartbeat writer's, the event scheduler's, a DBA's direct write), so that it has no gaps
 //! where strongsync's clients did not commit. Kept two ways: as a position, which a new
 //! primary must cover (compared by identity), and as an exact set, which the commit outcome
 //! reads. Bounded per source by `limits.max_gtid_intervals`: past it the watermark can no
-//! longer be kept exact, holds more than was acknowledged (never less), and says so — follow
+//! longer be kept exact, holds more than the quorum held (never less), and says so — follow
 //! and promote then refuse, and the outcome of a GTID it does not know exactly is unknown.
 
 use std::sync::Arc;
@@ -19,7 +19,7 @@ pub(super) struct Watermark {
     exact: GtidSet,
     /// Intervals one source (or MariaDB domain and server) keeps exactly.
     max_intervals: usize,
-    /// It passed its bound: it holds more than was acknowledged.
+    /// It passed its bound: it holds more than the quorum held.
     inexact: bool,
 }
 
@@ -45,7 +45,7 @@ impl Watermark {
         &self.exact
     }
 
-    /// It passed its bound and holds more than was acknowledged.
+    /// It passed its bound and holds more than the quorum held.
     pub(super) fn inexact(&self) -> bool {
         self.inexact
     }
@@ -69,7 +69,7 @@ impl Watermark {
             self.inexact = true;
             warn!(
                 max_intervals = max,
-                "the acknowledged watermark has more gaps than limits.max_gtid_intervals: it holds more than was acknowledged from now on, and follow and promote refuse until strongsync restarts with a higher bound"
+                "the watermark has more gaps than limits.max_gtid_intervals: it holds more than the quorum held from now on, and follow and promote refuse until strongsync restarts with a higher bound"
             );
         }
     }
@@ -91,10 +91,10 @@ mod tests {
     }
 
     /// 100,000 gaps, as a MySQL source gets them from GTIDs no client of strongsync committed
-    /// and the quorum never passed: the last acknowledged GTID is in the position and the exact
+    /// and the quorum never passed: the last GTID the quorum held is in the position and the exact
     /// set, and the cost is measured (docs/failover.md gives the figure).
     #[test]
-    fn a_hundred_thousand_gaps_keep_the_last_acknowledged_gtid() {
+    fn a_hundred_thousand_gaps_keep_the_last_held_gtid() {
         const GAPS: u64 = 100_000;
         const UUID: &str = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
         let mut w = Watermark::new(1_000_000);

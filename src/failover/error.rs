@@ -81,8 +81,8 @@ pub enum ControlError {
         /// Its running channels.
         channels: Vec<String>,
     },
-    /// It lacks acknowledged commits.
-    #[error("refused: {addr} lacks acknowledged transactions {lacking} (it holds {holds}; follow with force to accept losing them)")]
+    /// It lacks transactions of the watermark.
+    #[error("refused: {addr} lacks {lacking} of the watermark, which a new primary must hold (it holds {holds}; follow with force to accept losing them)")]
     Lacks {
         /// The primary named.
         addr: String,
@@ -92,7 +92,7 @@ pub enum ControlError {
         holds: String,
     },
     /// The watermark can no longer be compared exactly.
-    #[error("refused: the acknowledged watermark passed durability.max_gtid_intervals and holds more than was acknowledged, so no server can be checked exactly against it (raise the bound and restart strongsync, or follow with force)")]
+    #[error("refused: the watermark passed durability.max_gtid_intervals and holds more than the quorum held, so no server can be checked exactly against it (raise the bound and restart strongsync, or follow with force)")]
     WatermarkInexact,
     /// MySQL without a GTID for every transaction.
     #[error("refused: {addr}: {problem}")]
@@ -110,11 +110,11 @@ pub enum ControlError {
         "refused: promote needs the [failover] account (user, password) and [[replica]] addresses"
     )]
     NoPromoteSetup,
-    /// No replica holds every acknowledged commit.
-    #[error("no replica holds every acknowledged transaction ({acknowledged}); nothing promoted (the fence stays): {looked}")]
+    /// No replica holds the whole watermark.
+    #[error("no replica holds the whole watermark ({watermark}); nothing promoted (the fence stays): {looked}")]
     NoCandidate {
         /// The watermark.
-        acknowledged: String,
+        watermark: String,
         /// What each replica had.
         looked: super::promote::LookedAt,
     },
@@ -139,7 +139,7 @@ pub enum ControlError {
         addr: String,
         /// What it is.
         found: Flavour,
-        /// What the acknowledged positions are of.
+        /// What the watermark is of.
         expected: Flavour,
     },
 }

@@ -1,7 +1,7 @@
 //! Following a new primary, and promoting one: the server is looked at before anything
 //! changes (reachable, writable, not replicating, not a primary strongsync followed under any
 //! name, MySQL with GTIDs); then the old primary is fenced and drained, the watermark read
-//! after that, and the server looked at again: it must hold every acknowledged transaction by
+//! after that, and the server looked at again: it must hold the whole watermark by
 //! identity. Only then is the epoch raised, the old primary retired with its identity, and
 //! every connection of the old epoch closed.
 
@@ -18,7 +18,7 @@ use crate::flavour::{Flavour, ServerIdentity};
 pub struct Follow {
     /// `HOST:PORT` or a Unix socket's path.
     pub primary: String,
-    /// Follow even if it lacks acknowledged commits (counted and logged).
+    /// Follow even if it lacks transactions of the watermark (counted and logged).
     pub force: bool,
     /// Follow even a primary followed before (the operator says it is safe again).
     pub allow_retired: bool,
@@ -35,7 +35,7 @@ pub struct FollowReport {
     pub identity: Option<ServerIdentity>,
     /// The one retired.
     pub retired: String,
-    /// Acknowledged GTIDs the new primary lacks (a forced follow only).
+    /// GTIDs of the watermark the new primary lacks (a forced follow only).
     pub lacking: String,
     /// Written to the state file (false: none is configured).
     pub persisted: bool,
@@ -62,7 +62,7 @@ impl Control {
     ///
     /// # Errors
     /// [`ControlError`]: a refusal before the fence changes nothing; one after it (the server
-    /// lacks acknowledged transactions) leaves the old primary fenced.
+    /// lacks transactions of the watermark) leaves the old primary fenced.
     pub async fn follow(&self, call: &Follow) -> Result<FollowReport, ControlError> {
         self.leading()?;
         let mut upstream = self.upstream.lock().await;
@@ -91,7 +91,7 @@ impl Control {
         let account = self.account.as_ref().ok_or(ControlError::NoAccount)?;
         let before = self.check(&addr, account, upstream, call, resuming).await?;
         // The old primary is fenced first and drained: nothing more of it reaches anyone, and
-        // nothing is acknowledged that the watermark read below does not hold.
+        // nothing is held by the quorum that the watermark read below does not hold.
         if !resuming {
             self.fence_locked(upstream, &format!("follow {addr}"))
                 .await?;
@@ -146,7 +146,7 @@ impl Control {
     }
 
     /// Looks at the server to follow: reachable, not a primary strongsync followed (by
-    /// identity), writable, not replicating, of the flavour of the acknowledged positions,
+    /// identity), writable, not replicating, of the flavour of the watermark,
     /// with GTIDs for every transaction.
     async fn check(
         &self,
@@ -175,9 +175,8 @@ impl Control {
                 channels: candidate.replicating,
             });
         }
-        let acknowledged = self.durability.status().acknowledged;
-        if let Some(expected) =
-            Flavour::of_position(&acknowledged).filter(|e| *e != candidate.flavour)
+        let watermark = self.durability.status().watermark;
+        if let Some(expected) = Flavour::of_position(&watermark).filter(|e| *e != candidate.flavour)
         {
             return Err(ControlError::OtherFlavour {
                 addr: addr.to_owned(),
@@ -203,12 +202,12 @@ impl Control {
         force: bool,
     ) -> Result<String, ControlError> {
         let status = self.durability.status();
-        if status.acknowledged_inexact && !force {
+        if status.watermark_inexact && !force {
             return Err(ControlError::WatermarkInexact);
         }
         let lacking: Vec<String> = candidate
             .holds
-            .missing(&status.acknowledged)
+            .missing(&status.watermark)
             .map(ToString::to_string)
             .collect();
         let lacking = lacking.join(",");
@@ -221,7 +220,7 @@ impl Control {
                 });
             }
             self.metrics.forced_follows.inc();
-            warn!(primary = %addr, %lacking, "FORCED follow: the new primary lacks acknowledged transactions, which are lost");
+            warn!(primary = %addr, %lacking, "FORCED follow: the new primary lacks transactions of the watermark, which are lost");
         }
         Ok(lacking)
     }
@@ -253,9 +252,9 @@ impl Control {
     }
 
     /// Promotes a replica, for users without a failover manager (see [`promote`]): fences,
-    /// picks the replica that holds every acknowledged commit and has received the most (never
+    /// picks the replica that holds the whole watermark and has received the most (never
     /// the fenced primary or a retired one, however the config file spells it), makes it a
-    /// primary and follows it. Never promotes one that lacks an acknowledged commit; safe to
+    /// primary and follows it. Never promotes one that lacks a transaction of the watermark; safe to
     /// rerun after a failure midway.
     ///
     /// # Errors
@@ -271,15 +270,15 @@ impl Control {
         info!("promote: fencing the primary");
         self.fence_locked(&mut upstream, "promote").await?;
         self.identify_primary(&mut upstream).await;
-        let acknowledged = self.durability.status().acknowledged;
+        let watermark = self.durability.status().watermark;
         let followed: Vec<(String, Option<ServerIdentity>)> = std::iter::once(&upstream.primary)
             .chain(&upstream.retired)
             .map(|p| (p.address.clone(), p.identity))
             .collect();
         let (looked, summary) = self.look(account, &followed).await;
-        let Some(chosen) = promote::choose(&looked, &acknowledged) else {
+        let Some(chosen) = promote::choose(&looked, &watermark) else {
             return Err(ControlError::NoCandidate {
-                acknowledged: format!("{acknowledged:#}"),
+                watermark: format!("{watermark:#}"),
                 looked: summary,
             });
         };

@@ -1,11 +1,11 @@
 //! `strongsync promote`, for users without a failover manager: fence; look at every replica the
 //! config file gives an address for, passing over the primaries strongsync followed (by address
 //! or identity: the fenced primary listed as a replica under another name is not a candidate);
-//! pick the one that holds everything acknowledged and has received the most; stop its I/O
+//! pick the one that holds the whole watermark and has received the most; stop its I/O
 //! thread and wait for it to apply what it received; stop and reset its replication and make
 //! it writable; follow it. Each step is logged, and a rerun after a failure midway picks up
-//! where it stopped: a replica already promoted (not replicating, writable, holding everything
-//! acknowledged) is taken as it is.
+//! where it stopped: a replica already promoted (not replicating, writable, holding the whole
+//! watermark) is taken as it is.
 
 use std::fmt;
 use std::time::Duration;
@@ -128,13 +128,13 @@ pub async fn make_primary(
     Ok(())
 }
 
-/// The replica to promote among `looked`: one that holds everything `acknowledged` holds
-/// (by identity), of those the one that received the most (the lowest `server_id` of equals).
-/// `None` if none holds it all.
-pub fn choose<'a>(looked: &'a [Looked], acknowledged: &GtidPosition) -> Option<&'a Looked> {
+/// The replica to promote among `looked`: one that holds the whole `watermark` (by identity),
+/// of those the one that received the most (the lowest `server_id` of equals). `None` if none
+/// holds it all.
+pub fn choose<'a>(looked: &'a [Looked], watermark: &GtidPosition) -> Option<&'a Looked> {
     looked
         .iter()
-        .filter(|l| l.candidate.received.covers(acknowledged))
+        .filter(|l| l.candidate.received.covers(watermark))
         .max_by_key(|l| (l.candidate.received.count(), std::cmp::Reverse(l.server_id)))
 }
 
@@ -188,19 +188,19 @@ mod tests {
     }
 
     #[test]
-    fn picks_the_replica_that_holds_the_acknowledged_and_received_the_most() {
+    fn picks_the_replica_that_holds_the_watermark_and_received_the_most() {
         let acked = GtidPosition::parse(b"0-1-10").unwrap();
         type Case<'a> = (&'a [(u32, &'a str)], Option<u32>);
         let cases: &[Case] = &[
             (&[(2, "0-1-10"), (3, "0-1-12")], Some(3)),
             (&[(2, "0-1-12"), (3, "0-1-12")], Some(2)),
-            // The one that received more lacks nothing acknowledged; the other does.
+            // The one that received more lacks nothing of the watermark; the other does.
             (&[(2, "0-1-9"), (3, "0-1-11")], Some(3)),
             (&[(2, "0-1-9"), (3, "0-1-8")], None),
             // Two domains: what was received in both counts.
             (&[(2, "0-1-10,1-1-5"), (3, "0-1-12")], Some(2)),
             // A replica that received more of another server's history does not hold server
-            // 1's acknowledged GTID (a fenced primary's tail, a history numbered far ahead).
+            // 1's GTID of the watermark (a fenced primary's tail, a history numbered far ahead).
             (&[(2, "0-1-10"), (3, "0-4-1000000")], Some(2)),
             (&[(2, "0-1-9"), (3, "0-4-1000000")], None),
             (&[], None),
@@ -216,7 +216,7 @@ mod tests {
     }
 
     /// The case: a replica holding epoch 1's fenced tail 0-1-101..105 against epoch
-    /// 2's acknowledged 0-2-103 is not taken; the rejoined old primary holding 0-2-103 is.
+    /// 2's 0-2-103 of the watermark is not taken; the rejoined old primary holding 0-2-103 is.
     #[test]
     fn a_replica_holding_a_fenced_tail_does_not_cover_the_next_epochs_commits() {
         let acked = GtidPosition::parse(b"0-2-103").unwrap();

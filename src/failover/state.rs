@@ -122,12 +122,14 @@ struct OnDisk {
     fenced_epoch: Option<u64>,
     #[serde(default)]
     tail: String,
-    #[serde(default)]
-    acknowledged: String,
-    #[serde(default)]
-    acknowledged_set: String,
-    #[serde(default)]
-    acknowledged_inexact: bool,
+    // The watermark, under the names the file had before the glossary: the file is read by
+    // older and newer strongsync alike.
+    #[serde(default, rename = "acknowledged")]
+    watermark: String,
+    #[serde(default, rename = "acknowledged_set")]
+    watermark_set: String,
+    #[serde(default, rename = "acknowledged_inexact")]
+    watermark_inexact: bool,
     #[serde(default)]
     released_without_quorum: String,
     #[serde(default)]
@@ -275,9 +277,9 @@ impl State {
             fenced_epoch: d.fence.map(|fence| fence.epoch),
             tail: d.tail.to_string(),
             // Every MariaDB server's newest, not only each domain's: identities are kept.
-            acknowledged: format!("{:#}", d.acknowledged),
-            acknowledged_set: d.acknowledged_set.to_string(),
-            acknowledged_inexact: d.acknowledged_inexact,
+            watermark: format!("{:#}", d.watermark),
+            watermark_set: d.watermark_set.to_string(),
+            watermark_inexact: d.watermark_inexact,
             released_without_quorum: d.released_without_quorum.to_string(),
             replicas: d
                 .replicas
@@ -338,9 +340,9 @@ impl State {
             },
             retired,
             durability: Persisted {
-                acknowledged: position(&disk.acknowledged).map_err(gtids("acknowledged"))?,
-                acknowledged_set: set("acknowledged_set", &disk.acknowledged_set)?,
-                acknowledged_inexact: disk.acknowledged_inexact,
+                watermark: position(&disk.watermark).map_err(gtids("acknowledged"))?,
+                watermark_set: set("acknowledged_set", &disk.watermark_set)?,
+                watermark_inexact: disk.watermark_inexact,
                 released_without_quorum: set(
                     "released_without_quorum",
                     &disk.released_without_quorum,
@@ -391,9 +393,9 @@ mod tests {
                 identity: Some(ServerIdentity::MariaDb { server_id: 1 }),
             }],
             durability: Persisted {
-                acknowledged: GtidPosition::parse(b"0-1-11,0-2-14,1-1-4").unwrap(),
-                acknowledged_set: GtidSet::parse("0-1-1..11,0-2-12..14,1-1-4").unwrap(),
-                acknowledged_inexact: false,
+                watermark: GtidPosition::parse(b"0-1-11,0-2-14,1-1-4").unwrap(),
+                watermark_set: GtidSet::parse("0-1-1..11,0-2-12..14,1-1-4").unwrap(),
+                watermark_inexact: false,
                 released_without_quorum: released,
                 replicas: vec![PersistedReplica {
                     server_id: 2,
@@ -486,7 +488,7 @@ mod tests {
             (state.retired[0].identity, state.primary.identity),
             (None, None)
         );
-        assert_eq!(state.durability.acknowledged.to_string(), "0-1-40");
+        assert_eq!(state.durability.watermark.to_string(), "0-1-40");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! A new leader's takeover: it reads the state the last leader left in etcd, opens an epoch of
 //! its own, and follows the primary if that answers and was not fenced, or promotes a replica
-//! under the same rules as `strongsync promote` (the candidate must hold every acknowledged
+//! under the same rules as `strongsync promote` (the candidate must hold the whole
 //! GTID). Until it is done the instance relays and releases nothing.
 
 use std::future::Future;

@@ -94,7 +94,7 @@ pub(super) fn dump_setup(answer: &Answer) -> Result<DumpSetup, ReplicaSetupError
     }
     let text = answer.value(0).unwrap_or_default();
     let connect_state = GtidPosition::parse(text).unwrap_or_else(|error| {
-        debug!(%error, state = %String::from_utf8_lossy(text), "connect state not read: the replica is credited only with what it acknowledges");
+        debug!(%error, state = %String::from_utf8_lossy(text), "connect state not read: the replica is credited only with what it ACKs");
         GtidPosition::default()
     });
     Ok(DumpSetup { connect_state })

@@ -13,8 +13,8 @@ use crate::ProtoError;
 /// committed in it (`gtid_binlog_state`; `gtid_slave_pos`, `gtid_binlog_pos` and a replica's
 /// connect state name only the newest of the domain); on MySQL it is a GTID set, intervals per
 /// source (`gtid_executed`, the set a replica's `COM_BINLOG_DUMP_GTID` carries). What a replica
-/// holds, what the primary's binlog reaches, and what was acknowledged are all positions; a
-/// failover tool compares them to pick a new primary that has every acknowledged commit. Pure
+/// holds, what the primary's binlog reaches, and the watermark are all positions; a
+/// failover tool compares them to pick a new primary that holds the whole watermark. Pure
 /// arithmetic: no I/O.
 ///
 /// GTIDs are compared by identity. A MariaDB sequence number alone says nothing across histories
@@ -152,7 +152,7 @@ impl GtidPosition {
     }
 
     /// The bound of a binlog position (see [`Domain::Binlog`]): waiting for it waits for the
-    /// replicas to acknowledge that far.
+    /// replicas to hold that far.
     pub fn binlog_end(position: crate::position::Position) -> Self {
         let end = Gtid::binlog_end(position);
         GtidPosition(BTreeMap::from([(
@@ -438,7 +438,7 @@ mod tests {
         let p = |text: &str| GtidPosition::parse(text.as_bytes()).unwrap();
         type Case<'a> = (&'a str, &'a str, bool);
         let cases: &[Case] = &[
-            // A replica that never received the acknowledged 0-1-12, made writable and
+            // A replica that never received 0-1-12 of the watermark, made writable and
             // numbered far ahead.
             ("0-1-11,0-3-1000000", "0-1-12", false),
             // A replica holding a fenced primary's tail, against the next epoch's commits.
@@ -446,22 +446,22 @@ mod tests {
             // The same replica once it has the next primary's history.
             ("0-1-105,0-2-103", "0-2-103", true),
             // A replica rebuilt from a copy of the new primary (RESET MASTER): it names only
-            // the new primary's GTIDs, and holds what was acknowledged in its time.
+            // the new primary's GTIDs, and holds the watermark of its time.
             ("0-2-950", "0-2-930", true),
             ("0-2-950", "0-2-951", false),
             // Two domains: each is looked at by its own newest.
             ("0-2-10,1-1-4", "0-2-10,1-1-5", false),
             ("0-2-10,1-1-5", "0-2-10,1-1-5", true),
         ];
-        for (history, acknowledged, covered) in cases {
-            let (history, acknowledged) = (p(history), p(acknowledged));
+        for (history, watermark, covered) in cases {
+            let (history, watermark) = (p(history), p(watermark));
             assert_eq!(
-                history.covers(&acknowledged),
+                history.covers(&watermark),
                 *covered,
-                "{history:#} covers {acknowledged}"
+                "{history:#} covers {watermark}"
             );
             let missing: Vec<String> = history
-                .missing(&acknowledged)
+                .missing(&watermark)
                 .map(ToString::to_string)
                 .collect();
             assert_eq!(missing.is_empty(), *covered, "{missing:?}");

@@ -29,7 +29,7 @@ pub(in crate::flavour) fn dump_setup(
     }
     let connect_state = match dump.first() {
         Some(&COM_BINLOG_DUMP_GTID) => DumpGtid::parse(dump).map(|d| d.has).unwrap_or_else(|error| {
-            debug!(%error, "GTID set of the dump request not read: the replica is credited only with what it acknowledges");
+            debug!(%error, "GTID set of the dump request not read: the replica is credited only with what it ACKs");
             GtidPosition::default()
         }),
         _ => GtidPosition::default(),

@@ -28,7 +28,7 @@ use crate::error::{Error, ReplicaError};
 use crate::primary::{self, PrimaryStream};
 use crate::stream::ClientStream;
 
-/// Flagged events remembered for the latency metric (a replica that stops acknowledging does
+/// Flagged events remembered for the latency metric (a replica that stops ACKing does
 /// not make the proxy remember every event it sends).
 const FLAGGED_KEPT: usize = 4096;
 
@@ -41,7 +41,7 @@ const FLAGGED_KEPT: usize = 4096;
 /// (see [`StreamCoverage`]) is reported too. An ACK that is slow to come is asked for again with a
 /// flagged heartbeat.
 ///
-/// One ACK per batch, not per transaction: ACKs are cumulative (a replica acknowledges a position,
+/// One ACK per batch, not per transaction: ACKs are cumulative (a replica ACKs a position,
 /// and with it everything before), so of the transaction ends relayed in one batch (what the
 /// primary had sent when its buffer ran dry) only the last asks for one. A batch whose last
 /// transaction end is followed by other events (a rotate, the start of the next transaction) asks
@@ -70,7 +70,7 @@ pub(in crate::frontend) struct ReplicaPipe {
     seq: u8,
     /// The furthest position relayed: an ACK may not pass it.
     relayed: Option<Position>,
-    /// The last transaction end sent with the ACK flag and not acknowledged yet, and when it
+    /// The last transaction end sent with the ACK flag and not ACKed yet, and when it
     /// (or the last reminder) went out.
     unacked: Option<(Position, Instant)>,
     /// A transaction end sent without the ACK flag because more of the stream had already
@@ -505,9 +505,9 @@ impl ReplicaPipe {
         self.report_relayed();
         let position =
             Position::in_file(ack.file, ack.position).map_err(ReplicaError::MalformedAck)?;
-        let covered = self.coverage.acknowledged(position);
+        let covered = self.coverage.acked(position);
         self.handle
-            .acknowledged(position, self.relayed, covered)
+            .acked(position, self.relayed, covered)
             .map_err(ReplicaError::Ack)?;
         if self.unacked.is_some_and(|(flagged, _)| position >= flagged) {
             self.unacked = None;
@@ -570,7 +570,7 @@ impl ReplicaPipe {
     /// Writes what is queued for the replica, within `timeouts.client_write` (a replica that
     /// reads nothing is disconnected, as any client would be).
     async fn flush_replica(&mut self) -> Result<(), Error> {
-        // Before the replica can see (and acknowledge) an event, strong sync knows of it.
+        // Before the replica can see (and ACK) an event, strong sync knows of it.
         self.report_relayed();
         let limit = self.cx.write_timeout;
         // The one way out to the replica: nothing passes once the epoch is fenced or over, or

@@ -25,7 +25,7 @@ use crate::metrics::Metrics;
 /// [`ReplicaPipe`]: super::ReplicaPipe
 #[derive(Debug, Default)]
 pub(in crate::frontend) struct ReplicaSetup {
-    /// It sent `SET @rpl_semi_sync_slave = 1`: it will acknowledge flagged events.
+    /// It sent `SET @rpl_semi_sync_slave = 1`: it will ACK flagged events.
     semisync: bool,
 }
 

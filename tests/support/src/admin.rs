@@ -161,11 +161,31 @@ pub fn replica_standing(status: &serde_json::Value) -> serde_json::Value {
         "replicas": replicas,
         "failover_candidates": status["failover_candidates"],
         "not_failover_candidates": status["not_failover_candidates"],
-        "acknowledged_gtid_position": status["acknowledged_gtid_position"],
+        "watermark_gtid_position": status["watermark_gtid_position"],
         "quorum_position": status["quorum_position"],
         "released": status["released"],
         "parked_sessions": status["parked_sessions"],
     })
+}
+
+/// `/status`'s record of replica `server_id` (connected or departed).
+pub fn replica_record(status: &serde_json::Value, server_id: u32) -> serde_json::Value {
+    status["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["server_id"] == server_id)
+        .unwrap_or_else(|| panic!("replica {server_id} is not in /status: {status:#}"))
+        .clone()
+}
+
+/// What the proxy at admin address `addr` credits replica `server_id` with: its
+/// `acked_gtid_position`.
+pub fn credited(addr: SocketAddr, server_id: u32) -> String {
+    replica_record(&status(addr), server_id)["acked_gtid_position"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 /// The metric series about replicas, as scraped (without the count of refused dumps).

@@ -48,14 +48,20 @@ impl Writers {
     /// Stops the writers and waits for them (a minute at most: a writer whose commit stays
     /// parked fails the test rather than hanging it).
     pub async fn stop(self) -> Ledger {
-        self.stop.cancel();
-        for task in self.tasks {
-            tokio::time::timeout(Duration::from_secs(60), task)
-                .await
-                .expect("a writer still waits for its statement a minute after the stop")
-                .unwrap();
-        }
+        stop_writers(&self.stop, self.tasks).await;
         std::mem::take(&mut *self.ledger.lock().unwrap())
+    }
+}
+
+/// Cancels `stop` and waits for the writers' `tasks` (a minute at most: a writer whose commit
+/// stays parked fails the test rather than hanging it).
+async fn stop_writers(stop: &CancellationToken, tasks: Vec<tokio::task::JoinHandle<()>>) {
+    stop.cancel();
+    for task in tasks {
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("a writer still waits for its statement a minute after the stop")
+            .unwrap();
     }
 }
 
@@ -150,6 +156,27 @@ impl PooledLedger {
             .map(|s| s.id)
             .collect()
     }
+
+    /// Asserts that no id sent from `phase` on, nor any of `also`, is among `on_old` (the rows
+    /// of the old primary), naming the event `after`.
+    pub fn assert_none_reached(
+        &self,
+        phase: u32,
+        also: impl IntoIterator<Item = u64>,
+        on_old: &HashSet<u64>,
+        after: &str,
+    ) {
+        let late: Vec<_> = self
+            .sent_from(phase)
+            .into_iter()
+            .chain(also)
+            .filter(|id| on_old.contains(id))
+            .collect();
+        assert!(
+            late.is_empty(),
+            "the old primary got rows sent after {after}: {late:?}"
+        );
+    }
 }
 
 /// Writers sharing a connection pool, as an application's do: a connection is taken for each
@@ -207,13 +234,7 @@ impl PooledWriters {
 
     /// Stops the writers and waits for them (a minute at most), then closes the pool.
     pub async fn stop(self) -> PooledLedger {
-        self.stop.cancel();
-        for task in self.tasks {
-            tokio::time::timeout(Duration::from_secs(60), task)
-                .await
-                .expect("a writer still waits for its statement a minute after the stop")
-                .unwrap();
-        }
+        stop_writers(&self.stop, self.tasks).await;
         let _ = tokio::time::timeout(Duration::from_secs(10), self.pool.disconnect()).await;
         std::mem::take(&mut *self.ledger.lock().unwrap())
     }

@@ -1,5 +1,5 @@
-//! The failover ledger and its control, on either flavour: `tests/promote.rs` runs them on
-//! MariaDB, `tests/mysql_failover.rs` on MySQL 9.7. What differs between the two (how a killed
+//! The failover ledger and its control, on either flavour (`tests/promote.rs` runs them on
+//! MariaDB and on MySQL 9.7). What differs between the two (how a killed
 //! primary rejoins without its tail, how a server says what it executed and whether it holds a
 //! GTID the final primary lacks) is a [`LedgerServer`].
 
@@ -90,6 +90,20 @@ pub trait LedgerServer {
     }
 }
 
+/// `[[replica]]` entries for `servers`, each at its own address.
+pub fn replica_configs<'a, S: LedgerServer + 'a>(
+    servers: impl IntoIterator<Item = &'a S>,
+) -> Vec<ReplicaConfig> {
+    servers
+        .into_iter()
+        .map(|r| ReplicaConfig {
+            server_id: r.server_id(),
+            address: Some(r.addr()),
+            ..ReplicaConfig::default()
+        })
+        .collect()
+}
+
 /// The servers of a ledger topology.
 pub trait LedgerCluster: Cluster {
     type Server: LedgerServer;
@@ -116,15 +130,7 @@ pub fn start<C: LedgerCluster>(
 ) -> Strong<C> {
     start_with::<C>(quorum, dir, |config, topology| {
         if replicas_configured {
-            config.replica = topology
-                .servers()
-                .into_iter()
-                .map(|r| ReplicaConfig {
-                    server_id: r.server_id(),
-                    address: Some(r.addr()),
-                    ..ReplicaConfig::default()
-                })
-                .collect();
+            config.replica = replica_configs(topology.servers());
         }
         adjust(config);
     })
@@ -397,13 +403,13 @@ pub async fn control<C: LedgerCluster>() {
     let body = format!(r#"{{"primary": "{}"}}"#, least.addr());
     let refused = admin::post(s.proxy.admin_addr(), "/follow", Some(TOKEN), &body);
     assert_eq!(refused.status, 409, "{}", refused.body);
-    let acknowledged = admin::status(s.proxy.admin_addr())["acknowledged_gtid_position"]
+    let acknowledged = admin::status(s.proxy.admin_addr())["watermark_gtid_position"]
         .as_str()
         .unwrap()
         .to_owned();
     let source = C::Server::source_of(&acknowledged);
     assert!(
-        refused.body.contains("lacks acknowledged") && refused.body.contains(&source),
+        refused.body.contains("of the watermark") && refused.body.contains(&source),
         "{source}: {}",
         refused.body
     );

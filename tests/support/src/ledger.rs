@@ -12,6 +12,10 @@ use mysql_async::{Conn, Opts};
 
 use crate::mariadb::{wait_for, Deadline};
 
+/// The ledger's table: a writer's rows, and its newest ones found by the index.
+pub const TABLE: &str = "CREATE TABLE sbtest.ledger (id BIGINT UNSIGNED PRIMARY KEY, \
+     writer INT NOT NULL, KEY newest (writer, id)) ENGINE=InnoDB";
+
 /// Generous bound for "eventually" (a guard against hangs, not a timing expectation).
 const PATIENCE: Duration = Duration::from_secs(90);
 
@@ -114,6 +118,37 @@ impl Ledger {
             .collect();
         lost.sort();
         lost
+    }
+
+    /// Asserts, for `round`, that every transaction acknowledged is on at least `quorum` of
+    /// `held` (what each replica holds once it applied what it received), and on each of the
+    /// failover `candidates` (by index into `held`) that `/status` named, of which there are at
+    /// least `quorum`: a failover tool promotes one of them, and each alone must hold it all.
+    pub fn assert_survived(&self, held: &[Held], candidates: &[usize], quorum: usize, round: u64) {
+        let all: Vec<&Held> = held.iter().collect();
+        let lost = self.lost(&all, quorum);
+        assert!(
+            lost.is_empty(),
+            "round {round}: {} of {} acknowledged transactions are on fewer than {quorum} \
+             replica(s): {:?}",
+            lost.len(),
+            self.acknowledged(),
+            &lost[..lost.len().min(20)]
+        );
+        assert!(
+            candidates.len() >= quorum,
+            "round {round}: /status names {candidates:?} as failover candidates"
+        );
+        for &pick in candidates {
+            let lacks = self.lost(&[&held[pick]], 1);
+            assert!(
+                lacks.is_empty(),
+                "round {round}: replica {pick}, a failover candidate, lacks {} acknowledged \
+                 transactions: {:?}",
+                lacks.len(),
+                &lacks[..lacks.len().min(20)]
+            );
+        }
     }
 
     /// Asserts that every style was acknowledged at least once in `round` (the load ran).

@@ -18,6 +18,7 @@ pub mod ledger;
 pub mod logins;
 pub mod mariadb;
 pub mod mysql;
+pub mod mysql_fake_replica;
 pub mod mysql_gtid;
 mod mysql_launch;
 pub mod mysql_root;

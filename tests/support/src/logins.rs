@@ -173,13 +173,13 @@ pub fn holds(haystack: &[u8], needle: &[u8]) -> bool {
 /// Every client logs in through strongsync with its defaults: after `FLUSH PRIVILEGES` on the
 /// primary, and again right after `strongsync promote` (a new primary whose cache is cold, as
 /// it is after every failover). Captures of every plain TCP leg (clients to strongsync,
-/// strongsync to each server) never hold the password. With `servers_offer_tls`, every
+/// strongsync to each server) never hold the password. Where the servers offer TLS (MySQL), every
 /// account strongsync or its clients log in with may do so only over TLS (`REQUIRE SSL`): the
 /// sessions of clients on plain TCP, the replicas' dumps after the follow, promote's looks and
 /// the probe on the new primary all reach the servers over strongsync's TLS.
-pub async fn every_client_logs_in_after_a_flush_and_a_promote<C: LedgerCluster>(
-    servers_offer_tls: bool,
-) {
+pub async fn every_client_logs_in_after_a_flush_and_a_promote<C: LedgerCluster>() {
+    // MySQL offers TLS from its first start; the MariaDB the tests run has no certificate.
+    let servers_offer_tls = C::MYSQL;
     let dir = tempfile::tempdir().unwrap();
     let (s, relays) = launch_relayed::<C>(1, dir.path(), |config| {
         config.failover.state_file = Some(admin::state_file(dir.path(), &config.primary));

@@ -450,20 +450,38 @@ fn launch_on_free_port(paths: &Paths, opts: &MariaDbOptions) -> (Child, u16) {
 /// Starts mariadbd with the cnf already in place and waits until it answers on its socket.
 fn launch(paths: &Paths) -> Result<Child, LaunchFailure> {
     let log_start = file_len(&paths.error_log);
-    let mut child = spawn_mariadbd(paths).unwrap_or_else(|e| panic!("spawn {MARIADBD}: {e}"));
+    let child = spawn_mariadbd(paths).unwrap_or_else(|e| panic!("spawn {MARIADBD}: {e}"));
+    await_start(child, "mariadbd", &paths.error_log, log_start, || {
+        run_client(&paths.socket, &["-N"], "SELECT 1").is_ok()
+    })
+}
+
+/// Waits (up to a minute) until `child`, a server `name` just spawned, `answers`. If it exits
+/// first: `PortTaken` if its port was, else the errors this start wrote to `error_log` (from
+/// `log_start` on). If it never answers, it is killed.
+pub(crate) fn await_start(
+    mut child: Child,
+    name: &str,
+    error_log: &Path,
+    log_start: u64,
+    answers: impl Fn() -> bool,
+) -> Result<Child, LaunchFailure> {
     let deadline = Deadline::after(START_TIMEOUT);
     loop {
-        if let Some(status) = child.try_wait().expect("poll mariadbd") {
-            let log = read_from(&paths.error_log, log_start);
+        if let Some(status) = child
+            .try_wait()
+            .unwrap_or_else(|e| panic!("poll {name}: {e}"))
+        {
+            let log = read_from(error_log, log_start);
             if log.contains("Address already in use") {
                 return Err(LaunchFailure::PortTaken);
             }
             return Err(LaunchFailure::Failed(format!(
-                "mariadbd exited with {status} while starting; this start's errors:\n{}",
+                "{name} exited with {status} while starting; this start's errors:\n{}",
                 errors_of(&log)
             )));
         }
-        if run_client(&paths.socket, &["-N"], "SELECT 1").is_ok() {
+        if answers() {
             return Ok(child);
         }
         if deadline.expired() {
@@ -642,23 +660,46 @@ fn install_db(datadir: &Path, tmpdir: &Path) {
 
 /// Runs the `mariadb` client as root over `socket` in batch mode; returns stdout as is.
 fn run_client(socket: &Path, extra_args: &[&str], sql: &str) -> Result<String, String> {
-    let mut cmd = Command::new(CLIENT);
-    cmd.arg("--no-defaults")
+    run_batch(
+        Command::new(CLIENT),
+        socket,
+        (ROOT_USER, None),
+        extra_args,
+        sql,
+    )
+}
+
+/// Runs `client` (a server's command-line client, as a command to which its arguments are
+/// added) over `socket` as `account` (a user, and a password if it has one) in batch mode with
+/// `extra_args`, `sql` as `--execute`; returns stdout as is, or the exit status and stderr.
+pub(crate) fn run_batch(
+    mut client: Command,
+    socket: &Path,
+    account: (&str, Option<&str>),
+    extra_args: &[&str],
+    sql: &str,
+) -> Result<String, String> {
+    let (user, password) = account;
+    // --no-defaults must be the first argument.
+    client
+        .arg("--no-defaults")
         .arg(format!("--socket={}", socket.display()))
-        .arg(format!("--user={ROOT_USER}"))
+        .arg(format!("--user={user}"))
+        .args(password.map(|p| format!("--password={p}")))
         .arg("--batch")
         .args(extra_args)
         .arg("--execute")
         .arg(sql)
         .stdin(Stdio::null());
-    let out = without_client_env(&mut cmd)
+    let name = format!("{:?}", client.get_program());
+    let out = without_client_env(&mut client)
         .output()
-        .map_err(|e| format!("run {CLIENT}: {e}"))?;
+        .map_err(|e| format!("run {name}: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         Err(format!(
-            "{CLIENT} exited with {}: {}",
+            "{name} exited with {}: {}",
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         ))

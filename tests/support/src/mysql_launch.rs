@@ -5,12 +5,9 @@ use std::fs::{self, OpenOptions};
 use std::io;
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::thread;
-use std::time::Duration;
 
 use super::mariadb::{
-    errors_of, file_len, free_port, read_from, reap_with_sigkill, spawn_from_long_lived_thread,
-    tail, Deadline, LaunchFailure,
+    await_start, file_len, free_port, spawn_from_long_lived_thread, tail, LaunchFailure,
 };
 use super::mysql::MySqlOptions;
 use super::mysql_root::{chrooted, inside, run_client, INNODB_SIZES, MYSQLD};
@@ -49,8 +46,6 @@ const SERVER_DEFAULTS: &[&str] = &[
     "--innodb-doublewrite=ON",
 ];
 
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-const POLL_INTERVAL: Duration = Duration::from_millis(25);
 /// Attempts with a different port when the chosen one got taken before the server bound it.
 const PORT_ATTEMPTS: usize = 5;
 
@@ -117,31 +112,10 @@ pub(crate) fn launch_on_free_port(dir: &Path, opts: &MySqlOptions) -> (Child, u1
 pub(crate) fn launch(dir: &Path, args: &[String]) -> Result<Child, LaunchFailure> {
     let error_log = dir.join(ERROR_LOG);
     let log_start = file_len(&error_log);
-    let mut child = spawn_mysqld(dir, args).unwrap_or_else(|e| panic!("spawn chroot mysqld: {e}"));
-    let deadline = Deadline::after(START_TIMEOUT);
-    loop {
-        if let Some(status) = child.try_wait().expect("poll mysqld") {
-            let log = read_from(&error_log, log_start);
-            if log.contains("Address already in use") {
-                return Err(LaunchFailure::PortTaken);
-            }
-            return Err(LaunchFailure::Failed(format!(
-                "mysqld exited with {status} while starting; this start's errors:\n{}",
-                errors_of(&log)
-            )));
-        }
-        if run_client(&dir.join(SOCKET), &["-N"], "SELECT 1").is_ok() {
-            return Ok(child);
-        }
-        if deadline.expired() {
-            reap_with_sigkill(&mut child);
-            return Err(LaunchFailure::Failed(format!(
-                "no connection within {} s",
-                START_TIMEOUT.as_secs()
-            )));
-        }
-        thread::sleep(POLL_INTERVAL);
-    }
+    let child = spawn_mysqld(dir, args).unwrap_or_else(|e| panic!("spawn chroot mysqld: {e}"));
+    await_start(child, "mysqld", &error_log, log_start, || {
+        run_client(&dir.join(SOCKET), &["-N"], "SELECT 1").is_ok()
+    })
 }
 
 fn spawn_mysqld(dir: &Path, args: &[String]) -> io::Result<Child> {

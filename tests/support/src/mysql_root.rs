@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use super::mariadb::{copy_dir, sanitize, without_client_env, ROOT_USER};
+use super::mariadb::{copy_dir, run_batch, sanitize, ROOT_USER};
 
 /// The server and the client, as paths inside the root.
 pub(crate) const MYSQLD: &str = "/usr/sbin/mysqld";
@@ -109,29 +109,13 @@ pub(crate) fn run_client_as(
     extra_args: &[&str],
     sql: &str,
 ) -> Result<String, String> {
-    let mut cmd = chrooted(CLIENT);
-    // --no-defaults must be the first argument.
-    cmd.arg("--no-defaults")
-        .arg(format!("--socket={}", inside(socket).display()))
-        .arg(format!("--user={user}"))
-        .args(password.map(|p| format!("--password={p}")))
-        .arg("--batch")
-        .args(extra_args)
-        .arg("--execute")
-        .arg(sql)
-        .stdin(Stdio::null());
-    let out = without_client_env(&mut cmd)
-        .output()
-        .map_err(|e| format!("run chroot {CLIENT}: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "mysql exited with {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+    run_batch(
+        chrooted(CLIENT),
+        &inside(socket),
+        (user, password),
+        extra_args,
+        sql,
+    )
 }
 
 /// The cached template data directory for the root's mysqld, built on first use.

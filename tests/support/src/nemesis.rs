@@ -14,7 +14,7 @@ use strongsync::config::{OnTimeout, ReplicaConfig};
 use crate::admin;
 use crate::failover::{phase, PooledWriters};
 use crate::failover_rounds::{
-    ids, launch_relayed, start, start_with, LedgerCluster, LedgerServer, TOKEN,
+    ids, launch_relayed, replica_configs, start, start_with, LedgerCluster, LedgerServer, TOKEN,
 };
 use crate::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use crate::strong::{durability, Strong, PATIENCE};
@@ -128,11 +128,7 @@ fn assert_everything_acknowledged_is_on<C: LedgerCluster>(
 /// acknowledged row is on the new primary and the other replica.
 pub async fn a_planned_switch_leaves_nothing_on_the_live_old_primary<C: LedgerCluster>() {
     let dir = tempfile::tempdir().unwrap();
-    let s = start::<C>(1, dir.path(), true, |config| {
-        config.failover.state_file = Some(admin::state_file(dir.path(), &config.primary));
-    });
-    s.topology.wait_caught_up();
-    let old = s.topology.servers()[0].server_id();
+    let (s, old) = start_persisted::<C>(dir.path());
     let writers = PooledWriters::start(&s.proxy.url(APP_USER, APP_PASSWORD), WRITERS);
     wait_for("200 acknowledged rows", PATIENCE, || {
         writers.acknowledged() >= 200
@@ -175,16 +171,7 @@ pub async fn a_planned_switch_leaves_nothing_on_the_live_old_primary<C: LedgerCl
         || retired.app_sessions() == 0,
     );
     let on_old = ids(retired);
-    let late: Vec<_> = ledger
-        .sent_from(phase::CUT)
-        .into_iter()
-        .chain(late_ids)
-        .filter(|id| on_old.contains(id))
-        .collect();
-    assert!(
-        late.is_empty(),
-        "the retired primary got rows sent after the fence: {late:?}"
-    );
+    ledger.assert_none_reached(phase::CUT, late_ids, &on_old, "the fence");
     let acknowledged = ledger.acknowledged();
     only_on_old(&on_old, &ids(by_id(&s, chosen)), &acknowledged);
     assert_everything_acknowledged_is_on(&s, &acknowledged, chosen, &ids_but(&s, &[old, chosen]));
@@ -193,6 +180,17 @@ pub async fn a_planned_switch_leaves_nothing_on_the_live_old_primary<C: LedgerCl
         acknowledged.len(),
         ledger.sent_from(phase::CUT).len()
     );
+}
+
+/// strongsync at quorum 1 with a state file in `dir` and the servers as `[[replica]]`s, the
+/// replicas caught up; and the primary's server id.
+fn start_persisted<C: LedgerCluster>(dir: &std::path::Path) -> (Strong<C>, u32) {
+    let s = start::<C>(1, dir, true, |config| {
+        config.failover.state_file = Some(admin::state_file(dir, &config.primary));
+    });
+    s.topology.wait_caught_up();
+    let primary = s.topology.servers()[0].server_id();
+    (s, primary)
 }
 
 /// Nemesis 2: a partition that heals: the old primary is cut off from strongsync (a relay between
@@ -231,15 +229,7 @@ pub async fn a_healed_partition_leaves_nothing_on_the_old_primary<C: LedgerClust
         || retired().app_sessions() == 0,
     );
     let on_old = ids(retired());
-    let late: Vec<_> = ledger
-        .sent_from(phase::CUT)
-        .into_iter()
-        .filter(|id| on_old.contains(id))
-        .collect();
-    assert!(
-        late.is_empty(),
-        "the old primary got rows sent after the partition: {late:?}"
-    );
+    ledger.assert_none_reached(phase::CUT, [], &on_old, "the partition");
     let others = ids_but(&s, &[old]);
     for server in s.topology.servers() {
         if others.contains(&server.server_id()) {
@@ -286,11 +276,7 @@ impl Drop for Paused {
 /// fence, and no replica gets what it commits after waking.
 pub async fn a_paused_old_primary_that_wakes_gets_nothing<C: LedgerCluster>() {
     let dir = tempfile::tempdir().unwrap();
-    let s = start::<C>(1, dir.path(), true, |config| {
-        config.failover.state_file = Some(admin::state_file(dir.path(), &config.primary));
-    });
-    s.topology.wait_caught_up();
-    let old = s.topology.servers()[0].server_id();
+    let (s, old) = start_persisted::<C>(dir.path());
     let retired = || by_id(&s, old);
     let writers = PooledWriters::start(&s.proxy.url(APP_USER, APP_PASSWORD), WRITERS);
     wait_for("200 acknowledged rows", PATIENCE, || {
@@ -320,15 +306,7 @@ pub async fn a_paused_old_primary_that_wakes_gets_nothing<C: LedgerCluster>() {
     let tail = retired().write_around(AROUND | 3);
     let ledger = writers.stop().await;
     let on_old = ids(retired());
-    let late: Vec<_> = ledger
-        .sent_from(phase::CUT)
-        .into_iter()
-        .filter(|id| on_old.contains(id))
-        .collect();
-    assert!(
-        late.is_empty(),
-        "the old primary got rows sent after its fence: {late:?}"
-    );
+    ledger.assert_none_reached(phase::CUT, [], &on_old, "its fence");
     let acknowledged = ledger.acknowledged();
     let only_old = only_on_old(&on_old, &ids(by_id(&s, chosen)), &acknowledged);
     assert_everything_acknowledged_is_on(&s, &acknowledged, chosen, &ids_but(&s, &[old, chosen]));
@@ -377,7 +355,7 @@ pub async fn a_diverged_candidate_is_refused_and_passed_over<C: LedgerCluster>()
         client.query_drop(insert(id)).await.unwrap();
     }
     drop(client);
-    let acknowledged = admin::status(s.proxy.admin_addr())["acknowledged_gtid_position"]
+    let acknowledged = admin::status(s.proxy.admin_addr())["watermark_gtid_position"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -387,7 +365,7 @@ pub async fn a_diverged_candidate_is_refused_and_passed_over<C: LedgerCluster>()
     let newest = acknowledged.split(',').next().unwrap_or_default();
     let newest = newest.rsplit_once(':').map_or(newest, |(source, _)| source);
     assert!(
-        body.contains("lacks acknowledged") && body.contains(newest),
+        body.contains("of the watermark") && body.contains(newest),
         "the refusal names what {own} lacks ({acknowledged}): {body}"
     );
     let report = call(&s, "/promote", "{}");
@@ -408,14 +386,7 @@ pub async fn a_replica_with_a_fenced_tail_does_not_cover_the_next_epoch<C: Ledge
     let mut s = start_with::<C>(2, dir.path(), |config, topology| {
         // The promote candidates at the end: the first primary (rejoined) and the replica
         // holding the tail.
-        config.replica = topology.servers()[..2]
-            .iter()
-            .map(|r| ReplicaConfig {
-                server_id: r.server_id(),
-                address: Some(r.addr()),
-                ..ReplicaConfig::default()
-            })
-            .collect();
+        config.replica = replica_configs(topology.servers()[..2].iter().copied());
     });
     s.topology.wait_caught_up();
     let [first, tailed, next] = {
@@ -457,7 +428,7 @@ pub async fn a_replica_with_a_fenced_tail_does_not_cover_the_next_epoch<C: Ledge
     // Made a primary by hand (a manager's choice), the replica with the tail is refused.
     s.topology.server_mut(tailed).make_primary_by_hand();
     let body = refused(&s, "/follow", &follow_body(&server(&s, tailed)));
-    assert!(body.contains("lacks acknowledged"), "{body}");
+    assert!(body.contains("of the watermark"), "{body}");
     let report = call(&s, "/promote", "{}");
     assert_eq!(
         report["server_id"].as_u64(),
@@ -518,14 +489,7 @@ pub async fn a_slow_replica_mid_transaction_stops_at_the_fence<C: LedgerCluster>
         config.probe = topology.probe_account();
         config.failover.user = Some(APP_USER.into());
         config.failover.password = Some(strongsync::config::Secret(APP_PASSWORD.into()));
-        config.replica = topology.servers()[1..]
-            .iter()
-            .map(|r| ReplicaConfig {
-                server_id: r.server_id(),
-                address: Some(r.addr()),
-                ..ReplicaConfig::default()
-            })
-            .collect();
+        config.replica = replica_configs(topology.servers()[1..].iter().copied());
     });
     s.topology.primary_sql(
         "CREATE TABLE sbtest.ledger (id BIGINT PRIMARY KEY); \

@@ -38,6 +38,10 @@ pub trait Server: Sized + Send + Sync + Debug + 'static {
 
     /// `options` for the server with `server_id`, a replica's with what a replica needs.
     fn with_id(options: Self::Options, server_id: u32, replica: bool) -> Self::Options;
+    /// The options of a server as a strong-sync deployment runs it: a primary syncs its binlog
+    /// and its redo log at every commit, a replica its relay log (so that what it ACKed is on
+    /// its disk).
+    fn durable(replica: bool) -> Self::Options;
     /// Starts one.
     fn start(options: Self::Options) -> Self;
     /// Runs SQL as root and returns its output.
@@ -110,6 +114,11 @@ impl<S: Server> Servers<S> {
     /// A primary and `replicas` replicas with default options, replicating and running.
     pub fn start(replicas: usize) -> Self {
         Self::start_with(S::Options::default(), S::Options::default(), replicas)
+    }
+
+    /// A primary and `replicas` replicas with the durable settings of [`Server::durable`].
+    pub fn start_durable(replicas: usize) -> Self {
+        Self::start_with(S::durable(false), S::durable(true), replicas)
     }
 
     /// Like [`Servers::start`], with the given options; their `server_id`s are overridden.
@@ -245,6 +254,21 @@ impl Server for MariaDb {
         }
     }
 
+    fn durable(replica: bool) -> MariaDbOptions {
+        let extra_cnf = if replica {
+            vec!["sync_relay_log=1".into()]
+        } else {
+            vec![
+                "sync_binlog=1".into(),
+                "innodb_flush_log_at_trx_commit=1".into(),
+            ]
+        };
+        MariaDbOptions {
+            extra_cnf,
+            ..MariaDbOptions::default()
+        }
+    }
+
     fn start(options: MariaDbOptions) -> Self {
         MariaDb::start(options)
     }
@@ -362,6 +386,21 @@ impl Server for MySql {
             server_id,
             semisync_replica: replica || options.semisync_replica,
             ..options
+        }
+    }
+
+    fn durable(replica: bool) -> MySqlOptions {
+        let extra_args = if replica {
+            vec!["--sync-relay-log=1".into()]
+        } else {
+            vec![
+                "--sync-binlog=1".into(),
+                "--innodb-flush-log-at-trx-commit=1".into(),
+            ]
+        };
+        MySqlOptions {
+            extra_args,
+            ..MySqlOptions::default()
         }
     }
 
