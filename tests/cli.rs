@@ -17,6 +17,7 @@ use support::mariadb::{
     TEST_DB,
 };
 use support::proxy::{free_port, run_strongsync, ProxyProcess, TestProxy};
+use support::sql::Statements;
 
 /// The binary's exit code for an unusable configuration (EX_USAGE).
 const EXIT_CONFIG: i32 = 64;
@@ -341,12 +342,7 @@ fn sql_file_with_multi_statements_and_a_procedure_runs_through_the_proxy() {
     // INSERTs, CREATE PROCEDURE, the multi-statement's INSERT, the procedure's INSERT, UPDATE.
     let expected: Vec<String> = (1..=8).map(|seq| format!("0-1-{seq}")).collect();
     assert_eq!(primary.gtid_binlog_pos(), "0-1-8");
-    let reported: Vec<String> = proxy
-        .recorder
-        .commits()
-        .iter()
-        .flat_map(|commit| commit.gtids.iter().map(ToString::to_string))
-        .collect();
+    let reported = proxy.recorder.gtids();
     assert_eq!(reported, expected, "GTIDs reported by the session");
 }
 
@@ -457,11 +453,7 @@ async fn mariadb_admin_kill_ends_an_idle_connection_through_the_proxy() {
     let mut victim = mysql_async::Conn::from_url(proxy.url(APP_USER, APP_PASSWORD))
         .await
         .expect("connect through the proxy");
-    let id: u32 = victim
-        .query_first("SELECT CONNECTION_ID()")
-        .await
-        .unwrap()
-        .unwrap();
+    let id: u32 = victim.one("SELECT CONNECTION_ID()").await;
     assert_eq!(victim.id(), id, "the greeting carried the primary's id");
 
     mariadb_admin(proxy.port(), APP_USER, APP_PASSWORD)

@@ -10,12 +10,12 @@
 use std::time::Duration;
 
 use mysql_async::prelude::*;
-use strongsync::config::OnTimeout;
 use support::each_server;
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{APP_PASSWORD, APP_USER};
+use support::sql::Statements;
 use support::strong::Strong;
-use support::strong::{answered, durability, spawn_watched};
+use support::strong::{blocking, ok_once_held, spawn_watched};
 use support::topology::MySqlTopology;
 use support::topology::Topology;
 
@@ -57,7 +57,7 @@ impl Flavoured for MySqlTopology {
 /// what a response may have committed unreported (as `deploy/` configures it).
 fn start<C: Flavoured>(probe: bool) -> Strong<C> {
     Strong::<C>::launch(2, None, |config, topology| {
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.durability = blocking(1);
         if probe {
             config.probe = topology.probe_account();
         }
@@ -80,13 +80,7 @@ async fn waited_for_by_quorum<C: Flavoured>(
     let newest = s.topology.newest_gtid();
     // Only the witnessed replica: with quorum 1 the other one could be the quorum.
     s.start_io(0);
-    let watched = answered(watched).await;
-    watched.result.unwrap_or_else(|e| panic!("{sql}: {e}"));
-    assert!(
-        C::holds(&watched.received[0], &newest),
-        "{sql} was answered before the replica had {newest}: it had {}",
-        watched.received[0]
-    );
+    let watched = ok_once_held(watched, 0, C::holds, &newest, sql).await;
     s.start_io(1);
     s.wait_semisync(2);
     watched.conn
@@ -107,21 +101,20 @@ async fn sessions_of_any_charset_or_tracked_list_are_waited_for<C: Flavoured>() 
     // A commit its OK does not report: the procedure switches the tracking off first.
     s.client()
         .await
-        .query_drop(
+        .run(
             "CREATE PROCEDURE sbtest.hidden() BEGIN \
              SET SESSION session_track_system_variables = ''; \
              INSERT INTO sbtest.t (v) VALUES (2); END",
         )
-        .await
-        .unwrap();
+        .await;
     for setting in &sessions {
         let mut conn = s.client().await;
-        conn.query_drop(setting).await.unwrap();
+        conn.run(setting).await;
         // A statement that changes the session's state on the way, then the commit.
-        conn.query_drop("SET @a = 1").await.unwrap();
+        conn.run("SET @a = 1").await;
         drop(waited_for_by_quorum(&s, conn, "INSERT INTO sbtest.t (v) VALUES (1)").await);
         let mut conn = s.client().await;
-        conn.query_drop(setting).await.unwrap();
+        conn.run(setting).await;
         drop(waited_for_by_quorum(&s, conn, "CALL sbtest.hidden()").await);
     }
     let status = s.proxy.durability().status();
@@ -137,12 +130,11 @@ async fn a_call_committing_ten_thousand_waits_for_the_last<C: Flavoured>() {
     let s = start::<C>(false);
     let mut setup = s.client().await;
     setup
-        .query_drop(
+        .run(
             "CREATE PROCEDURE sbtest.many(n INT) BEGIN DECLARE i INT DEFAULT 0; \
              WHILE i < n DO INSERT INTO sbtest.t (v) VALUES (i); SET i = i + 1; END WHILE; END",
         )
-        .await
-        .unwrap();
+        .await;
     let conn = s.client().await;
     drop(waited_for_by_quorum(&s, conn, "CALL sbtest.many(10000)").await);
     // What the replica received is all ten thousand.
@@ -331,7 +323,7 @@ async fn a_session_sees_through_strongsync_what_it_sees_direct<C: Flavoured>() {
         "CREATE PROCEDURE sbtest.cmp_state() BEGIN SET @p = 7; \
          CREATE TEMPORARY TABLE IF NOT EXISTS ptt (a INT); END",
     ] {
-        setup.query_drop(sql).await.unwrap();
+        setup.run(sql).await;
     }
     setup.disconnect().await.unwrap();
     let direct = seen(&s.topology.direct_url(), "cmp_direct").await;
@@ -375,16 +367,14 @@ async fn set_up_from_the_defaults_each_commit_waits<C: Flavoured>() {
         "INSERT INTO sbtest.t (v) VALUES (1)",
         "XA END 'x'",
     ] {
-        conn.query_drop(sql).await.unwrap();
+        conn.run(sql).await;
     }
     let conn = waited_for_by_quorum(&s, conn, "XA PREPARE 'x'").await;
     let mut conn = waited_for_by_quorum(&s, conn, "XA COMMIT 'x'").await;
     for sql in ["SET NAMES utf8mb4", "SET @a = 1", "USE sbtest", "BEGIN"] {
-        conn.query_drop(sql).await.unwrap();
+        conn.run(sql).await;
     }
-    conn.query_drop("INSERT INTO sbtest.t (v) VALUES (2)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO sbtest.t (v) VALUES (2)").await;
     let conn = waited_for_by_quorum(&s, conn, "COMMIT").await;
     drop(waited_for_by_quorum(&s, conn, "INSERT INTO sbtest.t (v) VALUES (3)").await);
     let scrape = support::admin::metrics(s.proxy.admin_addr());
@@ -433,7 +423,7 @@ async fn cache_counted(
         .await
         .unwrap();
     for step in CACHED_SCRIPT {
-        conn.query_drop(step.replace("{t}", table)).await.unwrap();
+        conn.run(step.replace("{t}", table)).await;
     }
     conn.disconnect().await.unwrap();
     let after = qcache(primary);
@@ -449,7 +439,7 @@ async fn cache_counted(
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_the_query_cache_counts_through_strongsync_what_it_counts_direct() {
     let s = Strong::<Topology>::launch(2, None, |config, topology| {
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.durability = blocking(1);
         config.probe = topology.probe_account();
         config.failover.check_interval = Duration::from_secs(3600);
     });

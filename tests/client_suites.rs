@@ -4,12 +4,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use strongsync::config::OnTimeout;
 use support::certs::TestCerts;
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{wait_for, MariaDbOptions};
 use support::proxy::TestProxy;
-use support::strong::{durability, PATIENCE};
+use support::strong::{blocking, PATIENCE};
 use support::topology::MySqlTopology;
 use support::topology::Topology;
 
@@ -133,7 +132,7 @@ fn bed<C: LedgerCluster>(topology: C, certs: Option<TestCerts>) -> Bed<C> {
          GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION"
     ));
     let mut config = topology.proxy_config();
-    config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+    config.durability = blocking(1);
     config.probe = topology.probe_account();
     config.sharing.enabled = true;
     config.sharing.pool_size = 2;

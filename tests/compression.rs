@@ -6,19 +6,18 @@
 //! LOCAL INFILE, COM_CHANGE_USER — runs the GTID comparison in `gtid_tracking.rs`.)
 
 use std::fs;
-use std::time::Duration;
 
-use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts, OptsBuilder};
 use mysql_common::constants::CapabilityFlags;
-use strongsync::config::{DurabilityConfig, OnTimeout};
+use strongsync::config::DurabilityConfig;
 use support::admin;
 use support::cli::mariadb;
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::{free_port, ProxyProcess, TestProxy};
 use support::rawclient::RawClient;
+use support::sql::Statements;
 use support::strong::{
-    answered, durability, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE,
+    blocking, newest_gtid, ok_once_held, position_holds, spawn_watched, Strong, PATIENCE,
 };
 use support::sysbench::Sysbench;
 
@@ -108,10 +107,7 @@ async fn compressed_client(s: &Strong) -> Conn {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_compressed_commit_parks_until_its_quorum_holds_it() {
-    let s = Strong::start(
-        2,
-        durability(2, OnTimeout::Block, Duration::from_secs(3600)),
-    );
+    let s = Strong::start(2, blocking(2));
     s.stop_io(1);
     s.wait_semisync(1);
     let conn = compressed_client(&s).await;
@@ -127,21 +123,12 @@ async fn a_compressed_commit_parks_until_its_quorum_holds_it() {
     let gtid = newest_gtid(&s.topology.primary, 0);
     assert!(!parked.is_finished());
     s.start_io(1);
-    let done = answered(parked).await;
-    done.result.unwrap();
-    assert!(
-        position_holds(&done.received[1], &gtid),
-        "replica 1 had not received {gtid} when the client was told: {:?}",
-        done.received
-    );
+    ok_once_held(parked, 1, position_holds, &gtid, "the compressed commit").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_asking_for_a_compressed_stream_acks_through_it() {
-    let s = Strong::start(
-        2,
-        durability(2, OnTimeout::Block, Duration::from_secs(3600)),
-    );
+    let s = Strong::start(2, blocking(2));
     let replica = &s.topology.replicas[1];
     replica.sql("STOP SLAVE; SET GLOBAL slave_compressed_protocol = ON; START SLAVE");
     s.topology.wait_replica_running(1);
@@ -153,9 +140,8 @@ async fn a_replica_asking_for_a_compressed_stream_acks_through_it() {
     let mut conn = s.client().await;
     for v in 0..50 {
         let before = s.witness(1).received();
-        conn.query_drop(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
-            .await
-            .unwrap();
+        conn.run(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
+            .await;
         let gtid = newest_gtid(&s.topology.primary, 0);
         assert!(
             position_holds(&s.witness(1).received(), &gtid),
@@ -265,11 +251,6 @@ fn compression_inside_tls() {
     assert!(out.stdout.contains("Compressed"), "{out}");
     // The commit was reported as on any session.
     let gtid = primary.gtid_binlog_pos();
-    let reported: Vec<String> = proxy
-        .recorder
-        .commits()
-        .iter()
-        .flat_map(|c| c.gtids.iter().map(ToString::to_string))
-        .collect();
+    let reported = proxy.recorder.gtids();
     assert_eq!(reported.last(), Some(&gtid), "{reported:?}");
 }

@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use mysql_async::prelude::*;
 use strongsync::config::{AsyncReplicas, DurabilityConfig, OnTimeout, ReplicaConfig};
 use strongsync::Config;
 use support::admin;
 use support::cluster::Cluster;
 use support::each_server;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
+use support::sql::Statements;
 use support::strong::{answered, spawn_watched, Strong, Watched, Witness, PATIENCE};
 
 const INSERT: &str = "INSERT INTO sbtest.t (v) VALUES (1)";
@@ -174,7 +174,7 @@ async fn cross_zone_holds_a_commit_until_a_replica_outside_the_primarys_zone_has
 /// A connection to the proxy whose session runs `setup` first.
 async fn session<C: Cluster>(s: &Strong<C>, setup: &str) -> mysql_async::Conn {
     let mut conn = s.client().await;
-    conn.query_drop(setup).await.unwrap();
+    conn.run(setup).await;
     conn
 }
 
@@ -213,7 +213,7 @@ async fn a_session_raises_its_quorum_or_asks_for_none_and_starts_from_the_defaul
     // None: released with no replica connected at all.
     s.stop_all();
     let mut none = session(&s, "SET @strongsync_quorum = 0").await;
-    none.query_drop(INSERT).await.unwrap();
+    none.run(INSERT).await;
     let gtid = s.topology.newest_gtid();
     for i in 0..2 {
         let received = s.witness(i).received();
@@ -310,7 +310,7 @@ async fn an_async_replica_never_passes_the_quorum_and_catches_up_when_it_moves<C
         config.limits.max_async_held_bytes = 64 * 1024;
     });
     let mut conn = s.client().await;
-    conn.query_drop(INSERT).await.unwrap();
+    conn.run(INSERT).await;
     let first = s.topology.newest_gtid();
     wait_received(&s, &[2], &first);
 

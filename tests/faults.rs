@@ -14,6 +14,7 @@ use rand::{Rng, SeedableRng};
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::{free_port, ProxyProcess, TestProxy};
 use support::rawclient::{self, greeted, packet, RawClient, Rejection};
+use support::sql::Statements;
 
 /// Generous bound for "eventually" (a guard against hangs, not a timing expectation).
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -200,7 +201,7 @@ async fn losing_the_primary_connection_closes_only_that_client() {
     let mut victim = Conn::new(url(addr)).await.unwrap();
     let mut bystander = Conn::new(url(addr)).await.unwrap();
     primary.sql(&format!("KILL CONNECTION {}", victim.id()));
-    let err = victim.query_drop("SELECT 1").await.unwrap_err();
+    let err = victim.fails("SELECT 1").await;
     assert!(
         !matches!(err, mysql_async::Error::Server(_)),
         "a closed connection, not an ERR: {err:?}"

@@ -2,22 +2,18 @@
 //! primary however much it commits, a parked commit gets the outcome error naming its GTID,
 //! statements are refused, and the fence survives a restart of strongsync (the state file).
 
-use std::time::Duration;
-
 use mysql_async::prelude::*;
-use strongsync::config::OnTimeout;
 use support::admin;
 use support::mariadb::{wait_for, MariaDb};
-use support::strong::{answered, durability, newest_gtid, Strong, PATIENCE};
+use support::sql::Statements;
+use support::strong::{answered, newest_gtid, Strong, PATIENCE};
 
 const TOKEN: &str = "fence-test-token-0123456789";
 
 /// A proxy with quorum 2 that blocks, an admin token and a state file.
 fn fenceable(dir: &tempfile::TempDir) -> Strong {
-    let token = support::admin::token_file(dir.path(), TOKEN);
     Strong::start_with(2, |config, _| {
-        config.durability = durability(2, OnTimeout::Block, Duration::from_secs(3600));
-        config.failover.admin_token_file = Some(token);
+        admin::with_token(config, dir.path(), TOKEN, 2);
         config.failover.state_file = Some(support::admin::state_file(dir.path(), &config.primary));
     })
 }
@@ -156,10 +152,7 @@ async fn admin_calls_without_the_token_change_nothing() {
     assert_eq!(status["fenced"], false, "{status}");
     // Commits still wait for and get their quorum.
     let mut client = s.client().await;
-    client
-        .query_drop("INSERT INTO sbtest.t (v) VALUES (3)")
-        .await
-        .unwrap();
+    client.run("INSERT INTO sbtest.t (v) VALUES (3)").await;
     let scrape = s.metrics();
     for why in ["missing_token", "wrong_token", "malformed"] {
         assert!(
@@ -280,10 +273,7 @@ async fn the_fence_and_the_watermark_survive_a_sigkill() {
     let mut b = Binary::start(&dir);
     let mut client = b.client().await.unwrap();
     for v in 0..10 {
-        client
-            .query_drop(format!("INSERT INTO t (v) VALUES ({v})"))
-            .await
-            .unwrap();
+        client.run(format!("INSERT INTO t (v) VALUES ({v})")).await;
     }
     drop(client);
     let watermark = admin::status(b.admin)["watermark_gtid_position"]
@@ -344,11 +334,7 @@ async fn the_fence_and_the_watermark_survive_a_sigkill() {
         );
         assert!(refused.body.starts_with("refused"), "{}", refused.body);
     }
-    let status = admin::status(b.admin);
-    assert_eq!(
-        (status["epoch"].as_u64(), status["fenced"].as_bool()),
-        (Some(1), Some(false))
-    );
+    assert_eq!(admin::epoch_and_fence(b.admin), (Some(1), Some(false)));
     let scrape = admin::metrics(b.admin);
     assert_eq!(
         scrape.get("strongsync_admin_refused_total{why=\"missing_token\"}"),
@@ -429,17 +415,12 @@ async fn the_fence_and_the_watermark_survive_a_sigkill() {
 #[tokio::test(flavor = "multi_thread")]
 async fn with_fenced_reads_sessions_read_on_and_what_they_commit_joins_the_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let token = support::admin::token_file(dir.path(), TOKEN);
     let s = Strong::start_with(2, |config, _| {
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
-        config.failover.admin_token_file = Some(token);
+        admin::with_token(config, dir.path(), TOKEN, 1);
         config.failover.fenced_reads = true;
     });
     let mut before = s.client().await;
-    before
-        .query_drop("INSERT INTO sbtest.t (v) VALUES (1)")
-        .await
-        .unwrap();
+    before.run("INSERT INTO sbtest.t (v) VALUES (1)").await;
     let fenced = admin::post(s.proxy.admin_addr(), "/fence", Some(TOKEN), "");
     assert_eq!(fenced.status, 200, "{}", fenced.body);
     // Reads go on, on the old session and on a new one.

@@ -5,13 +5,11 @@
 
 use std::time::Duration;
 
-use mysql_async::prelude::*;
-use strongsync::config::{OnTimeout, ProbeConfig};
+use strongsync::config::ProbeConfig;
 use support::admin;
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, REPL_PASSWORD, REPL_USER};
-use support::strong::{
-    answered, durability, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE,
-};
+use support::sql::Statements;
+use support::strong::{answered, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE};
 
 const TOKEN: &str = "follow-test-token-0123456789";
 
@@ -27,10 +25,8 @@ fn follow(s: &Strong, primary: &str, extra: &str) -> admin::Response {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_promoted_replica_is_followed_and_nothing_else_is() {
     let dir = tempfile::tempdir().unwrap();
-    let token = support::admin::token_file(dir.path(), TOKEN);
     let mut s = Strong::start_with(2, |config, _| {
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
-        config.failover.admin_token_file = Some(token);
+        admin::with_token(config, dir.path(), TOKEN, 1);
         config.failover.state_file = Some(support::admin::state_file(dir.path(), &config.primary));
         // The replication account can read a candidate's channels (SLAVE MONITOR).
         config.probe = ProbeConfig::account_of(REPL_USER, REPL_PASSWORD);
@@ -38,9 +34,8 @@ async fn a_promoted_replica_is_followed_and_nothing_else_is() {
     let mut client = s.client().await;
     for v in 0..5 {
         client
-            .query_drop(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
-            .await
-            .unwrap();
+            .run(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
+            .await;
     }
     drop(client);
     let acknowledged = newest_gtid(&s.topology.primary, 0);
@@ -55,9 +50,8 @@ async fn a_promoted_replica_is_followed_and_nothing_else_is() {
         "{}",
         refused.body
     );
-    let status = admin::status(s.proxy.admin_addr());
     assert_eq!(
-        (status["epoch"].as_u64(), status["fenced"].as_bool()),
+        admin::epoch_and_fence(s.proxy.admin_addr()),
         (Some(1), Some(false))
     );
     // A server that lacks the acknowledged commits is refused, and they are named. The
@@ -75,9 +69,8 @@ async fn a_promoted_replica_is_followed_and_nothing_else_is() {
         "{}",
         refused.body
     );
-    let status = admin::status(s.proxy.admin_addr());
     assert_eq!(
-        (status["epoch"].as_u64(), status["fenced"].as_bool()),
+        admin::epoch_and_fence(s.proxy.admin_addr()),
         (Some(1), Some(true))
     );
 
@@ -140,10 +133,7 @@ async fn a_promoted_replica_is_followed_and_nothing_else_is() {
         config.durability.ack_timeout = Duration::from_secs(3599);
     });
     let mut client = s.client().await;
-    client
-        .query_drop("INSERT INTO sbtest.t (v) VALUES (101)")
-        .await
-        .unwrap();
+    client.run("INSERT INTO sbtest.t (v) VALUES (101)").await;
     assert_eq!(
         rows_101(&s.topology.primary),
         "0",

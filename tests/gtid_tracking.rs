@@ -13,6 +13,7 @@ use support::clientlib::retry_ed25519;
 use support::mariadb::{MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER, ED_PASSWORD, ED_USER};
 use support::proxy::TestProxy;
 use support::rawclient::RawClient;
+use support::sql::Statements;
 
 /// What a statement must report.
 #[derive(Debug, Clone, Copy)]
@@ -286,11 +287,7 @@ async fn each_commit_reports_what_the_primary_wrote(compressed: bool) {
         })
         .await
         .unwrap();
-        let user: String = conn
-            .query_first("SELECT CURRENT_USER()")
-            .await
-            .unwrap()
-            .unwrap();
+        let user: String = conn.one("SELECT CURRENT_USER()").await;
         assert_eq!(user, "eduser@%");
         fx.check(
             &mut conn,

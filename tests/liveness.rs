@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
-use mysql_async::prelude::Queryable;
 use strongsync::config::OnTimeout;
 use strongsync::durability::State;
 use support::admin;
 use support::mariadb::wait_for;
+use support::sql::Statements;
 use support::strong::{
-    answered, durability, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE,
+    answered, blocking, durability, newest_gtid, position_holds, Strong, PATIENCE,
 };
 
 /// Both replicas fetch what they lack straight from the primary, until they hold `gtid`,
@@ -33,19 +33,16 @@ fn fetch_elsewhere_and_come_back(s: &Strong, gtid: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_commit_never_relayed_is_released_once_its_replicas_come_back_holding_it() {
-    let s = Strong::start(
-        2,
-        durability(2, OnTimeout::Block, Duration::from_secs(3600)),
-    );
+    let s = Strong::start(2, blocking(2));
     s.stop_io(0);
     s.stop_io(1);
     s.wait_semisync(0);
-    let commit = spawn_watched(
-        s.client().await,
-        "INSERT INTO t (v) VALUES (1)",
-        vec![s.witness(0), s.witness(1)],
-    );
-    s.wait_parked(1);
+    let commit = s
+        .park(
+            "INSERT INTO t (v) VALUES (1)",
+            vec![s.witness(0), s.witness(1)],
+        )
+        .await;
     let gtid = newest_gtid(&s.topology.primary, 0);
     fetch_elsewhere_and_come_back(&s, &gtid);
     let watched = answered(commit).await;
@@ -66,12 +63,8 @@ async fn degraded_ends_once_returning_replicas_hold_what_was_released_without_a_
     s.stop_io(1);
     s.wait_semisync(0);
     let mut conn = s.client().await;
-    conn.query_drop("INSERT INTO t (v) VALUES (1)")
-        .await
-        .unwrap();
-    conn.query_drop("INSERT INTO t (v) VALUES (2)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO t (v) VALUES (1)").await;
+    conn.run("INSERT INTO t (v) VALUES (2)").await;
     let status = s.proxy.durability().status();
     assert_eq!(status.state, State::Degraded);
     assert_eq!(

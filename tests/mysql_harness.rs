@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
 
 use support::cli;
@@ -14,6 +13,7 @@ use support::mysql::{
 use support::mysql_gtid::gtid_set_holds;
 use support::proxy::TestProxy;
 use support::server_process::{assert_process_gone, rows};
+use support::sql::Statements;
 use support::topology::{proxy_config, MySqlTopology};
 
 /// How long a test waits for something it expects to happen.
@@ -181,12 +181,10 @@ async fn clients_log_in_and_query_a_mysql_primary_through_the_proxy() {
     let mut conn = Conn::new(Opts::from_url(&proxy.url(APP_USER, APP_PASSWORD)).unwrap())
         .await
         .expect("mysql_async logs in through the proxy");
-    let version: String = conn.query_first("SELECT @@version").await.unwrap().unwrap();
+    let version: String = conn.one("SELECT @@version").await;
     assert!(version.starts_with("9.7."), "{version}");
-    conn.query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
-        .await
-        .unwrap();
-    conn.query_drop("INSERT INTO t VALUES (1)").await.unwrap();
+    conn.run("CREATE TABLE t (id INT PRIMARY KEY)").await;
+    conn.run("INSERT INTO t VALUES (1)").await;
     conn.disconnect().await.unwrap();
     assert_eq!(primary.sql("SELECT id FROM sbtest.t"), "1");
 
@@ -220,12 +218,8 @@ async fn a_replica_replicates_through_the_proxy_with_semisync() {
     let mut conn = Conn::new(Opts::from_url(&proxy.url(APP_USER, APP_PASSWORD)).unwrap())
         .await
         .unwrap();
-    conn.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
-        .await
-        .unwrap();
-    conn.query_drop("INSERT INTO t VALUES (1, 10)")
-        .await
-        .unwrap();
+    conn.run("CREATE TABLE t (id INT PRIMARY KEY, v INT)").await;
+    conn.run("INSERT INTO t VALUES (1, 10)").await;
     conn.disconnect().await.unwrap();
 
     topology.wait_replicas_caught_up();

@@ -11,14 +11,13 @@
 
 use std::time::Duration;
 
-use mysql_async::prelude::Queryable;
-use strongsync::config::OnTimeout;
 use strongsync_proto::gtid::GtidPosition;
 use support::admin;
 use support::mariadb::wait_for;
 use support::mysql::{sql_quote, MySql};
 use support::mysql_gtid::gtid_set_holds;
-use support::strong::{answered, durability, spawn_watched, Strong, PATIENCE};
+use support::sql::Statements;
+use support::strong::{answered, blocking, spawn_watched, Strong, PATIENCE};
 use support::tcp_relay::{Direction, TcpRelay};
 use support::topology::MySqlTopology;
 
@@ -66,33 +65,26 @@ async fn mysql_a_replica_reconnecting_with_two_source_uuids_is_credited_with_exa
     // two it lacks although it holds their numbers under another source — its own UUID, and
     // the primary's UUID without the tag. A credit that mixed sources up would release them
     // as A connects.
-    let s = MySqlStrong::start_on(
-        2,
-        durability(2, OnTimeout::Block, Duration::from_secs(3600)),
-    );
+    let s = MySqlStrong::start_on(2, blocking(2));
     let uuid = primary_uuid(&s);
     let tag = "sometag";
     s.stop_io(0);
     s.wait_semisync(1);
-    let held = spawn_watched(
-        s.client().await,
-        "INSERT INTO t (v) VALUES (1)",
-        vec![s.witness(0), s.witness(1)],
-    );
-    s.wait_parked(1);
+    let held = s
+        .park(
+            "INSERT INTO t (v) VALUES (1)",
+            vec![s.witness(0), s.witness(1)],
+        )
+        .await;
     let g_held = newest_of(&s, &uuid);
-    let other_uuid = spawn_watched(
-        s.client().await,
-        "INSERT INTO t (v) VALUES (2)",
-        vec![s.witness(0)],
-    );
-    s.wait_parked(2);
+    let other_uuid = s
+        .park("INSERT INTO t (v) VALUES (2)", vec![s.witness(0)])
+        .await;
     let g_other_uuid = newest_of(&s, &uuid);
     let mut tagged = s.client().await;
     tagged
-        .query_drop(format!("SET gtid_next = 'AUTOMATIC:{tag}'"))
-        .await
-        .unwrap();
+        .run(format!("SET gtid_next = 'AUTOMATIC:{tag}'"))
+        .await;
     let other_tag = spawn_watched(tagged, "INSERT INTO t (v) VALUES (3)", vec![s.witness(0)]);
     s.wait_parked(3);
     let g_other_tag = newest_of(&s, &format!("{uuid}:{tag}"));
@@ -190,17 +182,12 @@ async fn mysql_a_replica_reconnecting_with_two_source_uuids_is_credited_with_exa
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mysql_status_shows_each_replicas_acked_gtid_set_and_the_failover_candidates() {
-    let s = MySqlStrong::start_on(
-        2,
-        durability(1, OnTimeout::Block, Duration::from_secs(3600)),
-    );
+    let s = MySqlStrong::start_on(2, blocking(1));
     let uuid = primary_uuid(&s);
     let ids: Vec<u32> = s.topology.replicas.iter().map(MySql::server_id).collect();
     let mut conn = s.client().await;
     for v in 1..=3 {
-        conn.query_drop(format!("INSERT INTO t (v) VALUES ({v})"))
-            .await
-            .unwrap();
+        conn.run(format!("INSERT INTO t (v) VALUES ({v})")).await;
     }
     let newest = newest_of(&s, &uuid);
     wait_for(
@@ -239,9 +226,7 @@ async fn mysql_status_shows_each_replicas_acked_gtid_set_and_the_failover_candid
     // acknowledged commit, and B's own record agrees.
     s.stop_io(1);
     s.wait_semisync(1);
-    conn.query_drop("INSERT INTO t (v) VALUES (4)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO t (v) VALUES (4)").await;
     let later = newest_of(&s, &uuid);
     let b = &s.topology.replicas[1];
     assert!(!gtid_set_holds(&b.received_transaction_set(), &later));

@@ -16,6 +16,7 @@ use support::cli::{mariadb, Output};
 use support::deploy::{deploy_path, queried_metrics};
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER, TEST_DB};
 use support::proxy::{free_port, run_strongsync, ProxyProcess};
+use support::sql::Statements;
 use support::sysbench::Sysbench;
 use support::topology::Topology;
 
@@ -596,19 +597,12 @@ async fn sighup_applies_a_new_quorum_to_the_next_commit_without_dropping_connect
     sidecar.semisync_replicas(2);
     let mut writer = sidecar.client().await;
     let mut idle = sidecar.client().await;
-    let writer_id: u32 = writer
-        .query_first("SELECT CONNECTION_ID()")
-        .await
-        .unwrap()
-        .unwrap();
+    let writer_id: u32 = writer.one("SELECT CONNECTION_ID()").await;
 
     // With one replica left, quorum 1 commits.
     sidecar.stop_io(1);
     sidecar.semisync_replicas(1);
-    writer
-        .query_drop("INSERT INTO t (v) VALUES (1)")
-        .await
-        .unwrap();
+    writer.run("INSERT INTO t (v) VALUES (1)").await;
 
     let reloads = sidecar.log().matches("SIGHUP: config reloaded").count();
     write(dir.path(), "strongsync.toml", &config("2", ""));
@@ -632,13 +626,9 @@ async fn sighup_applies_a_new_quorum_to_the_next_commit_without_dropping_connect
     result.expect("the commit completes once both replicas have it");
 
     // The same connections, still serving.
-    let id_after: u32 = writer
-        .query_first("SELECT CONNECTION_ID()")
-        .await
-        .unwrap()
-        .unwrap();
+    let id_after: u32 = writer.one("SELECT CONNECTION_ID()").await;
     assert_eq!(id_after, writer_id);
-    let one: u32 = idle.query_first("SELECT 1").await.unwrap().unwrap();
+    let one: u32 = idle.one("SELECT 1").await;
     assert_eq!(one, 1);
 
     // A setting that cannot change live is reported; an invalid file changes nothing.

@@ -11,12 +11,13 @@
 
 use std::time::Duration;
 
-use strongsync::config::{OnTimeout, ProbeConfig};
+use strongsync::config::ProbeConfig;
 use support::admin;
 use support::each_server;
 use support::failover_rounds::{control, failover_rounds, replica_configs, LedgerCluster};
 use support::mariadb::{APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER};
-use support::strong::{durability, Strong};
+use support::sql::Statements;
+use support::strong::Strong;
 
 const TOKEN: &str = "promote-test-token-0123456789";
 
@@ -47,12 +48,9 @@ each_server!(
 /// it finishes, on the same replica.
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_promote_stopped_midway_keeps_the_fence_and_a_rerun_finishes_it() {
-    use mysql_async::prelude::*;
     let dir = tempfile::tempdir().unwrap();
-    let token = support::admin::token_file(dir.path(), TOKEN);
     let mut s = Strong::start_with(2, |config, topology| {
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
-        config.failover.admin_token_file = Some(token);
+        admin::with_token(config, dir.path(), TOKEN, 1);
         config.failover.promote_apply_timeout = Duration::from_secs(2);
         config.probe = ProbeConfig::account_of(REPL_USER, REPL_PASSWORD);
         config.failover.user = Some(APP_USER.into());
@@ -68,13 +66,12 @@ async fn mariadb_promote_stopped_midway_keeps_the_fence_and_a_rerun_finishes_it(
     )
     .await
     .unwrap();
-    lock.query_drop("LOCK TABLES sbtest.t WRITE").await.unwrap();
+    lock.run("LOCK TABLES sbtest.t WRITE").await;
     let mut client = s.client().await;
     for v in 0..20 {
         client
-            .query_drop(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
-            .await
-            .unwrap();
+            .run(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
+            .await;
     }
     drop(client);
     s.topology.primary.kill();
@@ -96,7 +93,7 @@ async fn mariadb_promote_stopped_midway_keeps_the_fence_and_a_rerun_finishes_it(
     );
     // (Its rows are not applied yet: the lock holds its SQL thread, as it would hold a read.)
 
-    lock.query_drop("UNLOCK TABLES").await.unwrap();
+    lock.run("UNLOCK TABLES").await;
     drop(lock);
     let finished = admin::post(s.proxy.admin_addr(), "/promote", Some(TOKEN), "{}");
     assert_eq!(finished.status, 200, "{}", finished.body);

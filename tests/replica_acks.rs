@@ -11,6 +11,8 @@ use strongsync::durability::State;
 use support::fake_replica::{FakeReplica, HEARTBEAT_EVENT, QUERY_EVENT, XID_EVENT};
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::{free_port, ProxyProcess, TestProxy};
+use support::sql::Statements;
+use support::strong::joined;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -45,14 +47,20 @@ fn released(proxy: &TestProxy, outcome: &str) -> u64 {
     proxy.durability().status().released[outcome]
 }
 
+/// Waits for the parked `insert` to be answered, released by its quorum (the only release so
+/// far); returns what its task returned.
+async fn released_by_the_quorum<T>(insert: tokio::task::JoinHandle<T>, proxy: &TestProxy) -> T {
+    let answer = joined(insert).await;
+    assert_eq!(released(proxy, "quorum"), 1);
+    answer
+}
+
 /// Starts an INSERT in the background and waits until it is parked.
 async fn parked_insert(proxy: &TestProxy) -> tokio::task::JoinHandle<Conn> {
     let mut conn = client(proxy).await;
     let before = parked(proxy);
     let insert = tokio::spawn(async move {
-        conn.query_drop("INSERT INTO t (v) VALUES (1)")
-            .await
-            .unwrap();
+        conn.run("INSERT INTO t (v) VALUES (1)").await;
         conn
     });
     wait_for("the INSERT to park", PATIENCE, || {
@@ -94,11 +102,7 @@ async fn only_transaction_ends_are_flagged_and_an_ack_releases_the_commit() {
     assert_eq!(parked(&proxy), 1, "no ACK yet: still parked");
 
     replica.ack_event(&flagged);
-    let conn = tokio::time::timeout(PATIENCE, insert)
-        .await
-        .expect("the ACK releases it")
-        .unwrap();
-    assert_eq!(released(&proxy, "quorum"), 1);
+    let conn = released_by_the_quorum(insert, &proxy).await;
     assert_eq!(proxy.durability().status().state, State::Strong);
     let acked = proxy.durability().status().replicas[0].acked.unwrap();
     assert_eq!(acked.offset, u64::from(flagged.log_pos));
@@ -123,11 +127,7 @@ async fn a_lost_ack_is_asked_for_again_with_a_flagged_heartbeat() {
         "at the position the replica has reached"
     );
     replica.ack_event(&reminder);
-    tokio::time::timeout(PATIENCE, insert)
-        .await
-        .expect("released")
-        .unwrap();
-    assert_eq!(released(&proxy, "quorum"), 1);
+    released_by_the_quorum(insert, &proxy).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -147,10 +147,7 @@ async fn a_new_ack_nudge_after_applies_to_a_dump_already_running() {
         (HEARTBEAT_EVENT, flagged.log_pos)
     );
     replica.ack_event(&reminder);
-    tokio::time::timeout(PATIENCE, insert)
-        .await
-        .expect("released")
-        .unwrap();
+    joined(insert).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -160,9 +157,7 @@ async fn a_replica_that_reconnects_before_acking_counts_by_its_gtid_state() {
     let mut conn = client(&proxy).await;
     let id = conn.id();
     let insert = tokio::spawn(async move {
-        conn.query_drop("INSERT INTO t (v) VALUES (1)")
-            .await
-            .unwrap();
+        conn.run("INSERT INTO t (v) VALUES (1)").await;
     });
     wait_for("the INSERT to park", PATIENCE, || parked(&proxy) == 1);
     let mut replica = replica;
@@ -175,11 +170,7 @@ async fn a_replica_that_reconnects_before_acking_counts_by_its_gtid_state() {
         .pop()
         .expect("the commit was reported");
     let _back = FakeReplica::start(proxy.addr(), 7, true, &gtid);
-    tokio::time::timeout(PATIENCE, insert)
-        .await
-        .expect("released by the GTID state")
-        .unwrap();
-    assert_eq!(released(&proxy, "quorum"), 1);
+    released_by_the_quorum(insert, &proxy).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -192,10 +183,7 @@ async fn a_replica_without_semisync_gets_plain_events_after_the_quorum_and_never
     // holds it (`async_replicas = "after_quorum"`, the default), and without the flag.
     let flagged = semisync.until(|e| e.ack_requested && e.kind == XID_EVENT);
     semisync.ack_event(&flagged);
-    tokio::time::timeout(PATIENCE, insert)
-        .await
-        .expect("released")
-        .unwrap();
+    joined(insert).await;
     let xid = plain.until(|e| e.kind == XID_EVENT);
     assert!(!xid.ack_requested);
     assert_eq!(xid.log_pos, flagged.log_pos);
@@ -214,10 +202,7 @@ async fn a_replica_without_semisync_gets_plain_events_after_the_quorum_and_never
     let status = proxy.durability().status();
     assert_eq!(status.replicas.iter().filter(|r| r.semisync).count(), 1);
     semisync.ack_event(&unacked);
-    tokio::time::timeout(PATIENCE, second)
-        .await
-        .expect("released")
-        .unwrap();
+    joined(second).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -262,11 +247,7 @@ async fn a_garbled_ack_or_one_beyond_the_stream_disconnects_only_that_replica() 
     let insert = tokio::spawn(async move { conn.query_drop("INSERT INTO t (v) VALUES (1)").await });
     let flagged = good.until(|e| e.ack_requested && e.kind == XID_EVENT);
     good.ack_event(&flagged);
-    tokio::time::timeout(PATIENCE, insert)
-        .await
-        .expect("released")
-        .unwrap()
-        .expect("committed");
+    joined(insert).await.expect("committed");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -314,8 +295,5 @@ async fn of_the_transactions_relayed_in_one_batch_only_the_last_asks_for_an_ack(
     let insert = parked_insert(&proxy).await;
     let flagged = replica.until(|e| e.ack_requested && e.kind == XID_EVENT);
     replica.ack_event(&flagged);
-    tokio::time::timeout(PATIENCE, insert)
-        .await
-        .expect("a commit alone in its batch asks for its own ACK")
-        .unwrap();
+    joined(insert).await;
 }

@@ -8,14 +8,14 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use strongsync::config::{AsyncReplicas, DurabilityConfig, OnTimeout};
+use strongsync::config::{AsyncReplicas, DurabilityConfig};
 use support::admin;
 use support::each_server;
 use support::fake_replica::FakeReplica;
 use support::mariadb::{wait_for, REPL_PASSWORD, REPL_USER};
 use support::mysql_fake_replica::{Answered, HandMade, Refusal};
 use support::strong::{
-    answered, durability, newest_gtid, position_holds, spawn_watched, Cluster, Strong, PATIENCE,
+    answered, blocking, newest_gtid, ok_once_held, position_holds, Cluster, Strong, PATIENCE,
 };
 use support::tcp_relay::{Direction, TcpRelay};
 
@@ -30,10 +30,7 @@ const PLAIN_PASSWORD: &str = "plain-secret";
 async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_nothing<
     C: Cluster,
 >() {
-    let s = Strong::<C>::start_on(
-        2,
-        durability(2, OnTimeout::Block, Duration::from_secs(3600)),
-    );
+    let s = Strong::<C>::start_on(2, blocking(2));
     s.topology.primary_sql(&format!(
         "CREATE USER '{PLAIN_USER}'@'%' IDENTIFIED BY '{PLAIN_PASSWORD}'; \
          GRANT SELECT, INSERT, UPDATE, DELETE ON sbtest.* TO '{PLAIN_USER}'@'%'"
@@ -43,12 +40,9 @@ async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_n
     // Replica B stops: a commit parks with A's ACK only (quorum 2).
     s.stop_io(1);
     s.wait_semisync(1);
-    let commit = spawn_watched(
-        s.client().await,
-        "INSERT INTO t (v) VALUES (1)",
-        vec![s.witness(1)],
-    );
-    s.wait_parked(1);
+    let commit = s
+        .park("INSERT INTO t (v) VALUES (1)", vec![s.witness(1)])
+        .await;
     let gtid = s.topology.newest_gtid();
     let a = s.topology.replica_server_id(0);
     wait_for("A to ACK the parked commit", PATIENCE, || {
@@ -93,13 +87,7 @@ async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_n
 
     // B comes back: the OK arrives once B has the transaction — B's own record says so.
     s.start_io(1);
-    let watched = answered(commit).await;
-    watched.result.expect("OK");
-    assert!(
-        C::holds(&watched.received[0], &gtid),
-        "B had received {} when the OK came, not {gtid}",
-        watched.received[0]
-    );
+    ok_once_held(commit, 0, C::holds, &gtid, "the commit B was away for").await;
     assert_eq!(s.released("quorum"), 1);
 }
 
@@ -220,7 +208,7 @@ async fn mariadb_a_replica_reconnecting_with_interleaved_domains_is_credited_wit
         2,
         DurabilityConfig {
             async_replicas: AsyncReplicas::Immediate,
-            ..durability(1, OnTimeout::Block, Duration::from_secs(3600))
+            ..blocking(1)
         },
     );
     let primary = &s.topology.primary;
@@ -230,12 +218,9 @@ async fn mariadb_a_replica_reconnecting_with_interleaved_domains_is_credited_wit
     s.attach(1, false);
     primary.sql("INSERT INTO sbtest.t (v) VALUES (10)");
     let g0_first = newest_gtid(primary, 0);
-    let commit = spawn_watched(
-        s.client().await,
-        "INSERT INTO t (v) VALUES (11)",
-        vec![s.witness(0)],
-    );
-    s.wait_parked(1);
+    let commit = s
+        .park("INSERT INTO t (v) VALUES (11)", vec![s.witness(0)])
+        .await;
     let g0_commit = newest_gtid(primary, 0);
     primary.sql("SET SESSION gtid_domain_id = 1; INSERT INTO sbtest.t (v) VALUES (20)");
     let g1_later = newest_gtid(primary, 1);

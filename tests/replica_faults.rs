@@ -15,7 +15,8 @@ use strongsync::config::{DurabilityConfig, OnTimeout};
 use strongsync::durability::State;
 use support::mariadb::{wait_for, Deadline, MariaDb, APP_PASSWORD, APP_USER};
 use support::proxy::assert_not_acknowledged;
-use support::strong::{durability, Strong};
+use support::sql::Statements;
+use support::strong::{blocking, durability, joined, Strong};
 use support::tcp_relay::Direction;
 
 /// Generous bound for "eventually": a guard against hangs, not a timing expectation.
@@ -159,10 +160,7 @@ impl Load {
         self.stop.store(true, Ordering::SeqCst);
         let mut all = Written::default();
         for task in self.tasks {
-            let written = tokio::time::timeout(PATIENCE, task)
-                .await
-                .expect("a writer finishes its last INSERT")
-                .unwrap();
+            let written = joined(task).await;
             all.acked.extend(written.acked);
             all.in_doubt.extend(written.in_doubt);
             all.errors.extend(written.errors);
@@ -236,6 +234,14 @@ fn ack_latency(server_id: u32, series: &str) -> String {
     }
 }
 
+/// The cluster at quorum 2 under `on_timeout = degrade` (2 s), no replica delayed.
+fn start_degrading() -> Strong {
+    start(
+        durability(2, OnTimeout::Degrade, Duration::from_secs(2)),
+        None,
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_killed_under_load_with_quorum_one_of_two_costs_the_clients_nothing() {
     // A commit not acknowledged within the timeout would reach its client as an error.
@@ -268,10 +274,7 @@ async fn a_replica_killed_under_load_with_quorum_one_of_two_costs_the_clients_no
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_killed_under_load_with_quorum_two_degrades_then_strong_sync_resumes() {
-    let mut cluster = start(
-        durability(2, OnTimeout::Degrade, Duration::from_secs(2)),
-        None,
-    );
+    let mut cluster = start_degrading();
     let load = Load::start(&cluster, 8);
     load.wait_for_more(20, "before the kill");
     assert_eq!(cluster.state(), State::Strong);
@@ -322,9 +325,8 @@ async fn a_stalled_replica_network_parks_commits_under_block_until_it_flows_or_i
     let relay = cluster.relay();
     let mut written = Written::default();
     let mut conn = cluster.client().await;
-    conn.query_drop("INSERT INTO t (writer, seq) VALUES (100, 0)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO t (writer, seq) VALUES (100, 0)")
+        .await;
     written.acked.push((100, 0));
 
     // Stalled: the commits park, and stay parked through several timeouts. Their rows are
@@ -365,11 +367,7 @@ async fn a_stalled_replica_network_parks_commits_under_block_until_it_flows_or_i
 
     relay.resume();
     for (w, insert) in inserts.into_iter().enumerate() {
-        tokio::time::timeout(PATIENCE, insert)
-            .await
-            .expect("released once the relay flows")
-            .unwrap()
-            .unwrap();
+        joined(insert).await.unwrap();
         written.acked.push((w as u32, 0));
     }
     assert_eq!(cluster.released("quorum"), 9);
@@ -387,11 +385,7 @@ async fn a_stalled_replica_network_parks_commits_under_block_until_it_flows_or_i
     relay.cut();
     relay.resume();
     for (w, insert) in inserts.into_iter().enumerate() {
-        tokio::time::timeout(PATIENCE, insert)
-            .await
-            .expect("released once the replica is back")
-            .unwrap()
-            .unwrap();
+        joined(insert).await.unwrap();
         written.acked.push((w as u32, 1));
     }
     assert!(relay.accepted() > accepted, "the replica connected again");
@@ -415,17 +409,12 @@ async fn a_stalled_replica_network_under_on_timeout_error_answers_an_error_namin
     relay.stall();
     let mut conn = cluster.client().await;
     let err = conn
-        .query_drop("INSERT INTO t (writer, seq) VALUES (0, 0)")
-        .await
-        .unwrap_err();
+        .fails("INSERT INTO t (writer, seq) VALUES (0, 0)")
+        .await;
     let gtid = cluster.topology.primary.gtid_binlog_pos();
     assert_not_acknowledged(&err, &gtid);
     // The connection goes on, and the transaction did commit.
-    let n: u64 = conn
-        .query_first("SELECT COUNT(*) FROM t WHERE writer = 0")
-        .await
-        .unwrap()
-        .unwrap();
+    let n: u64 = conn.one("SELECT COUNT(*) FROM t WHERE writer = 0").await;
     assert_eq!(n, 1);
     assert_eq!(cluster.released("timeout"), 1);
     assert_eq!(cluster.state(), State::Strong, "error does not degrade");
@@ -491,10 +480,7 @@ async fn acks_delayed_on_their_way_back_delay_the_oks_and_nothing_is_released_wi
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_primary_restarted_cleanly_gets_its_replicas_and_clients_back_and_strong_sync_resumes() {
-    let mut cluster = start(
-        durability(2, OnTimeout::Degrade, Duration::from_secs(2)),
-        None,
-    );
+    let mut cluster = start_degrading();
     let load = Load::start(&cluster, 8);
     load.wait_for_more(20, "before the restart");
     let port = cluster.topology.primary.port();
@@ -543,10 +529,7 @@ async fn a_primary_restarted_cleanly_gets_its_replicas_and_clients_back_and_stro
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_commit_parked_across_a_primary_restart_gets_its_ok_once_its_quorum_has_it() {
-    let mut cluster = start(
-        durability(2, OnTimeout::Block, Duration::from_secs(3600)),
-        Some(1),
-    );
+    let mut cluster = start(blocking(2), Some(1));
     cluster.relay().stall();
     let insert = spawn_statement(
         &cluster,
@@ -561,15 +544,11 @@ async fn a_commit_parked_across_a_primary_restart_gets_its_ok_once_its_quorum_ha
     assert_eq!(cluster.parked(), 1);
     assert!(!insert.is_finished());
     cluster.relay().resume();
-    tokio::time::timeout(PATIENCE, insert)
+    joined(insert)
         .await
-        .expect("released")
-        .unwrap()
         .expect("OK: the transaction is on the primary and on both replicas");
     let mut conn = cluster.client().await;
-    conn.query_drop("INSERT INTO t (writer, seq) VALUES (0, 1)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO t (writer, seq) VALUES (0, 1)").await;
     assert_eq!(cluster.released("quorum"), 2);
     assert_eq!(cluster.released_total(), 2);
     let written = Written {

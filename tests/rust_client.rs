@@ -12,6 +12,7 @@ use support::clientlib::retry_ed25519;
 use support::mariadb::{MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER, ED_PASSWORD, ED_USER};
 use support::proxy::TestProxy;
 use support::rawclient::{tracked_variables, RawClient};
+use support::sql::Statements;
 
 fn start() -> (MariaDb, TestProxy) {
     let primary = MariaDb::start(MariaDbOptions::default());
@@ -31,12 +32,11 @@ async fn connect(proxy: &TestProxy, infile: Option<&str>) -> Conn {
 async fn prepared_statements_round_trip_every_common_type() {
     let (_primary, proxy) = start();
     let mut conn = connect(&proxy, None).await;
-    conn.query_drop(
+    conn.run(
         "CREATE TABLE types (id INT PRIMARY KEY, i BIGINT, d DOUBLE, s VARCHAR(20), b BLOB,
          dt DATETIME(6), n INT NULL, amount DECIMAL(10, 3))",
     )
-    .await
-    .unwrap();
+    .await;
     let insert = conn
         .prep("INSERT INTO types VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
         .await
@@ -87,11 +87,9 @@ async fn prepared_statements_round_trip_every_common_type() {
 async fn multi_statements_and_procedures_return_every_result_set() {
     let (_primary, proxy) = start();
     let mut conn = connect(&proxy, None).await;
-    conn.query_drop(
+    conn.run(
         "CREATE PROCEDURE two_sets() BEGIN SELECT 1 AS a; SELECT 'x' AS b UNION ALL SELECT 'y'; END",
-    )
-    .await
-    .unwrap();
+    ).await;
     let mut result = conn
         .query_iter("SELECT 1; SELECT 2, 3; DO 1; SELECT 'a' UNION ALL SELECT 'b'")
         .await
@@ -156,9 +154,8 @@ async fn collect_sets<P: mysql_async::prelude::Protocol>(
 async fn a_20_mib_blob_round_trips_through_both_protocols() {
     let (primary, proxy) = start();
     let mut conn = connect(&proxy, None).await;
-    conn.query_drop("CREATE TABLE blobs (id INT PRIMARY KEY, b LONGBLOB)")
-        .await
-        .unwrap();
+    conn.run("CREATE TABLE blobs (id INT PRIMARY KEY, b LONGBLOB)")
+        .await;
     let blob: Vec<u8> = (0..20 << 20)
         .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
         .collect();
@@ -166,11 +163,7 @@ async fn a_20_mib_blob_round_trips_through_both_protocols() {
         .await
         .unwrap();
     // Text protocol: the row is larger than one packet.
-    let text: Vec<u8> = conn
-        .query_first("SELECT b FROM blobs WHERE id = 1")
-        .await
-        .unwrap()
-        .unwrap();
+    let text: Vec<u8> = conn.one("SELECT b FROM blobs WHERE id = 1").await;
     assert!(text == blob, "text protocol returned {} bytes", text.len());
     let binary: Vec<u8> = conn
         .exec_first("SELECT b FROM blobs WHERE id = ?", (1,))
@@ -184,11 +177,7 @@ async fn a_20_mib_blob_round_trips_through_both_protocols() {
     );
     // And the primary has exactly those bytes.
     let md5_direct = primary.sql("SELECT MD5(b) FROM sbtest.blobs WHERE id = 1");
-    let md5_proxy: String = conn
-        .query_first("SELECT MD5(b) FROM blobs WHERE id = 1")
-        .await
-        .unwrap()
-        .unwrap();
+    let md5_proxy: String = conn.one("SELECT MD5(b) FROM blobs WHERE id = 1").await;
     assert_eq!(md5_direct, md5_proxy);
     conn.disconnect().await.unwrap();
 }
@@ -204,21 +193,19 @@ async fn load_data_local_infile_uploads_the_whole_file() {
     std::fs::write(&path, &content).unwrap();
     let path = path.display().to_string();
     let mut conn = connect(&proxy, Some(&path)).await;
-    conn.query_drop("CREATE TABLE loaded (id INT PRIMARY KEY, v VARCHAR(64))")
-        .await
-        .unwrap();
-    conn.query_drop(format!(
+    conn.run("CREATE TABLE loaded (id INT PRIMARY KEY, v VARCHAR(64))")
+        .await;
+    conn.run(format!(
         "LOAD DATA LOCAL INFILE '{path}' INTO TABLE loaded FIELDS TERMINATED BY ','"
     ))
-    .await
-    .unwrap();
+    .await;
     assert_eq!(conn.affected_rows(), 20_000);
     assert_eq!(
         primary.sql("SELECT COUNT(*), MAX(id) FROM sbtest.loaded"),
         "20000\t19999"
     );
     // The connection is still in step afterwards.
-    let one: u32 = conn.query_first("SELECT 1").await.unwrap().unwrap();
+    let one: u32 = conn.one("SELECT 1").await;
     assert_eq!(one, 1);
     conn.disconnect().await.unwrap();
 }
@@ -237,11 +224,7 @@ async fn change_user_reset_ping_and_kill() {
     })
     .await
     .unwrap();
-    let (user, marker): (String, Option<u32>) = conn
-        .query_first("SELECT CURRENT_USER(), @marker")
-        .await
-        .unwrap()
-        .unwrap();
+    let (user, marker): (String, Option<u32>) = conn.one("SELECT CURRENT_USER(), @marker").await;
     assert_eq!((user.as_str(), marker), ("eduser@%", None));
 
     let wrong = mysql_async::ChangeUserOpts::default()
@@ -251,12 +234,12 @@ async fn change_user_reset_ping_and_kill() {
     assert!(err.to_string().contains("1045"), "{err}");
 
     let mut conn = connect(&proxy, None).await;
-    conn.query_drop("SET @marker = 7").await.unwrap();
+    conn.run("SET @marker = 7").await;
     assert!(
         conn.reset().await.unwrap(),
         "COM_RESET_CONNECTION is supported"
     );
-    let marker: Option<u32> = conn.query_first("SELECT @marker").await.unwrap().unwrap();
+    let marker: Option<u32> = conn.one("SELECT @marker").await;
     assert_eq!(marker, None, "the reset reached the primary");
     conn.ping().await.unwrap();
 
@@ -270,10 +253,7 @@ async fn change_user_reset_ping_and_kill() {
     });
     let mut killer = connect(&proxy, None).await;
     wait_until_running(&mut killer, victim_id).await;
-    killer
-        .query_drop(format!("KILL QUERY {victim_id}"))
-        .await
-        .unwrap();
+    killer.run(format!("KILL QUERY {victim_id}")).await;
     let (slept, mut victim) = tokio::time::timeout(Duration::from_secs(30), sleeper)
         .await
         .expect("KILL QUERY ends the SLEEP")
@@ -282,7 +262,7 @@ async fn change_user_reset_ping_and_kill() {
         Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1317, "{e}"), // ER_QUERY_INTERRUPTED
         other => panic!("the SLEEP was not interrupted: {other:?}"),
     }
-    let one: u32 = victim.query_first("SELECT 1").await.unwrap().unwrap();
+    let one: u32 = victim.one("SELECT 1").await;
     assert_eq!(one, 1);
     killer.disconnect().await.unwrap();
 }
@@ -290,12 +270,9 @@ async fn change_user_reset_ping_and_kill() {
 async fn wait_until_running(conn: &mut Conn, id: u32) {
     for _ in 0..600 {
         let n: u64 = conn
-            .query_first(format!(
+            .one(format!(
                 "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = {id} AND INFO LIKE 'SELECT SLEEP%'"
-            ))
-            .await
-            .unwrap()
-            .unwrap();
+            )).await;
         if n == 1 {
             return;
         }

@@ -7,12 +7,13 @@
 use std::time::Duration;
 
 use mysql_async::prelude::*;
-use strongsync::config::{OnTimeout, SharingConfig};
+use strongsync::config::SharingConfig;
 use support::each_server;
 use support::failover_rounds::LedgerCluster;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use support::rawclient::RawClient;
-use support::strong::{answered, durability, newest_gtid, spawn_watched};
+use support::sql::Statements;
+use support::strong::{blocking, newest_gtid, ok_once_held, spawn_watched};
 use support::strong::{Cluster, Strong, PATIENCE};
 use support::topology::MySqlTopology;
 use support::topology::Topology;
@@ -32,7 +33,7 @@ fn start_with<C: LedgerCluster>(
     more: impl FnOnce(&mut SharingConfig),
 ) -> Strong<C> {
     let s = Strong::<C>::launch(2, None, |config, topology| {
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.durability = blocking(1);
         config.probe = topology.probe_account();
         config.sharing.enabled = sharing;
         config.sharing.pool_size = pool_size;
@@ -121,14 +122,15 @@ async fn parked_commits_hold_no_connection<C: LedgerCluster>(sharing: bool) {
     let newest = s.topology.newest_gtid();
     s.start_io(0);
     for w in watched {
-        let w = answered(w).await;
-        w.result.expect("the commit's OK");
-        assert!(
-            C::holds(&w.received[0], &newest),
-            "answered before the replica had {newest}: it had {}",
-            w.received[0]
-        );
+        ok_once_held(w, 0, C::holds, &newest, "a commit").await;
     }
+}
+
+/// A client of the application's account on `addr`, packet by packet, with no optional
+/// capability.
+fn app_client(addr: std::net::SocketAddr) -> RawClient {
+    let none = mysql_common::constants::CapabilityFlags::empty();
+    RawClient::connect(addr, APP_USER, APP_PASSWORD, none)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -151,16 +153,11 @@ async fn mysql_parked_commits_hold_no_connection_to_the_primary() {
 async fn state_pins_a_client_to_its_connection<C: LedgerCluster>() {
     let s = start::<C>(true, 2, Duration::from_secs(60));
     let mut pinned = s.client().await;
-    pinned.query_drop("SET @mine = 7").await.unwrap();
+    pinned.run("SET @mine = 7").await;
     pinned
-        .query_drop("CREATE TEMPORARY TABLE sbtest.mine (v INT)")
-        .await
-        .unwrap();
-    let id: u32 = pinned
-        .query_first("SELECT CONNECTION_ID()")
-        .await
-        .unwrap()
-        .unwrap();
+        .run("CREATE TEMPORARY TABLE sbtest.mine (v INT)")
+        .await;
+    let id: u32 = pinned.one("SELECT CONNECTION_ID()").await;
     let mut others = Vec::new();
     for _ in 0..6 {
         others.push(s.client().await);
@@ -171,10 +168,7 @@ async fn state_pins_a_client_to_its_connection<C: LedgerCluster>() {
     for mut other in others.drain(..) {
         tasks.push(tokio::spawn(async move {
             for _ in 0..20 {
-                other
-                    .query_drop("INSERT INTO sbtest.t (v) VALUES (2)")
-                    .await
-                    .unwrap();
+                other.run("INSERT INTO sbtest.t (v) VALUES (2)").await;
                 let _: Option<u64> = other
                     .query_first("SELECT COUNT(*) FROM sbtest.t")
                     .await
@@ -183,12 +177,9 @@ async fn state_pins_a_client_to_its_connection<C: LedgerCluster>() {
             other
         }));
     }
-    pinned.query_drop("BEGIN").await.unwrap();
-    pinned
-        .query_drop("INSERT INTO sbtest.t (v) VALUES (3)")
-        .await
-        .unwrap();
-    pinned.query_drop("COMMIT").await.unwrap();
+    pinned.run("BEGIN").await;
+    pinned.run("INSERT INTO sbtest.t (v) VALUES (3)").await;
+    pinned.run("COMMIT").await;
     for round in 0..20 {
         let mine: Option<u32> = pinned.query_first("SELECT @mine").await.unwrap();
         assert_eq!(
@@ -196,43 +187,24 @@ async fn state_pins_a_client_to_its_connection<C: LedgerCluster>() {
             Some(7),
             "round {round}: the user variable stayed with its session"
         );
-        let same: u32 = pinned
-            .query_first("SELECT CONNECTION_ID()")
-            .await
-            .unwrap()
-            .unwrap();
+        let same: u32 = pinned.one("SELECT CONNECTION_ID()").await;
         assert_eq!(same, id, "round {round}: the session kept its connection");
     }
     for task in tasks {
         others.push(task.await.unwrap());
     }
-    pinned.query_drop("BEGIN").await.unwrap();
-    pinned
-        .query_drop("INSERT INTO sbtest.t (v) VALUES (3)")
-        .await
-        .unwrap();
-    pinned
-        .query_drop("INSERT INTO sbtest.mine VALUES (1)")
-        .await
-        .unwrap();
+    pinned.run("BEGIN").await;
+    pinned.run("INSERT INTO sbtest.t (v) VALUES (3)").await;
+    pinned.run("INSERT INTO sbtest.mine VALUES (1)").await;
     let in_transaction: u64 = pinned
-        .query_first("SELECT COUNT(*) FROM sbtest.t WHERE v = 3")
-        .await
-        .unwrap()
-        .unwrap();
+        .one("SELECT COUNT(*) FROM sbtest.t WHERE v = 3")
+        .await;
     assert!(in_transaction >= 1, "the open transaction sees its own row");
-    pinned.query_drop("COMMIT").await.unwrap();
+    pinned.run("COMMIT").await;
     // An insert's id is there to ask for on the same connection.
     let mut stateless = others.pop().unwrap();
-    stateless
-        .query_drop("INSERT INTO sbtest.t (v) VALUES (4)")
-        .await
-        .unwrap();
-    let last: u64 = stateless
-        .query_first("SELECT LAST_INSERT_ID()")
-        .await
-        .unwrap()
-        .unwrap();
+    stateless.run("INSERT INTO sbtest.t (v) VALUES (4)").await;
+    let last: u64 = stateless.one("SELECT LAST_INSERT_ID()").await;
     let newest: u64 = s
         .topology
         .primary_sql("SELECT MAX(id) FROM sbtest.t WHERE v = 4")
@@ -259,7 +231,7 @@ async fn a_pool_with_nothing_free_answers_1040_and_the_session_goes_on() {
     let mut busy = s.client().await;
     let mut waiting = s.client().await;
     let sleeping = tokio::spawn(async move {
-        busy.query_drop("SELECT SLEEP(3)").await.unwrap();
+        busy.run("SELECT SLEEP(3)").await;
         busy
     });
     wait_for("the long statement on the primary", PATIENCE, || {
@@ -268,7 +240,7 @@ async fn a_pool_with_nothing_free_answers_1040_and_the_session_goes_on() {
             .trim()
             == "1"
     });
-    let error = waiting.query_drop("SELECT 1").await.unwrap_err();
+    let error = waiting.fails("SELECT 1").await;
     match error {
         mysql_async::Error::Server(e) => {
             assert_eq!(e.code, 1040, "{e:?}");
@@ -277,7 +249,7 @@ async fn a_pool_with_nothing_free_answers_1040_and_the_session_goes_on() {
         other => panic!("expected the server error 1040, got {other:?}"),
     }
     sleeping.await.unwrap();
-    let one: u32 = waiting.query_first("SELECT 1").await.unwrap().unwrap();
+    let one: u32 = waiting.one("SELECT 1").await;
     assert_eq!(one, 1);
 }
 
@@ -290,7 +262,7 @@ async fn a_follow_closes_the_pool_on_the_old_primary_and_its_clients_get_1927() 
     let dir = tempfile::tempdir().unwrap();
     let token = support::admin::token_file(dir.path(), TOKEN);
     let s = Strong::<Topology>::launch(2, None, |config, topology| {
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.durability = blocking(1);
         config.probe = topology.probe_account();
         config.failover.admin_token_file = Some(token);
         config.failover.state_file = Some(support::admin::state_file(dir.path(), &config.primary));
@@ -305,9 +277,8 @@ async fn a_follow_closes_the_pool_on_the_old_primary_and_its_clients_get_1927() 
     for v in 0..6 {
         let mut client = s.client().await;
         client
-            .query_drop(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
-            .await
-            .unwrap();
+            .run(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
+            .await;
         clients.push(client);
     }
     wait_for(
@@ -336,10 +307,7 @@ async fn a_follow_closes_the_pool_on_the_old_primary_and_its_clients_get_1927() 
     );
     let before = s.topology.primary.sql("SELECT COUNT(*) FROM sbtest.t");
     for mut client in clients {
-        let error = client
-            .query_drop("INSERT INTO sbtest.t (v) VALUES (50)")
-            .await
-            .unwrap_err();
+        let error = client.fails("INSERT INTO sbtest.t (v) VALUES (50)").await;
         match error {
             mysql_async::Error::Server(e) => assert_eq!(e.code, 1927, "{e:?}"),
             other => panic!("expected error 1927, got {other:?}"),
@@ -351,10 +319,7 @@ async fn a_follow_closes_the_pool_on_the_old_primary_and_its_clients_get_1927() 
         "the old primary got nothing"
     );
     let mut fresh = s.client().await;
-    fresh
-        .query_drop("INSERT INTO sbtest.t (v) VALUES (60)")
-        .await
-        .unwrap();
+    fresh.run("INSERT INTO sbtest.t (v) VALUES (60)").await;
     assert_eq!(
         new_primary.sql("SELECT COUNT(*) FROM sbtest.t WHERE v = 60"),
         "1"
@@ -373,12 +338,8 @@ async fn last_insert_id_is_the_sessions_own<C: LedgerCluster>() {
     let s = start::<C>(true, 1, Duration::from_secs(60));
     let mut a = s.client().await;
     let mut b = s.client().await;
-    a.query_drop("INSERT INTO sbtest.t (v) VALUES (70)")
-        .await
-        .unwrap();
-    b.query_drop("INSERT INTO sbtest.t (v) VALUES (71)")
-        .await
-        .unwrap();
+    a.run("INSERT INTO sbtest.t (v) VALUES (70)").await;
+    b.run("INSERT INTO sbtest.t (v) VALUES (71)").await;
     let id_of = |v: u32| -> u64 {
         s.topology
             .primary_sql(&format!("SELECT id FROM sbtest.t WHERE v = {v}"))
@@ -388,17 +349,9 @@ async fn last_insert_id_is_the_sessions_own<C: LedgerCluster>() {
     };
     let (a_id, b_id) = (id_of(70), id_of(71));
     assert_ne!(a_id, b_id);
-    let asked: u64 = a
-        .query_first("select  last_insert_id()")
-        .await
-        .unwrap()
-        .unwrap();
+    let asked: u64 = a.one("select  last_insert_id()").await;
     assert_eq!(asked, a_id, "a's own insert, not b's ({b_id})");
-    let asked: u64 = b
-        .query_first("SELECT LAST_INSERT_ID()")
-        .await
-        .unwrap()
-        .unwrap();
+    let asked: u64 = b.one("SELECT LAST_INSERT_ID()").await;
     assert_eq!(asked, b_id);
 }
 
@@ -411,7 +364,7 @@ async fn a_pool_the_primary_emptied_ends_its_sessions_and_a_new_login_refills_it
     let mut clients = Vec::new();
     for _ in 0..4 {
         let mut client = s.client().await;
-        client.query_drop("SELECT 1").await.unwrap();
+        client.run("SELECT 1").await;
         clients.push(client);
     }
     wait_for("the pool's connections on the primary", PATIENCE, || {
@@ -427,7 +380,7 @@ async fn a_pool_the_primary_emptied_ends_its_sessions_and_a_new_login_refills_it
         app_connections(&s) == 0
     });
     for mut client in clients {
-        match client.query_drop("SELECT 1").await.unwrap_err() {
+        match client.fails("SELECT 1").await {
             mysql_async::Error::Server(e) => {
                 assert_eq!(e.code, 1927, "{e:?}");
                 assert!(e.message.contains("reconnect"), "{}", e.message);
@@ -436,7 +389,7 @@ async fn a_pool_the_primary_emptied_ends_its_sessions_and_a_new_login_refills_it
         }
     }
     let mut fresh = s.client().await;
-    let one: u32 = fresh.query_first("SELECT 1").await.unwrap().unwrap();
+    let one: u32 = fresh.one("SELECT 1").await;
     assert_eq!(one, 1);
 }
 
@@ -448,7 +401,7 @@ async fn clients_that_ran_a_statement<C: Cluster>(
     let mut clients = Vec::new();
     for _ in 0..n {
         let mut conn = s.client().await;
-        conn.query_drop("SELECT 1").await.unwrap();
+        conn.run("SELECT 1").await;
         clients.push(conn);
     }
     clients
@@ -484,7 +437,7 @@ async fn a_reload_turns_sharing_on_for_the_next_logins_and_off_again() {
     assert!(s.proxy.reload(|c| c.sharing.enabled = false).is_empty());
     let mut after = clients_that_ran_a_statement(&s, POOL).await;
     for conn in &mut sharing {
-        let one: u32 = conn.query_first("SELECT 1").await.unwrap().unwrap();
+        let one: u32 = conn.one("SELECT 1").await;
         assert_eq!(one, 1, "a client that logged in sharing goes on");
     }
     assert_eq!(
@@ -499,7 +452,7 @@ async fn a_reload_turns_sharing_on_for_the_next_logins_and_off_again() {
         app_connections(&s) == EACH + POOL
     });
     for conn in before.iter_mut().chain(after.iter_mut()) {
-        let one: u32 = conn.query_first("SELECT 1").await.unwrap().unwrap();
+        let one: u32 = conn.one("SELECT 1").await;
         assert_eq!(one, 1);
     }
 }
@@ -514,9 +467,7 @@ async fn a_session_sets_up_on_its_own_connection_and_leaves_the_others_theirs() 
     let s = start::<Topology>(true, 1, Duration::from_secs(2));
     let addr = s.proxy.addr();
     tokio::task::spawn_blocking(move || {
-        let none = mysql_common::constants::CapabilityFlags::empty();
-        let mut first = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
-        let mut second = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
+        let (mut first, mut second) = (app_client(addr), app_client(addr));
         assert_eq!(first.query("SET @x = 1").error, None);
         assert_eq!(second.query("SELECT 1").error, None);
         assert_eq!(first.query("SELECT @x").first_values, [Some(b"1".to_vec())]);
@@ -686,9 +637,7 @@ async fn types_left_out_are_the_sessions_own<C: LedgerCluster>() {
     // A full login first (over TLS to MySQL), so that the raw clients' fast one is known.
     drop(s.client().await);
     tokio::task::spawn_blocking(move || {
-        let none = mysql_common::constants::CapabilityFlags::empty();
-        let mut first = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
-        let mut second = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
+        let (mut first, mut second) = (app_client(addr), app_client(addr));
         let (mine, _) = first.prepare(insert);
         assert_eq!(
             first
@@ -744,9 +693,7 @@ async fn mariadb_the_last_prepared_statement_is_the_sessions_own() {
     let s = start::<Topology>(true, 1, Duration::from_secs(10));
     let addr = s.proxy.addr();
     tokio::task::spawn_blocking(move || {
-        let none = mysql_common::constants::CapabilityFlags::empty();
-        let mut first = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
-        let mut second = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
+        let (mut first, mut second) = (app_client(addr), app_client(addr));
         assert_eq!(second.query("SELECT 1").error, None);
         let (_, _) = first.prepare("INSERT INTO sbtest.t (v) VALUES (300001)");
         // The other session prepares on the same connection after it.
@@ -809,8 +756,7 @@ async fn a_cursor_and_parameters_sent_ahead_outlast_the_connections_limit<C: Led
     s.topology
         .primary_sql("INSERT INTO sbtest.t (v) VALUES (400001), (400002), (400003), (400004)");
     tokio::task::spawn_blocking(move || {
-        let none = mysql_common::constants::CapabilityFlags::empty();
-        let mut client = RawClient::connect(addr, APP_USER, APP_PASSWORD, none);
+        let mut client = app_client(addr);
         let (select, columns) =
             client.prepare("SELECT v FROM sbtest.t WHERE v > 400000 ORDER BY v");
         client.execute_with_cursor(select, columns);

@@ -16,7 +16,10 @@ use support::each_server;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use support::proxy::assert_not_acknowledged;
 use support::rawclient::RawClient;
-use support::strong::{answered, durability, position_holds, Strong, Watched, Witness, PATIENCE};
+use support::sql::Statements;
+use support::strong::{
+    answered, blocking, durability, joined, position_holds, Strong, Watched, Witness, PATIENCE,
+};
 use support::sysbench::Sysbench;
 use support::topology::MySqlTopology;
 
@@ -59,9 +62,7 @@ async fn quorum_one_parks_until_a_replica_has_the_transaction<C: Cluster>() {
     assert_eq!(s.parked(), 0);
     // With one replica up, a commit goes through on its ACK.
     let mut conn = s.client().await;
-    conn.query_drop("INSERT INTO t (v) VALUES (2)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO t (v) VALUES (2)").await;
     assert_eq!(s.released("quorum"), 2);
     assert!(C::holds(
         &s.witness(0).received(),
@@ -96,18 +97,11 @@ async fn on_timeout_error_answers_an_error_naming_the_gtid_and_the_connection_go
     let s = start::<C>(1, OnTimeout::Error, Duration::from_secs(1));
     s.stop_all();
     let mut conn = s.client().await;
-    let err = conn
-        .query_drop("INSERT INTO t (v) VALUES (1)")
-        .await
-        .unwrap_err();
+    let err = conn.fails("INSERT INTO t (v) VALUES (1)").await;
     let gtid = s.topology.newest_gtid();
     assert_not_acknowledged(&err, &gtid);
     assert!(!C::holds(&s.witness(0).received(), &gtid));
-    let n: u64 = conn
-        .query_first("SELECT COUNT(*) FROM t")
-        .await
-        .unwrap()
-        .unwrap();
+    let n: u64 = conn.one("SELECT COUNT(*) FROM t").await;
     assert_eq!(n, 1, "the transaction did commit on the primary");
     assert_eq!(s.released("timeout"), 1);
     assert_eq!(s.state(), State::Strong);
@@ -117,14 +111,10 @@ async fn on_timeout_degrade_releases_then_returns_to_strong_once_replicas_catch_
     let s = start::<C>(1, OnTimeout::Degrade, Duration::from_secs(1));
     s.stop_all();
     let mut conn = s.client().await;
-    conn.query_drop("INSERT INTO t (v) VALUES (1)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO t (v) VALUES (1)").await;
     assert_eq!(s.released("timeout"), 1);
     assert_eq!(s.state(), State::Degraded);
-    conn.query_drop("INSERT INTO t (v) VALUES (2)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO t (v) VALUES (2)").await;
     assert_eq!(s.released("degraded"), 1);
     let released = s.proxy.durability().status().released_without_quorum;
     assert_eq!(released.count(), 2, "{released}");
@@ -134,9 +124,7 @@ async fn on_timeout_degrade_releases_then_returns_to_strong_once_replicas_catch_
     wait_for("STRONG again", PATIENCE, || s.state() == State::Strong);
     let gtid = s.topology.newest_gtid();
     assert!(C::holds(&s.witness(0).received(), &gtid) || C::holds(&s.witness(1).received(), &gtid));
-    conn.query_drop("INSERT INTO t (v) VALUES (3)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO t (v) VALUES (3)").await;
     assert_eq!(
         s.released("quorum"),
         1,
@@ -215,16 +203,14 @@ async fn a_client_that_leaves_while_parked_leaves_no_waiter_behind<C: Cluster>()
 
 async fn over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over_tcp<C: Cluster>() {
     let s = Strong::<C>::launch(2, None, |config, topology| {
-        config.durability = durability(2, OnTimeout::Block, Duration::from_secs(3600));
+        config.durability = blocking(2);
         config.primary = topology.primary_socket().to_str().unwrap().to_owned();
     });
     let mut conn = s.client().await;
     // The primary sees the session arrive over its socket, not over TCP.
     let host: String = conn
-        .query_first("SELECT host FROM information_schema.processlist WHERE id = CONNECTION_ID()")
-        .await
-        .unwrap()
-        .unwrap();
+        .one("SELECT host FROM information_schema.processlist WHERE id = CONNECTION_ID()")
+        .await;
     assert_eq!(host, "localhost");
     // Both replica streams come over the socket too, so a commit waits for both and is
     // released by its quorum of two.
@@ -234,9 +220,7 @@ async fn over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over
     s.start_io(1);
     expect_ok(insert).await;
     assert_eq!(s.released("quorum"), 1);
-    conn.query_drop("INSERT INTO t (v) VALUES (2)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO t (v) VALUES (2)").await;
     assert_eq!(s.released("quorum"), 2);
     let primary_sum = s.topology.primary_sql("SELECT SUM(v) FROM sbtest.t");
     assert_eq!(primary_sum, "3");
@@ -247,9 +231,8 @@ async fn over_the_primarys_unix_socket_sessions_and_replica_streams_work_as_over
 async fn a_transaction_larger_than_a_packet_is_rechunked_and_held_by_both_replicas<C: Cluster>() {
     let s = start::<C>(2, OnTimeout::Error, Duration::from_secs(60));
     let mut conn = s.client().await;
-    conn.query_drop("CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB)")
-        .await
-        .unwrap();
+    conn.run("CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB)")
+        .await;
     // Its rows event is over 16 MiB: spread over two packets, which the semisync header
     // shifts, so the proxy must put it back together and split it again.
     conn.query_drop("INSERT INTO big VALUES (1, REPEAT('x', 17 * 1024 * 1024))")
@@ -363,10 +346,7 @@ async fn mysql_xa_prepare_and_xa_commit_each_park_for_their_own_gtid() {
             "{sql}"
         );
         s.start_io(0);
-        let (conn, result, received) = tokio::time::timeout(PATIENCE, task)
-            .await
-            .expect("released")
-            .unwrap();
+        let (conn, result, received) = joined(task).await;
         result.unwrap_or_else(|e| panic!("{sql}: {e}"));
         assert!(
             MySqlTopology::holds(&received, &gtid),
@@ -388,9 +368,9 @@ async fn mysql_xa_prepare_and_xa_commit_each_park_for_their_own_gtid() {
 /// replica stopped.
 async fn xa_ended<C: Cluster>(s: &Strong<C>) -> Conn {
     let mut xa = s.client().await;
-    xa.query_drop("XA START 'x'").await.unwrap();
-    xa.query_drop("INSERT INTO t (v) VALUES (1)").await.unwrap();
-    xa.query_drop("XA END 'x'").await.unwrap();
+    xa.run("XA START 'x'").await;
+    xa.run("INSERT INTO t (v) VALUES (1)").await;
+    xa.run("XA END 'x'").await;
     s.stop_all();
     xa
 }
@@ -399,15 +379,10 @@ async fn xa_ended<C: Cluster>(s: &Strong<C>) -> Conn {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_xa_procedures_and_batches_each_park_and_wait_for_their_last_gtid() {
-    let s = Strong::start(
-        2,
-        durability(1, OnTimeout::Block, Duration::from_secs(3600)),
-    );
+    let s = Strong::start(2, blocking(1));
     let mut setup = s.client().await;
     setup
-        .query_drop("CREATE PROCEDURE two_commits() BEGIN INSERT INTO t (v) VALUES (10); INSERT INTO t (v) VALUES (11); END")
-        .await
-        .unwrap();
+        .run("CREATE PROCEDURE two_commits() BEGIN INSERT INTO t (v) VALUES (10); INSERT INTO t (v) VALUES (11); END").await;
     let mut xa = Some(xa_ended(&s).await);
 
     // Each statement parks until a replica is back, then the replica goes away again.
@@ -432,10 +407,7 @@ async fn mariadb_xa_procedures_and_batches_each_park_and_wait_for_their_last_gti
         });
         let last = s.topology.primary.gtid_binlog_pos();
         s.start_io(0);
-        let (conn, result) = tokio::time::timeout(PATIENCE, task)
-            .await
-            .expect("released")
-            .unwrap();
+        let (conn, result) = joined(task).await;
         result.unwrap_or_else(|e| panic!("{sql}: {e}"));
         if sql.starts_with("XA") {
             xa = Some(conn);
@@ -459,10 +431,7 @@ async fn mariadb_xa_procedures_and_batches_each_park_and_wait_for_their_last_gti
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_a_thousand_parked_commits_do_not_stop_reads_on_other_connections() {
     raise_open_files_limit();
-    let s = Strong::start(
-        2,
-        durability(1, OnTimeout::Block, Duration::from_secs(3600)),
-    );
+    let s = Strong::start(2, blocking(1));
     s.stop_all();
 
     const PARKED: usize = 1000;
@@ -493,21 +462,14 @@ async fn mariadb_a_thousand_parked_commits_do_not_stop_reads_on_other_connection
         }));
     }
     for reader in readers {
-        let took = tokio::time::timeout(PATIENCE, reader)
-            .await
-            .expect("reads are served")
-            .unwrap();
+        let took = joined(reader).await;
         eprintln!("200 point selects while 1000 commits are parked: {took:?}");
     }
     assert_eq!(s.parked(), PARKED, "the commits stayed parked throughout");
 
     s.start_io(0);
     for commit in commits {
-        tokio::time::timeout(PATIENCE, commit)
-            .await
-            .expect("released")
-            .unwrap()
-            .unwrap();
+        joined(commit).await.unwrap();
     }
     assert_eq!(s.parked(), 0);
     assert_eq!(s.released("quorum"), PARKED as u64);
@@ -522,10 +484,7 @@ fn raise_open_files_limit() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_a_batch_that_ends_inside_a_large_transaction_asks_for_the_ack_with_a_heartbeat() {
-    let s = Strong::start(
-        1,
-        durability(1, OnTimeout::Block, Duration::from_secs(3600)),
-    );
+    let s = Strong::start(1, blocking(1));
     let replica = &s.topology.replicas[0];
     s.stop_all();
     // A small transaction, then one of about 8 MiB of row events, already in the binlog when
@@ -559,9 +518,7 @@ async fn mariadb_a_batch_that_ends_inside_a_large_transaction_asks_for_the_ack_w
     );
     // The replica's ACKs count: a commit through the proxy gets its OK.
     let mut conn = s.client().await;
-    conn.query_drop("INSERT INTO sbtest.t (v) VALUES (2)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO sbtest.t (v) VALUES (2)").await;
     wait_for("the replica to apply everything", PATIENCE, || {
         replica.sql("SELECT COUNT(*) FROM sbtest.big") == "30000"
     });

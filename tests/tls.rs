@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
-use strongsync::config::{OnTimeout, PrimaryTls};
+use strongsync::config::PrimaryTls;
 use strongsync::Config;
 use support::certs::TestCerts;
 use support::logins::holds;
 use support::mariadb::{MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
 use support::proxy::TestProxy;
-use support::strong::{answered, durability, position_holds, Strong};
+use support::strong::{blocking, ok_once_held, position_holds, Strong};
 
 /// A primary serving TLS with `certs`; the application account may log in only over TLS.
 fn primary_with(certs: &TestCerts) -> MariaDb {
@@ -140,7 +140,7 @@ async fn the_probe_logs_in_over_tls() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_over_tls_acknowledges_through_strongsync_and_a_capture_reads_nothing() {
     let s = Strong::start_relayed(1, Some(0), |config, _| {
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.durability = blocking(1);
     });
     // The replica asks strongsync for TLS and will not replicate without it.
     s.topology.replicas[0].sql(
@@ -161,13 +161,7 @@ async fn a_replica_over_tls_acknowledges_through_strongsync_and_a_capture_reads_
         .await;
     let gtid = s.topology.primary.gtid_binlog_pos();
     s.start_io(0);
-    let watched = answered(insert).await;
-    watched.result.unwrap();
-    assert!(
-        position_holds(&watched.received[0], &gtid),
-        "the OK came before the replica had {gtid}: it had {}",
-        watched.received[0]
-    );
+    ok_once_held(insert, 0, position_holds, &gtid, "the insert").await;
     let status = s.topology.replica_status(0);
     assert_eq!(status["Master_SSL_Allowed"], "Yes", "{status:?}");
     let captured = s.relay().captured();

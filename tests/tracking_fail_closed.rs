@@ -5,19 +5,17 @@
 //! that cannot be read is bounded by what the session committed last; where even that cannot
 //! be read, the commit is released as unresolved: counted and listed, never silently.
 
-use std::time::Duration;
-
 use mysql_async::prelude::*;
 use mysql_common::constants::{CapabilityFlags, StatusFlags};
 use mysql_common::packets::session_state_change::SessionStateChange;
-use strongsync::config::OnTimeout;
 use support::admin;
 use support::cluster::Cluster;
 use support::each_server;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use support::rawclient::{RawClient, Reply};
+use support::sql::Statements;
 use support::strong::{
-    answered, durability, newest_gtid, position_holds, spawn_watched, Strong, PATIENCE,
+    answered, blocking, newest_gtid, ok_once_held, position_holds, spawn_watched, Strong, PATIENCE,
 };
 use support::tcp_relay::{Direction, TcpRelay};
 use support::topology::MySqlTopology;
@@ -142,11 +140,7 @@ fn ways<C: Cluster>() -> (&'static [Way], &'static [&'static str]) {
 
 /// One MariaDB replica, waiting under `block`, without a probe.
 async fn cluster() -> Strong {
-    setup(Strong::start(
-        1,
-        durability(1, OnTimeout::Block, Duration::from_secs(3600)),
-    ))
-    .await
+    setup(Strong::start(1, blocking(1))).await
 }
 
 /// Waits under `block` and gives the proxy a probe account (made on the primary; on MySQL it
@@ -156,7 +150,7 @@ fn with_probe<C: Cluster>(config: &mut strongsync::config::Config, topology: &C)
     if C::MYSQL {
         topology.primary_sql("GRANT REPLICATION CLIENT ON *.* TO 'probe'@'%'");
     }
-    config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+    config.durability = blocking(1);
     config.probe = strongsync::config::ProbeConfig::account_of("probe", "probe-secret");
 }
 
@@ -249,14 +243,7 @@ async fn switched_off_in_any_way<C: Cluster>(s: &Strong<C>) {
         // Parked, and committed on the primary: the client has no answer yet.
         assert!(!watched.is_finished(), "{way}: answered without a replica");
         s.start_io(0);
-        let watched = answered(watched).await;
-        watched.result.unwrap_or_else(|e| panic!("{way}: {e}"));
-        assert!(
-            C::holds(&watched.received[0], &gtid),
-            "{way}: the replica had received {} when the OK for {gtid} came",
-            watched.received[0]
-        );
-        drop(watched.conn);
+        ok_once_held(watched, 0, C::holds, &gtid, way).await;
     }
     assert!(s.released("quorum") >= ways.len() as u64);
     assert_eq!(s.released("unresolved"), 0);
@@ -481,7 +468,7 @@ async fn mariadb_an_unreadable_state_item_is_bounded_and_an_unreadable_bound_is_
 ) {
     let relay_target = std::sync::Mutex::new(None::<TcpRelay>);
     let s = Strong::start_with(1, |config, _| {
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.durability = blocking(1);
         let relay = TcpRelay::start(config.primary.parse().unwrap());
         relay.rewrite_packets(Direction::FromTarget, garble_last_gtid);
         config.primary = relay.addr().to_string();
@@ -504,13 +491,7 @@ async fn mariadb_an_unreadable_state_item_is_bounded_and_an_unreadable_bound_is_
     });
     let gtid = newest_gtid(primary, 0);
     s.start_io(0);
-    let watched = answered(watched).await;
-    watched.result.unwrap();
-    assert!(
-        position_holds(&watched.received[0], &gtid),
-        "{}",
-        watched.received[0]
-    );
+    ok_once_held(watched, 0, position_holds, &gtid, "the commit").await;
     assert_eq!((s.released("quorum"), s.released("unresolved")), (1, 0));
 
     // Neither can what the session committed last: released, but counted and listed.
@@ -519,9 +500,7 @@ async fn mariadb_an_unreadable_state_item_is_bounded_and_an_unreadable_bound_is_
     s.wait_semisync(0);
     let mut conn = s.client().await;
     let id = conn.id();
-    conn.query_drop("INSERT INTO t (v) VALUES (2)")
-        .await
-        .unwrap();
+    conn.run("INSERT INTO t (v) VALUES (2)").await;
     assert_eq!(s.released("unresolved"), 1);
     let status = admin::status(s.proxy.admin_addr());
     let listed = &status["unresolved_releases"][0];
@@ -726,9 +705,8 @@ async fn mysql_set_statement_for_is_not_its_syntax_and_commits_nothing() {
     let before = s.topology.primary.gtid_executed();
     let mut conn = s.client().await;
     let err = conn
-        .query_drop("SET STATEMENT session_track_gtids = OFF FOR INSERT INTO t (v) VALUES (1)")
-        .await
-        .unwrap_err();
+        .fails("SET STATEMENT session_track_gtids = OFF FOR INSERT INTO t (v) VALUES (1)")
+        .await;
     assert!(
         matches!(&err, mysql_async::Error::Server(e) if e.code == 1064),
         "{err:?}"

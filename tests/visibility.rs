@@ -16,7 +16,8 @@ use support::admin;
 use support::cluster::Cluster;
 use support::each_server;
 use support::mariadb::{wait_for, MariaDb};
-use support::strong::{durability, position_holds, Strong, Witness, PATIENCE};
+use support::sql::Statements;
+use support::strong::{durability, joined, position_holds, Strong, Witness, PATIENCE};
 use support::topology::Topology;
 use tokio::task::JoinHandle;
 
@@ -86,10 +87,7 @@ fn spawn_read(mut conn: mysql_async::Conn, sql: &str, witness: Witness) -> JoinH
 }
 
 async fn answer(read: JoinHandle<Read>) -> Read {
-    tokio::time::timeout(PATIENCE, read)
-        .await
-        .expect("the reader was answered")
-        .expect("the reader's task")
+    joined(read).await
 }
 
 /// Commits on the primary itself (no proxy, so nothing waits for it) and returns its GTID.
@@ -190,10 +188,7 @@ async fn every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in
     });
     wait_reads_held(&s, 1);
     s.start_io(0);
-    let (result, received) = tokio::time::timeout(PATIENCE, duplicate)
-        .await
-        .expect("answered")
-        .expect("task");
+    let (result, received) = joined(duplicate).await;
     let error = result.expect_err("a duplicate key");
     assert!(error.to_string().contains("Duplicate entry"), "{error}");
     assert!(
@@ -203,26 +198,21 @@ async fn every_kind_of_response_waits_a_duplicate_key_error_and_affected_rows_in
 
     // Inside a transaction, an UPDATE's affected rows reveal the row it found.
     let mut conn = s.client().await;
-    conn.query_drop("BEGIN").await.unwrap();
+    conn.run("BEGIN").await;
     lose_quorum(&s);
     s.topology.primary_sql("INSERT INTO sbtest.u VALUES (8, 8)");
     let gtid = s.topology.newest_gtid();
     let witness = s.witness(0);
     let update = tokio::spawn(async move {
-        conn.query_drop("UPDATE sbtest.u SET v = 0 WHERE id = 8")
-            .await
-            .unwrap();
+        conn.run("UPDATE sbtest.u SET v = 0 WHERE id = 8").await;
         let found = conn.affected_rows();
         let received = witness.received();
-        conn.query_drop("ROLLBACK").await.unwrap();
+        conn.run("ROLLBACK").await;
         (found, received)
     });
     wait_reads_held(&s, 1);
     s.start_io(0);
-    let (found, received) = tokio::time::timeout(PATIENCE, update)
-        .await
-        .expect("answered")
-        .expect("task");
+    let (found, received) = joined(update).await;
     assert_eq!(found, 1);
     assert!(
         C::holds(&received, &gtid),
@@ -298,10 +288,8 @@ async fn a_read_behind_a_commit_that_degraded_is_released_with_it<C: Cluster>() 
     wait_reads_held(&s, 1);
     let read = answer(read).await;
     assert_eq!(read.result.expect("the read"), vec![9]);
-    tokio::time::timeout(PATIENCE, write)
+    joined(write)
         .await
-        .expect("the writer was answered")
-        .unwrap()
         .expect("degrade releases the commit with its OK");
     let status = s.proxy.durability().status();
     assert_eq!(status.state, strongsync::durability::State::Degraded);
@@ -440,8 +428,8 @@ async fn begin_rollback_ping_and_reset_reveal_nothing_and_go_at_once_while_anyth
     lose_quorum(&s);
     let gtid = commit_directly(&s, 3);
     // Not held (the quorum is gone for good until the replica is back): they return.
-    conn.query_drop("BEGIN").await.unwrap();
-    conn.query_drop("ROLLBACK").await.unwrap();
+    conn.run("BEGIN").await;
+    conn.run("ROLLBACK").await;
     // Nor do a ping or a reset (connection pools check and recycle their connections so).
     conn.ping().await.unwrap();
     conn.reset().await.unwrap();
@@ -473,14 +461,12 @@ async fn everything_a_session_does_works_under_the_barrier<C: Cluster>() {
     let reads_before = s.proxy.durability().status().reads_released["quorum"];
 
     // LOCAL INFILE: the file request goes out after its bound, the upload follows.
-    conn.query_drop("CREATE TABLE sbtest.loaded (id INT PRIMARY KEY, v INT)")
-        .await
-        .unwrap();
-    conn.query_drop(format!(
+    conn.run("CREATE TABLE sbtest.loaded (id INT PRIMARY KEY, v INT)")
+        .await;
+    conn.run(format!(
         "LOAD DATA LOCAL INFILE '{path}' INTO TABLE sbtest.loaded FIELDS TERMINATED BY ','"
     ))
-    .await
-    .unwrap();
+    .await;
     assert_eq!(conn.affected_rows(), 5_000);
 
     // Prepared statements, in the binary protocol.
@@ -577,12 +563,12 @@ fn reads_in_snapshot(s: &Strong) -> u64 {
 async fn open_snapshot(s: &Strong, before: &[&str], inside: &[&str]) -> mysql_async::Conn {
     let mut conn = s.client().await;
     for sql in before {
-        conn.query_drop(*sql).await.unwrap();
+        conn.run(*sql).await;
     }
-    conn.query_drop("BEGIN").await.unwrap();
+    conn.run("BEGIN").await;
     let _: Vec<i64> = conn.query("SELECT COUNT(*) FROM sbtest.t").await.unwrap();
     for sql in inside {
-        conn.query_drop(*sql).await.unwrap();
+        conn.run(*sql).await;
     }
     conn
 }
@@ -747,7 +733,7 @@ async fn mariadb_a_statement_of_16_mib_or_more_is_bounded_even_in_a_snapshot() {
     )
     .max_allowed_packet(Some(64 << 20));
     let mut conn = mysql_async::Conn::new(opts).await.unwrap();
-    conn.query_drop("BEGIN").await.unwrap();
+    conn.run("BEGIN").await;
     let _: Vec<i64> = conn.query("SELECT COUNT(*) FROM sbtest.t").await.unwrap();
     lose_quorum(&s);
     let gtid = commit_directly(&s, 9);

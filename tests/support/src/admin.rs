@@ -168,6 +168,24 @@ pub fn replica_standing(status: &serde_json::Value) -> serde_json::Value {
     })
 }
 
+/// Sets `config` up for a test of the admin port's failover calls: strong sync at `quorum`
+/// under `on_timeout = block`, and the admin token `token`, in a file in `dir`.
+pub fn with_token(
+    config: &mut strongsync::Config,
+    dir: &std::path::Path,
+    token: &str,
+    quorum: usize,
+) {
+    config.durability = crate::strong::blocking(quorum);
+    config.failover.admin_token_file = Some(token_file(dir, token));
+}
+
+/// The epoch and whether it is fenced, as `/status` of the proxy at `addr` says.
+pub fn epoch_and_fence(addr: SocketAddr) -> (Option<u64>, Option<bool>) {
+    let status = status(addr);
+    (status["epoch"].as_u64(), status["fenced"].as_bool())
+}
+
 /// `/status`'s record of replica `server_id` (connected or departed).
 pub fn replica_record(status: &serde_json::Value, server_id: u32) -> serde_json::Value {
     status["replicas"]

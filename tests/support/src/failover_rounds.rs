@@ -10,14 +10,15 @@ use std::time::Duration;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use rand::{Rng, SeedableRng};
-use strongsync::config::{Config, OnTimeout, ProbeConfig, ReplicaConfig, Secret};
+use strongsync::config::{Config, ProbeConfig, ReplicaConfig, Secret};
 
 use crate::admin;
 use crate::cluster::Cluster;
 use crate::failover::{ids_of, PooledWriters, Writers, IDS};
 use crate::mariadb::{wait_for, MariaDb, APP_PASSWORD, APP_USER, REPL_PASSWORD, REPL_USER};
 use crate::mysql::MySql;
-use crate::strong::{durability, position_holds, Strong, PATIENCE};
+use crate::sql::Statements;
+use crate::strong::{blocking, position_holds, Strong, PATIENCE};
 use crate::tcp_relay::TcpRelay;
 use crate::topology::MySqlTopology;
 use crate::topology::Topology;
@@ -90,6 +91,14 @@ pub trait LedgerServer {
     }
 }
 
+/// Server `old` rejoins without its tail: its data replaced by a copy of server `from`'s, it
+/// replicates through the proxy of `s` (`dir` holds what the copy needs).
+pub async fn rejoin<C: LedgerCluster>(s: &mut Strong<C>, old: u32, from: u32, dir: &Path) {
+    let source = s.topology.server_mut(from).copy_source();
+    let port = s.proxy.port();
+    s.topology.server_mut(old).rejoin(&source, port, dir).await;
+}
+
 /// `[[replica]]` entries for `servers`, each at its own address.
 pub fn replica_configs<'a, S: LedgerServer + 'a>(
     servers: impl IntoIterator<Item = &'a S>,
@@ -144,7 +153,7 @@ pub fn start_with<C: LedgerCluster>(
 ) -> Strong<C> {
     let token = crate::admin::token_file(dir, TOKEN);
     let s = Strong::<C>::launch(2, None, |config, topology| {
-        config.durability = durability(quorum, OnTimeout::Block, Duration::from_secs(3600));
+        config.durability = blocking(quorum);
         config.failover.admin_token_file = Some(token);
         config.probe = topology.probe_account();
         config.failover.user = Some(APP_USER.into());
@@ -301,12 +310,7 @@ pub async fn failover_rounds<C: LedgerCluster>(quorum: usize, rounds: usize) {
             );
             on_retired += reached.len();
         }
-        let source = s.topology.server_mut(chosen).copy_source();
-        let port = s.proxy.port();
-        s.topology
-            .server_mut(primary)
-            .rejoin(&source, port, dir.path())
-            .await;
+        rejoin(&mut s, primary, chosen, dir.path()).await;
         // The operator says it rejoined without its tail: it may be promoted again.
         let body = format!(r#"{{"primary": "{old_addr}"}}"#);
         let reinstated = admin::post(s.proxy.admin_addr(), "/reinstate", Some(TOKEN), &body);
@@ -695,43 +699,32 @@ impl LedgerServer for MySql {
         let mut from = Conn::new(Opts::from_url(&source.url).unwrap())
             .await
             .unwrap();
-        from.query_drop("FLUSH TABLES WITH READ LOCK")
-            .await
-            .unwrap();
-        let executed: String = from
-            .query_first("SELECT @@global.gtid_executed")
-            .await
-            .unwrap()
-            .unwrap();
+        from.run("FLUSH TABLES WITH READ LOCK").await;
+        let executed: String = from.one("SELECT @@global.gtid_executed").await;
         let ids: Vec<u64> = from.query(IDS).await.unwrap();
-        from.query_drop("UNLOCK TABLES").await.unwrap();
+        from.run("UNLOCK TABLES").await;
         drop(from);
         let mut target = Conn::new(Opts::from_url(&self.url(APP_USER, APP_PASSWORD)).unwrap())
             .await
             .unwrap();
         target
-            .query_drop(
-                "STOP REPLICA; RESET REPLICA ALL; SET sql_log_bin = 0; TRUNCATE sbtest.ledger",
-            )
-            .await
-            .unwrap();
+            .run("STOP REPLICA; RESET REPLICA ALL; SET sql_log_bin = 0; TRUNCATE sbtest.ledger")
+            .await;
         for chunk in ids.chunks(1000) {
             let values: Vec<String> = chunk.iter().map(|id| format!("({id})")).collect();
             target
-                .query_drop(format!(
+                .run(format!(
                     "INSERT INTO sbtest.ledger (id) VALUES {}",
                     values.join(",")
                 ))
-                .await
-                .unwrap();
+                .await;
         }
         target
-            .query_drop(format!(
+            .run(format!(
                 "SET sql_log_bin = 1; RESET BINARY LOGS AND GTIDS; \
                  SET GLOBAL gtid_purged = '{executed}'"
             ))
-            .await
-            .unwrap();
+            .await;
         drop(target);
         if self
             .try_sql("SELECT @@global.rpl_semi_sync_replica_enabled")

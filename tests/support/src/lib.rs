@@ -28,6 +28,7 @@ pub mod proxy;
 pub mod rawclient;
 pub mod replay;
 pub mod server_process;
+pub mod sql;
 pub mod strong;
 pub mod sysbench;
 pub mod tcp_relay;

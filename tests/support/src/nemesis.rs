@@ -9,15 +9,17 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use mysql_async::prelude::*;
-use strongsync::config::{OnTimeout, ReplicaConfig};
+use strongsync::config::ReplicaConfig;
 
 use crate::admin;
 use crate::failover::{phase, PooledWriters};
 use crate::failover_rounds::{
-    ids, launch_relayed, replica_configs, start, start_with, LedgerCluster, LedgerServer, TOKEN,
+    ids, launch_relayed, rejoin, replica_configs, start, start_with, LedgerCluster, LedgerServer,
+    TOKEN,
 };
 use crate::mariadb::{wait_for, APP_PASSWORD, APP_USER};
-use crate::strong::{durability, Strong, PATIENCE};
+use crate::sql::Statements;
+use crate::strong::{blocking, Strong, PATIENCE};
 use crate::tcp_relay::Direction;
 
 /// Ids of rows written straight to a server, around strongsync.
@@ -51,9 +53,8 @@ async fn insert_all<C: LedgerCluster>(s: &Strong<C>, ids: impl IntoIterator<Item
     let mut client = s.client().await;
     for id in ids {
         client
-            .query_drop(format!("INSERT INTO sbtest.ledger (id) VALUES ({id})"))
-            .await
-            .unwrap();
+            .run(format!("INSERT INTO sbtest.ledger (id) VALUES ({id})"))
+            .await;
     }
 }
 
@@ -347,12 +348,12 @@ pub async fn a_diverged_candidate_is_refused_and_passed_over<C: LedgerCluster>()
     let mut client = s.client().await;
     let insert = |id: u64| format!("INSERT INTO sbtest.ledger (id) VALUES ({id})");
     for id in 1..=5 {
-        client.query_drop(insert(id)).await.unwrap();
+        client.run(insert(id)).await;
     }
     server(diverged).stop_io();
     s.wait_semisync(1);
     for id in 6..=10 {
-        client.query_drop(insert(id)).await.unwrap();
+        client.run(insert(id)).await;
     }
     drop(client);
     let acknowledged = admin::status(s.proxy.admin_addr())["watermark_gtid_position"]
@@ -414,12 +415,7 @@ pub async fn a_replica_with_a_fenced_tail_does_not_cover_the_next_epoch<C: Ledge
     s.topology.server_mut(next).make_primary_by_hand();
     call(&s, "/follow", &follow_body(&server(&s, next)));
     // The first primary rejoins (without its tail) and acknowledges the new epoch alone.
-    let source = s.topology.server_mut(next).copy_source();
-    let port = s.proxy.port();
-    s.topology
-        .server_mut(first)
-        .rejoin(&source, port, dir.path())
-        .await;
+    rejoin(&mut s, first, next, dir.path()).await;
     call(&s, "/reinstate", &follow_body(&server(&s, first)));
     s.proxy.reload(|config| config.durability.quorum = 1);
     s.wait_semisync(1);
@@ -454,24 +450,21 @@ pub async fn interleaved_direct_writes<C: LedgerCluster>(s: &Strong<C>, pairs: u
     let mut client = s.client().await;
     for n in 1..=pairs {
         client
-            .query_drop(format!("INSERT INTO sbtest.ledger (id) VALUES ({n})"))
-            .await
-            .unwrap();
+            .run(format!("INSERT INTO sbtest.ledger (id) VALUES ({n})"))
+            .await;
         direct
-            .query_drop(format!(
+            .run(format!(
                 "INSERT INTO sbtest.ledger (id) VALUES ({})",
                 AROUND | n
             ))
-            .await
-            .unwrap();
+            .await;
     }
     client
-        .query_drop(format!(
+        .run(format!(
             "INSERT INTO sbtest.ledger (id) VALUES ({})",
             pairs + 1
         ))
-        .await
-        .unwrap();
+        .await;
     s.topology.servers()[0].executed()
 }
 
@@ -482,7 +475,7 @@ pub async fn a_slow_replica_mid_transaction_stops_at_the_fence<C: LedgerCluster>
     let dir = tempfile::tempdir().unwrap();
     let token = admin::token_file(dir.path(), TOKEN);
     let s = Strong::<C>::launch(2, Some(1), |config, topology| {
-        config.durability = durability(1, OnTimeout::Block, Duration::from_secs(3600));
+        config.durability = blocking(1);
         // A write that waits is not cut short by its own limit while the test looks.
         config.timeouts.client_write = Duration::from_secs(3600);
         config.failover.admin_token_file = Some(token);
@@ -513,12 +506,11 @@ pub async fn a_slow_replica_mid_transaction_stops_at_the_fence<C: LedgerCluster>
     let mut client = s.client().await;
     let started = s.relay().forwarded(Direction::FromTarget);
     client
-        .query_drop(format!(
+        .run(format!(
             "INSERT INTO sbtest.big (pad) SELECT CONCAT({pad}) FROM sbtest.digits a, \
              sbtest.digits b, sbtest.digits c, sbtest.digits d, sbtest.digits e LIMIT 50000"
         ))
-        .await
-        .unwrap();
+        .await;
     let big = s.topology.servers()[0].executed();
     let big = newest_of(&big);
     wait_for(
@@ -646,9 +638,8 @@ pub async fn the_retired_primary_is_refused_under_any_name<C: LedgerCluster>() {
     let mut client = s.client().await;
     for id in 1..=5 {
         client
-            .query_drop(format!("INSERT INTO sbtest.ledger (id) VALUES ({id})"))
-            .await
-            .unwrap();
+            .run(format!("INSERT INTO sbtest.ledger (id) VALUES ({id})"))
+            .await;
     }
     drop(client);
     let report = call(&s, "/promote", "{}");

@@ -46,9 +46,18 @@ impl Recorder {
 
     /// The GTIDs reported for the primary connection `connection_id`, in order, as text.
     pub fn gtids_of(&self, connection_id: u32) -> Vec<String> {
+        self.gtids_where(|c| c.connection_id == connection_id)
+    }
+
+    /// Every GTID reported, in order, as text.
+    pub fn gtids(&self) -> Vec<String> {
+        self.gtids_where(|_| true)
+    }
+
+    fn gtids_where(&self, which: impl Fn(&Commit) -> bool) -> Vec<String> {
         self.commits()
             .iter()
-            .filter(|c| c.connection_id == connection_id)
+            .filter(|c| which(c))
             .flat_map(|c| c.gtids.iter().map(ToString::to_string))
             .collect()
     }

@@ -225,6 +225,12 @@ pub fn durability(quorum: usize, on_timeout: OnTimeout, ack_timeout: Duration) -
     }
 }
 
+/// Strong sync at `quorum` under `on_timeout = block`, with an `ack_timeout` (an hour) no test
+/// waits out: a commit waits for its quorum, however long.
+pub fn blocking(quorum: usize) -> DurabilityConfig {
+    durability(quorum, OnTimeout::Block, Duration::from_secs(3600))
+}
+
 /// Runs `sql` on `conn` in the background; the moment its answer arrives, reads what each of
 /// `witnesses` has received.
 pub fn spawn_watched(
@@ -249,10 +255,38 @@ pub fn spawn_watched(
 
 /// Waits for a watched statement's answer (once something has released it).
 pub async fn answered(watched: tokio::task::JoinHandle<Watched>) -> Watched {
-    tokio::time::timeout(PATIENCE, watched)
+    joined(watched).await
+}
+
+/// Waits for `task` (a statement run in the background) to end: within [`PATIENCE`], and
+/// without panicking.
+pub async fn joined<T>(task: tokio::task::JoinHandle<T>) -> T {
+    tokio::time::timeout(PATIENCE, task)
         .await
         .expect("the statement was answered")
         .expect("the statement's task")
+}
+
+/// Waits for `watched`'s answer, which must be an OK, and asserts that its witness `i` had
+/// received `gtid` when it came (by `holds`, the server's own test: [`Cluster::holds`]);
+/// `what` names the statement in a failure. Returns what was watched.
+pub async fn ok_once_held(
+    watched: tokio::task::JoinHandle<Watched>,
+    i: usize,
+    holds: fn(&str, &str) -> bool,
+    gtid: &str,
+    what: &str,
+) -> Watched {
+    let watched = answered(watched).await;
+    if let Err(e) = &watched.result {
+        panic!("{what}: {e}");
+    }
+    assert!(
+        holds(&watched.received[i], gtid),
+        "{what}: answered before witness {i} had {gtid}: it had {}",
+        watched.received[i]
+    );
+    watched
 }
 
 /// True if a GTID position (`d-s-n,…`, as MariaDB shows one) holds `gtid`: its domain is at
