@@ -51,6 +51,19 @@ pub(super) struct Counters {
     observer: Option<Arc<dyn WaitObserver>>,
 }
 
+/// The counts at one moment, for `/status` (each as [`DurabilityStatus`](super::DurabilityStatus)
+/// names it).
+pub(super) struct Counts {
+    pub(super) parked: usize,
+    pub(super) parked_overdue: usize,
+    pub(super) released: BTreeMap<&'static str, u64>,
+    pub(super) reads_parked: usize,
+    pub(super) reads_queued: u64,
+    pub(super) reads_in_snapshot: u64,
+    pub(super) reads_released: BTreeMap<&'static str, u64>,
+    pub(super) stale_reports: u64,
+}
+
 // === impl Counters ===
 
 impl Counters {
@@ -134,38 +147,28 @@ impl Counters {
         self.stale_reports.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(super) fn parked(&self) -> usize {
-        self.parked.load(Ordering::Relaxed)
-    }
-
-    pub(super) fn reads_parked(&self) -> usize {
-        self.reads_parked.load(Ordering::Relaxed)
-    }
-
-    pub(super) fn reads_queued(&self) -> u64 {
-        self.reads_queued.load(Ordering::Relaxed)
-    }
-
+    /// Parked commits past their `ack_timeout` that `block` keeps waiting, now.
     pub(super) fn parked_overdue(&self) -> usize {
         self.overdue.load(Ordering::Relaxed)
-    }
-
-    pub(super) fn reads_in_snapshot(&self) -> u64 {
-        self.reads_in_snapshot.load(Ordering::Relaxed)
     }
 
     pub(super) fn stale_reports(&self) -> u64 {
         self.stale_reports.load(Ordering::Relaxed)
     }
 
-    /// Commits released so far, by the label of how.
-    pub(super) fn released_by_outcome(&self) -> BTreeMap<&'static str, u64> {
-        by_outcome(&self.released)
-    }
-
-    /// Responses the read barrier released so far, by the label of how.
-    pub(super) fn reads_released_by_outcome(&self) -> BTreeMap<&'static str, u64> {
-        by_outcome(&self.reads_released)
+    /// Every count as it stands (each read on its own: the counts move independently).
+    pub(super) fn counts(&self) -> Counts {
+        let load = |n: &AtomicU64| n.load(Ordering::Relaxed);
+        Counts {
+            parked: self.parked.load(Ordering::Relaxed),
+            parked_overdue: self.parked_overdue(),
+            released: by_outcome(&self.released),
+            reads_parked: self.reads_parked.load(Ordering::Relaxed),
+            reads_queued: load(&self.reads_queued),
+            reads_in_snapshot: load(&self.reads_in_snapshot),
+            reads_released: by_outcome(&self.reads_released),
+            stale_reports: load(&self.stale_reports),
+        }
     }
 }
 

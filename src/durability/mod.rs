@@ -555,7 +555,9 @@ impl Durability {
 
     /// A snapshot of the state, the replicas and the parked commits.
     pub fn status(&self) -> DurabilityStatus {
-        status::snapshot(self.lock(), &self.counters)
+        // Read before the lock is taken, so that nothing is built under it.
+        let counts = self.counters.counts();
+        status::snapshot(self.lock(), counts)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

@@ -9,7 +9,7 @@ use strongsync_proto::gtid::GtidPosition;
 use strongsync_proto::position::Position;
 use tokio::time::Instant;
 
-use super::counters::Counters;
+use super::counters::Counts;
 use super::inner::{DurableState, Inner};
 use super::quorum::{QuorumRule, Tally, Unmet};
 use super::{ReleasedWithoutQuorum, State};
@@ -143,8 +143,8 @@ pub struct UnresolvedRelease {
 }
 
 /// A snapshot of `inner`, whose lock it takes over and gives up as soon as it has copied what
-/// it needs, and of `counters` (see [`Durability::status`](super::Durability::status)).
-pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counters: &Counters) -> DurabilityStatus {
+/// it needs, with `counts` (see [`Durability::status`](super::Durability::status)).
+pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counts: Counts) -> DurabilityStatus {
     {
         let now = Instant::now();
         // Under the lock, only copies: what a replica holds is shared (copied on write), and
@@ -212,16 +212,16 @@ pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counters: &Counters) -> Dur
             quorum_position,
             head,
             replicas,
-            parked: counters.parked(),
-            parked_overdue: counters.parked_overdue(),
+            parked: counts.parked,
+            parked_overdue: counts.parked_overdue,
             gtid_index_entries,
             degraded_total,
-            released: counters.released_by_outcome(),
+            released: counts.released,
             visibility: config.visibility,
-            reads_parked: counters.reads_parked(),
-            reads_queued: counters.reads_queued(),
-            reads_in_snapshot: counters.reads_in_snapshot(),
-            reads_released: counters.reads_released_by_outcome(),
+            reads_parked: counts.reads_parked,
+            reads_queued: counts.reads_queued,
+            reads_in_snapshot: counts.reads_in_snapshot,
+            reads_released: counts.reads_released,
             departed,
             watermark,
             watermark_inexact,
@@ -229,7 +229,7 @@ pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counters: &Counters) -> Dur
             not_candidates,
             released_without_quorum,
             unresolved,
-            stale_reports: counters.stale_reports(),
+            stale_reports: counts.stale_reports,
             commits_untracked,
         }
     }

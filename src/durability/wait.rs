@@ -166,14 +166,20 @@ fn retired(inner: &mut Inner, gtids: &[Gtid], kind: WaitKind, k: usize, epoch: u
         inner.fencing.join_tail(gtids.iter().copied());
         inner.changed();
     }
+    cut_off(gtids, kind, k, Outcome::Fenced, Cutoff::Fenced { epoch })
+}
+
+/// Released at once as `outcome`, with `cause`'s error: a wait of `kind` for `gtids` at quorum
+/// `k` that is cut off before it waited.
+fn cut_off(gtids: &[Gtid], kind: WaitKind, k: usize, outcome: Outcome, cause: Cutoff) -> Look {
     let error = NotAcknowledged {
         gtids: list(gtids),
         quorum: k,
         waited: Duration::ZERO,
-        cause: Cutoff::Fenced { epoch },
+        cause,
         read: kind == WaitKind::Read,
     };
-    Look::Released(Outcome::Fenced, Release::Fail(error))
+    Look::Released(outcome, Release::Fail(error))
 }
 
 /// The GTIDs of a commit, as the wait queue keeps them.
@@ -233,37 +239,17 @@ impl Park<'_> {
             if kind == WaitKind::Commit {
                 inner.fenced_commit(gtids);
             }
-            let error = NotAcknowledged {
-                gtids: list(gtids),
-                quorum: k,
-                waited: Duration::ZERO,
-                cause: Cutoff::Fenced { epoch },
-                read: kind == WaitKind::Read,
-            };
-            return Look::Released(Outcome::Fenced, Release::Fail(error));
+            return cut_off(gtids, kind, k, Outcome::Fenced, Cutoff::Fenced { epoch });
         }
         if !self.durability.gate.lease().may_act() {
             // This instance does not lead now: whatever the quorum holds, it releases nothing.
-            let error = NotAcknowledged {
-                gtids: list(gtids),
-                quorum: k,
-                waited: Duration::ZERO,
-                cause: Cutoff::NotLeading {
-                    epoch: inner.epoch.number(),
-                },
-                read: kind == WaitKind::Read,
+            let cause = Cutoff::NotLeading {
+                epoch: inner.epoch.number(),
             };
-            return Look::Released(Outcome::NotLeading, Release::Fail(error));
+            return cut_off(gtids, kind, k, Outcome::NotLeading, cause);
         }
         if self.durability.releasing.load(Ordering::Relaxed) {
-            let error = NotAcknowledged {
-                gtids: list(gtids),
-                quorum: k,
-                waited: Duration::ZERO,
-                cause: Cutoff::Shutdown,
-                read: kind == WaitKind::Read,
-            };
-            return Look::Released(Outcome::Shutdown, Release::Fail(error));
+            return cut_off(gtids, kind, k, Outcome::Shutdown, Cutoff::Shutdown);
         }
         if config.passthrough || (kind == WaitKind::Read && !config.reads_wait()) {
             // Switched to relaying only (or, for a read, to `visibility = "commit"`) while
