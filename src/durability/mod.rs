@@ -388,7 +388,7 @@ impl Durability {
         self.gate.admits(epoch, fenced_reads)
     }
 
-    // --- the fence (fence.rs) ---
+    // --- the fence (raised and drained in inner.rs; its state: fence.rs) ---
 
     /// Whether strong sync is fenced (read by every command and every relayed batch).
     pub fn fenced(&self) -> bool {
@@ -488,7 +488,7 @@ impl Durability {
         drained
     }
 
-    // --- a commit's outcome (outcome.rs) ---
+    // --- a commit's outcome (read in inner.rs; the answer: outcome.rs) ---
 
     /// What became of `gtid`, by its identity: the watermark's exact set says whether the
     /// quorum held that very GTID (a new primary numbering a MariaDB domain past a fenced
@@ -498,7 +498,7 @@ impl Durability {
         self.lock().outcome(gtid)
     }
 
-    // --- what the state file keeps (persisted.rs) ---
+    // --- what the state file keeps (inner.rs; the types: persisted.rs) ---
 
     /// A number that changes whenever something [`persisted`](Self::persisted) returns may
     /// have (cheap: the state file's writer polls it).
@@ -519,7 +519,7 @@ impl Durability {
         }
     }
 
-    // --- replicas (replica.rs) ---
+    // --- replicas (admitted in inner.rs; the handle: replica.rs) ---
 
     /// Admits a replica whose dump the primary of `epoch` has accepted (its first event came
     /// back), as holding `connect_state` (the GTIDs the primary was told it has). A replica
