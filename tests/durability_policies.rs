@@ -12,7 +12,7 @@ use support::cluster::Cluster;
 use support::each_server;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use support::sql::Statements;
-use support::strong::{answered, spawn_watched, Strong, Watched, Witness, PATIENCE};
+use support::strong::{answered, spawn_watched, Strong, Watched, PATIENCE};
 
 const INSERT: &str = "INSERT INTO sbtest.t (v) VALUES (1)";
 
@@ -49,13 +49,6 @@ fn named<C: Cluster>(servers: &C, zones: &[&str]) -> Vec<ReplicaConfig> {
 fn zones<C: Cluster>(config: &mut Config, servers: &C, zones: &[&str], primary: &str) {
     config.replica = named(servers, zones);
     config.durability.primary_zone = Some(primary.into());
-}
-
-/// What each replica has received, read when a client gets its answer.
-fn every_witness<C: Cluster>(s: &Strong<C>) -> Vec<Witness> {
-    (0..s.topology.replica_count())
-        .map(|i| s.witness(i))
-        .collect()
 }
 
 /// Starts replica `i` again and expects the parked commit's OK, with replica `i` holding `gtid`
@@ -114,7 +107,7 @@ async fn two_zones_hold_a_commit_until_the_other_zone_has_it_and_a_reload_applie
         "{}",
         ready.body
     );
-    let parked = s.park(INSERT, every_witness(&s)).await;
+    let parked = s.park(INSERT, s.witnesses()).await;
     let gtid = s.topology.newest_gtid();
     // Two replicas have it, both in zone a: the commit stays parked.
     wait_received(&s, &[0, 1], &gtid);
@@ -141,7 +134,7 @@ async fn two_zones_hold_a_commit_until_the_other_zone_has_it_and_a_reload_applie
     assert!(needs_restart.is_empty(), "{needs_restart:?}");
     s.stop_io(1);
     s.wait_semisync(2);
-    let parked = s.park(INSERT, every_witness(&s)).await;
+    let parked = s.park(INSERT, s.witnesses()).await;
     let gtid = s.topology.newest_gtid();
     wait_received(&s, &[0, 2], &gtid);
     assert!(!parked.is_finished(), "0 and 2 are now both in zone a");
@@ -159,7 +152,7 @@ async fn cross_zone_holds_a_commit_until_a_replica_outside_the_primarys_zone_has
     });
     s.stop_io(1);
     s.wait_semisync(1);
-    let parked = s.park(INSERT, every_witness(&s)).await;
+    let parked = s.park(INSERT, s.witnesses()).await;
     let gtid = s.topology.newest_gtid();
     wait_received(&s, &[0], &gtid);
     assert!(!parked.is_finished(), "only the primary's zone has it");
@@ -199,7 +192,7 @@ async fn a_session_raises_its_quorum_or_asks_for_none_and_starts_from_the_defaul
         s.wait_semisync(1);
         let conn = session(&s, setup).await;
         let before = s.parked();
-        let parked = spawn_watched(conn, INSERT, every_witness(&s));
+        let parked = spawn_watched(conn, INSERT, s.witnesses());
         wait_for("the commit to park", PATIENCE, || s.parked() == before + 1);
         let gtid = s.topology.newest_gtid();
         wait_received(&s, &[0], &gtid);
@@ -246,7 +239,7 @@ async fn a_session_raises_its_quorum_or_asks_for_none_and_starts_from_the_defaul
         ("changed user", changed),
         ("new", s.client().await),
     ] {
-        waiting.push(spawn_watched(conn, INSERT, every_witness(&s)));
+        waiting.push(spawn_watched(conn, INSERT, s.witnesses()));
         wait_for(
             &format!("the {what} session's commit to park"),
             PATIENCE,
@@ -268,7 +261,7 @@ async fn sessions_cannot_go_below_the_floor<C: Cluster>() {
     let s = Strong::<C>::start_on(2, blocking(1));
     s.stop_all();
     let conn = session(&s, "SET @strongsync_quorum = 0").await;
-    let parked = spawn_watched(conn, INSERT, every_witness(&s));
+    let parked = spawn_watched(conn, INSERT, s.witnesses());
     wait_for("the commit to park", PATIENCE, || s.parked() == 1);
     assert_eq!(
         s.metrics()

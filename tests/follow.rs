@@ -31,13 +31,7 @@ async fn a_promoted_replica_is_followed_and_nothing_else_is() {
         // The replication account can read a candidate's channels (SLAVE MONITOR).
         config.probe = ProbeConfig::account_of(REPL_USER, REPL_PASSWORD);
     });
-    let mut client = s.client().await;
-    for v in 0..5 {
-        client
-            .run(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
-            .await;
-    }
-    drop(client);
+    s.commit_rows(5).await;
     let acknowledged = newest_gtid(&s.topology.primary, 0);
     let old_primary = s.topology.primary.addr();
 

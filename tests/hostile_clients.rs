@@ -214,29 +214,28 @@ const STALLED: usize = 20;
 /// bystanders. 20 headers announce 320 MiB between them; buffers grow only with what arrives.
 const STALLED_PEAK_BOUND: u64 = 64 * MIB;
 
+/// Sends `payload` on `stream` one byte a second and returns how the proxy rejected it.
+fn trickled(stream: TcpStream, payload: Vec<u8>) -> Rejection {
+    let writer = trickle(&stream, payload);
+    let got = rejection(stream, false, PATIENCE);
+    writer.join().unwrap();
+    got
+}
+
 /// The slow and stalled clients, each on its own thread, which returns what it got back.
 fn start_hostile_clients(addr: SocketAddr) -> Vec<(&'static str, thread::JoinHandle<Rejection>)> {
     let mut hostile = Vec::new();
     // A login sent one byte per second: the handshake limit covers the whole login.
     hostile.push((
         "slow login",
-        thread::spawn(move || {
-            let stream = greeted(addr);
-            let writer = trickle(&stream, login_packet());
-            let got = rejection(stream, false, PATIENCE);
-            writer.join().unwrap();
-            got
-        }),
+        thread::spawn(move || trickled(greeted(addr), login_packet())),
     ));
     // A command sent one byte per second after logging in.
     hostile.push((
         "slow command",
         thread::spawn(move || {
             let stream = login(addr).into_stream();
-            let writer = trickle(&stream, packet(0, b"\x03SELECT 'one byte a second'"));
-            let got = rejection(stream, false, PATIENCE);
-            writer.join().unwrap();
-            got
+            trickled(stream, packet(0, b"\x03SELECT 'one byte a second'"))
         }),
     ));
     // A COM_CHANGE_USER to a user of another plugin: the primary asks (through the proxy)

@@ -37,12 +37,7 @@ async fn a_commit_never_relayed_is_released_once_its_replicas_come_back_holding_
     s.stop_io(0);
     s.stop_io(1);
     s.wait_semisync(0);
-    let commit = s
-        .park(
-            "INSERT INTO t (v) VALUES (1)",
-            vec![s.witness(0), s.witness(1)],
-        )
-        .await;
+    let commit = s.park("INSERT INTO t (v) VALUES (1)", s.witnesses()).await;
     let gtid = newest_gtid(&s.topology.primary, 0);
     fetch_elsewhere_and_come_back(&s, &gtid);
     let watched = answered(commit).await;

@@ -70,12 +70,7 @@ async fn mysql_a_replica_reconnecting_with_two_source_uuids_is_credited_with_exa
     let tag = "sometag";
     s.stop_io(0);
     s.wait_semisync(1);
-    let held = s
-        .park(
-            "INSERT INTO t (v) VALUES (1)",
-            vec![s.witness(0), s.witness(1)],
-        )
-        .await;
+    let held = s.park("INSERT INTO t (v) VALUES (1)", s.witnesses()).await;
     let g_held = newest_of(&s, &uuid);
     let other_uuid = s
         .park("INSERT INTO t (v) VALUES (2)", vec![s.witness(0)])

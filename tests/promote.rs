@@ -67,13 +67,7 @@ async fn mariadb_promote_stopped_midway_keeps_the_fence_and_a_rerun_finishes_it(
     .await
     .unwrap();
     lock.run("LOCK TABLES sbtest.t WRITE").await;
-    let mut client = s.client().await;
-    for v in 0..20 {
-        client
-            .run(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
-            .await;
-    }
-    drop(client);
+    s.commit_rows(20).await;
     s.topology.primary.kill();
 
     let stopped = admin::post(s.proxy.admin_addr(), "/promote", Some(TOKEN), "{}");

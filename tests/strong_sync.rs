@@ -18,7 +18,7 @@ use support::proxy::assert_not_acknowledged;
 use support::rawclient::RawClient;
 use support::sql::Statements;
 use support::strong::{
-    answered, blocking, durability, joined, position_holds, Strong, Watched, Witness, PATIENCE,
+    answered, blocking, durability, joined, position_holds, Strong, Watched, PATIENCE,
 };
 use support::sysbench::Sysbench;
 use support::topology::MySqlTopology;
@@ -31,10 +31,6 @@ async fn expect_ok(parked: tokio::task::JoinHandle<Watched>) -> Watched {
 }
 
 /// What both replicas have received, read when a client gets its answer.
-fn both<C: Cluster>(s: &Strong<C>) -> Vec<Witness> {
-    vec![s.witness(0), s.witness(1)]
-}
-
 /// Two replicas, and commits released by `quorum` of them within `ack_timeout`, then under
 /// `on_timeout`.
 fn start<C: Cluster>(quorum: usize, on_timeout: OnTimeout, ack_timeout: Duration) -> Strong<C> {
@@ -46,7 +42,7 @@ fn start<C: Cluster>(quorum: usize, on_timeout: OnTimeout, ack_timeout: Duration
 async fn quorum_one_parks_until_a_replica_has_the_transaction<C: Cluster>() {
     let s = start::<C>(1, OnTimeout::Block, Duration::from_secs(3600));
     s.stop_all();
-    let insert = s.park("INSERT INTO t (v) VALUES (1)", both(&s)).await;
+    let insert = s.park("INSERT INTO t (v) VALUES (1)", s.witnesses()).await;
     let gtid = s.topology.newest_gtid();
     // Parked: neither replica has it (each was stopped before the commit).
     assert!(!C::holds(&s.witness(0).received(), &gtid));
@@ -74,7 +70,7 @@ async fn quorum_two_waits_for_the_second_replica_which_then_has_the_transaction<
     let s = start::<C>(2, OnTimeout::Block, Duration::from_secs(3600));
     s.stop_io(1);
     s.wait_semisync(1);
-    let insert = s.park("INSERT INTO t (v) VALUES (1)", both(&s)).await;
+    let insert = s.park("INSERT INTO t (v) VALUES (1)", s.witnesses()).await;
     let gtid = s.topology.newest_gtid();
     wait_for("replica 0 to receive the transaction", PATIENCE, || {
         C::holds(&s.witness(0).received(), &gtid)

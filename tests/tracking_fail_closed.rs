@@ -325,6 +325,18 @@ async fn mariadb_a_client_sees_exactly_the_tracker_data_it_asked_for() {
     same_items_direct_and_through(&s, &steps, CapabilityFlags::empty());
 }
 
+/// A transaction, then the client switches the transaction tracker on itself and begins one
+/// more (the switch's own OK, marked `~`, is not compared: see docs/compatibility.md, known
+/// limits).
+const SWITCHED_ON: [&str; 6] = [
+    "BEGIN",
+    "INSERT INTO t (v) VALUES (5)",
+    "COMMIT",
+    "~SET SESSION session_track_transaction_info = STATE",
+    "BEGIN",
+    "SELECT 1 INTO @x",
+];
+
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_with_transactions_tracked_by_the_proxy_a_client_sees_only_the_transaction_data_it_asked_for(
 ) {
@@ -333,19 +345,17 @@ async fn mariadb_with_transactions_tracked_by_the_proxy_a_client_sees_only_the_t
     // (the switch's own OK, marked `~`, is not compared: see docs/compatibility.md, known
     // limits).
     let steps = [
-        "BEGIN",
-        "INSERT INTO t (v) VALUES (5)",
-        "COMMIT",
-        "~SET SESSION session_track_transaction_info = STATE",
-        "BEGIN",
-        "SELECT 1 INTO @x",
-        "INSERT INTO t (v) VALUES (6)",
-        "COMMIT",
-        "~SET SESSION session_track_transaction_info = OFF",
-        "BEGIN",
-        "INSERT INTO t (v) VALUES (7)",
-        "COMMIT",
-    ];
+        &SWITCHED_ON[..],
+        &[
+            "INSERT INTO t (v) VALUES (6)",
+            "COMMIT",
+            "~SET SESSION session_track_transaction_info = OFF",
+            "BEGIN",
+            "INSERT INTO t (v) VALUES (7)",
+            "COMMIT",
+        ],
+    ]
+    .concat();
     let one_shot = [
         "~SET SESSION session_track_transaction_info = CHARACTERISTICS",
         "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
@@ -651,15 +661,7 @@ async fn mariadb_on_a_server_without_snapshot_isolation_the_session_is_set_up_as
         .await
         .unwrap();
     assert_eq!(info.as_deref(), Some("OFF"));
-    let steps = [
-        "BEGIN",
-        "INSERT INTO t (v) VALUES (5)",
-        "COMMIT",
-        "~SET SESSION session_track_transaction_info = STATE",
-        "BEGIN",
-        "SELECT 1 INTO @x",
-        "COMMIT",
-    ];
+    let steps = [&SWITCHED_ON[..], &["COMMIT"]].concat();
     same_items_direct_and_through(&s, &steps, CapabilityFlags::CLIENT_DEPRECATE_EOF);
     drop(relay_target);
 }

@@ -196,6 +196,13 @@ pub struct MariaDb {
 }
 
 impl MariaDb {
+    crate::server_process::handle_methods!();
+
+    /// Runs the client as root over its socket in batch mode with `extra_args`.
+    fn run_root(&self, extra_args: &[&str], sql: &str) -> Result<String, String> {
+        run_client(&self.paths.socket, extra_args, sql)
+    }
+
     /// Starts a new server from the cached template and creates the test users and database.
     /// Panics, with the tail of the error log, if it does not come up within a minute.
     pub fn start(opts: MariaDbOptions) -> MariaDb {
@@ -228,15 +235,6 @@ impl MariaDb {
         server
     }
 
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// `127.0.0.1:<port>`.
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
     pub fn socket(&self) -> &Path {
         &self.paths.socket
     }
@@ -248,52 +246,6 @@ impl MariaDb {
     /// Its own temporary directory.
     pub fn tmpdir(&self) -> &Path {
         &self.paths.tmpdir
-    }
-
-    pub fn server_id(&self) -> u32 {
-        self.server_id
-    }
-
-    /// Pid of the current server process (of the last one, once stopped).
-    pub fn pid(&self) -> u32 {
-        self.process.pid()
-    }
-
-    /// Whether this handle has a server process that it has not stopped or killed.
-    pub fn is_running(&self) -> bool {
-        self.process.is_running()
-    }
-
-    /// Runs `sql` as root over the unix socket in batch mode without column names and returns
-    /// the trimmed output. Panics with the client's stderr and the SQL on failure.
-    pub fn sql(&self, sql: &str) -> String {
-        self.try_sql(sql)
-            .unwrap_or_else(|e| panic!("{}: SQL failed: {e}\nSQL: {sql}", self.name()))
-    }
-
-    /// Like [`MariaDb::sql`], but returns the client's stderr as the error instead of panicking.
-    pub fn try_sql(&self, sql: &str) -> Result<String, String> {
-        run_client(&self.paths.socket, &["-N"], sql).map(|out| out.trim().to_string())
-    }
-
-    /// Result rows, each split into columns. Values are as the client prints them in batch
-    /// mode: `NULL` for NULL, with tabs, newlines and backslashes escaped.
-    pub fn query_rows(&self, sql: &str) -> Vec<Vec<String>> {
-        let out = run_client(&self.paths.socket, &["-N"], sql)
-            .unwrap_or_else(|e| panic!("{}: query failed: {e}\nSQL: {sql}", self.name()));
-        split_rows(&out)
-    }
-
-    /// Result rows as column name -> value.
-    pub fn query_maps(&self, sql: &str) -> Vec<HashMap<String, String>> {
-        let out = run_client(&self.paths.socket, &[], sql)
-            .unwrap_or_else(|e| panic!("{}: query failed: {e}\nSQL: {sql}", self.name()));
-        let mut rows = split_rows(&out).into_iter();
-        let Some(names) = rows.next() else {
-            return Vec::new();
-        };
-        rows.map(|row| names.iter().cloned().zip(row).collect())
-            .collect()
     }
 
     /// `SHOW SLAVE STATUS` as column -> value; empty when the server is not a replica.
@@ -322,17 +274,6 @@ impl MariaDb {
         format!("{}/{TEST_DB}", self.url_without_db(user, password))
     }
 
-    /// A `mysql_async` URL without a default database, for users such as [`REPL_USER`] that
-    /// have no privileges on any database.
-    pub fn url_without_db(&self, user: &str, password: &str) -> String {
-        format!(
-            "mysql://{}:{}@127.0.0.1:{}",
-            percent_encode(user),
-            percent_encode(password),
-            self.port
-        )
-    }
-
     /// Turns semi-sync acknowledgements on or off on this replica. The setting only takes effect
     /// when the IO thread reconnects, hence the restart of the IO thread.
     pub fn set_semi_sync_replica(&self, enabled: bool) {
@@ -341,28 +282,6 @@ impl MariaDb {
             "SET GLOBAL rpl_semi_sync_slave_enabled = {value}; \
              STOP SLAVE IO_THREAD; START SLAVE IO_THREAD"
         ));
-    }
-
-    /// A `SHOW GLOBAL STATUS` variable, e.g. `Rpl_semi_sync_master_clients`.
-    pub fn status_var(&self, name: &str) -> String {
-        let rows = self.query_rows(&format!("SHOW GLOBAL STATUS LIKE {}", sql_quote(name)));
-        match rows.as_slice() {
-            [row] if row.len() == 2 => row[1].clone(),
-            _ => panic!(
-                "{}: no single status variable {name}: {rows:?}",
-                self.name()
-            ),
-        }
-    }
-
-    /// SIGTERM, then SIGKILL if the server has not exited within 30 s. Idempotent.
-    pub fn stop(&mut self) {
-        self.process.stop();
-    }
-
-    /// SIGKILL, as in a crash, and reap the process. Idempotent.
-    pub fn kill(&mut self) {
-        self.process.kill();
     }
 
     /// Starts the server again on the same port and data directory (stopping it first if it
@@ -602,11 +521,7 @@ fn build_template() -> PathBuf {
     if final_dir.is_dir() {
         return final_dir;
     }
-    fs::create_dir_all(root).unwrap_or_else(|e| panic!("create {}: {e}", root.display()));
-    let staging = tempfile::Builder::new()
-        .prefix(".mariadb-template-staging-")
-        .tempdir_in(root)
-        .expect("create a staging directory for the template");
+    let staging = staging_dir(root, ".mariadb-template-staging-");
     let datadir = staging.path().join("data");
     let tmpdir = staging.path().join("tmp");
     fs::create_dir(&tmpdir).unwrap_or_else(|e| panic!("create {}: {e}", tmpdir.display()));
@@ -635,8 +550,9 @@ fn server_version() -> String {
 /// binlog that replicas would pull, and with root@localhost on an empty password; in a tmpdir of
 /// its own, like every server.
 fn install_db(datadir: &Path, tmpdir: &Path) {
-    let out = Command::new(INSTALL_DB)
-        // --no-defaults must be the first argument.
+    let mut install = Command::new(INSTALL_DB);
+    // --no-defaults must be the first argument.
+    install
         .arg("--no-defaults")
         .arg(format!("--datadir={}", datadir.display()))
         .arg(format!("--tmpdir={}", tmpdir.display()))
@@ -645,13 +561,30 @@ fn install_db(datadir: &Path, tmpdir: &Path) {
             "--skip-test-db",
             "--user=root",
         ])
-        .args(INNODB_SIZES.iter().map(|s| format!("--{s}")))
+        .args(INNODB_SIZES.iter().map(|s| format!("--{s}")));
+    must_succeed(&mut install, INSTALL_DB);
+}
+
+/// A new directory in `root` (made if need be) named from `prefix`, in which a template is built
+/// before it is renamed into place: a build cut short leaves no half template behind.
+pub(crate) fn staging_dir(root: &Path, prefix: &str) -> TempDir {
+    fs::create_dir_all(root).unwrap_or_else(|e| panic!("create {}: {e}", root.display()));
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(root)
+        .expect("create a staging directory for the template")
+}
+
+/// Runs `command` with its stdin closed, and panics, with what it wrote, unless it succeeds;
+/// `what` names it.
+pub(crate) fn must_succeed(command: &mut Command, what: &str) {
+    let out = command
         .stdin(Stdio::null())
         .output()
-        .unwrap_or_else(|e| panic!("run {INSTALL_DB}: {e}"));
+        .unwrap_or_else(|e| panic!("run {what}: {e}"));
     assert!(
         out.status.success(),
-        "{INSTALL_DB} failed with {}\nstdout:\n{}\nstderr:\n{}",
+        "{what} failed with {}\nstdout:\n{}\nstderr:\n{}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)

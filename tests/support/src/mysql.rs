@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
-use super::mariadb::{check_socket_path, copy_dir, percent_encode, split_rows};
+use super::mariadb::{check_socket_path, copy_dir};
 use super::mysql_launch::{
     diagnostics, launch, launch_on_free_port, DATADIR, ERROR_LOG, SOCKET, TMPDIR,
 };
@@ -81,6 +81,13 @@ pub struct MySql {
 // === impl MySql ===
 
 impl MySql {
+    crate::server_process::handle_methods!();
+
+    /// Runs the client as root over its socket in batch mode with `extra_args`.
+    fn run_root(&self, extra_args: &[&str], sql: &str) -> Result<String, String> {
+        run_client(&self.socket(), extra_args, sql)
+    }
+
     /// Starts a new server from the cached template and creates the test users and database.
     ///
     /// # Panics
@@ -116,15 +123,6 @@ impl MySql {
         server
     }
 
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// `127.0.0.1:<port>`.
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
     /// The unix socket, as the host sees it (the server's `@@socket` is the path inside the
     /// root).
     pub fn socket(&self) -> PathBuf {
@@ -138,51 +136,6 @@ impl MySql {
     /// Its own temporary directory.
     pub fn tmpdir(&self) -> PathBuf {
         self.dir.join(TMPDIR)
-    }
-
-    pub fn server_id(&self) -> u32 {
-        self.server_id
-    }
-
-    /// Pid of the current mysqld process (of the last one, once stopped). `chroot` execs the
-    /// server, so this is mysqld itself.
-    pub fn pid(&self) -> u32 {
-        self.process.pid()
-    }
-
-    /// Whether this handle has a server process that it has not stopped or killed.
-    pub fn is_running(&self) -> bool {
-        self.process.is_running()
-    }
-
-    /// Runs `sql` as root over the unix socket in batch mode without column names and returns
-    /// the trimmed output.
-    ///
-    /// # Panics
-    /// With the client's stderr and the SQL, if it fails.
-    pub fn sql(&self, sql: &str) -> String {
-        self.try_sql(sql)
-            .unwrap_or_else(|e| panic!("{}: SQL failed: {e}\nSQL: {sql}", self.name()))
-    }
-
-    /// Like [`MySql::sql`], but returns the client's stderr as the error instead of panicking.
-    pub fn try_sql(&self, sql: &str) -> Result<String, String> {
-        run_client(&self.socket(), &["-N"], sql).map(|out| out.trim().to_string())
-    }
-
-    /// Result rows, each split into columns. Values are as the client prints them in batch
-    /// mode: `NULL` for NULL, with tabs, newlines and backslashes escaped.
-    pub fn query_rows(&self, sql: &str) -> Vec<Vec<String>> {
-        let out = run_client(&self.socket(), &["-N"], sql)
-            .unwrap_or_else(|e| panic!("{}: query failed: {e}\nSQL: {sql}", self.name()));
-        split_rows(&out)
-    }
-
-    /// Result rows as column name -> value.
-    pub fn query_maps(&self, sql: &str) -> Vec<HashMap<String, String>> {
-        let out = run_client(&self.socket(), &[], sql)
-            .unwrap_or_else(|e| panic!("{}: query failed: {e}\nSQL: {sql}", self.name()));
-        maps(&out)
     }
 
     /// `SHOW REPLICA STATUS` as column -> value; empty when the server is not a replica.
@@ -230,18 +183,6 @@ impl MySql {
         answer == "1"
     }
 
-    /// A `SHOW GLOBAL STATUS` variable, e.g. `Rpl_semi_sync_replica_status`.
-    pub fn status_var(&self, name: &str) -> String {
-        let rows = self.query_rows(&format!("SHOW GLOBAL STATUS LIKE {}", sql_quote(name)));
-        match rows.as_slice() {
-            [row] if row.len() == 2 => row[1].clone(),
-            _ => panic!(
-                "{}: no single status variable {name}: {rows:?}",
-                self.name()
-            ),
-        }
-    }
-
     /// Turns semisync acknowledgements on or off on this replica (started with
     /// [`MySqlOptions::semisync_replica`]). The receiver reads the setting when it connects,
     /// hence the restart of the IO thread.
@@ -275,31 +216,9 @@ impl MySql {
         )
     }
 
-    /// A `mysql_async` URL without a default database, for users such as [`REPL_USER`] that
-    /// have no privileges on any database. `prefer_socket` stays at its default: append
-    /// `?prefer_socket=false`, since the server's socket path is one inside the root.
-    pub fn url_without_db(&self, user: &str, password: &str) -> String {
-        format!(
-            "mysql://{}:{}@127.0.0.1:{}",
-            percent_encode(user),
-            percent_encode(password),
-            self.port
-        )
-    }
-
     /// The whole error log (all starts of this instance).
     pub fn error_log(&self) -> String {
         fs::read_to_string(self.dir.join(ERROR_LOG)).unwrap_or_default()
-    }
-
-    /// SIGTERM, then SIGKILL if the server has not exited within 30 s. Idempotent.
-    pub fn stop(&mut self) {
-        self.process.stop();
-    }
-
-    /// SIGKILL, as in a crash, and reap the process. Idempotent.
-    pub fn kill(&mut self) {
-        self.process.kill();
     }
 
     /// Starts the server again on the same port and data directory (stopping it first if it
@@ -338,14 +257,4 @@ pub fn received_transaction_set_at(socket: &Path) -> Result<String, String> {
          FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = ''",
     )?;
     Ok(out.trim().to_string())
-}
-
-/// Batch output with a header line as column name -> value maps.
-fn maps(out: &str) -> Vec<HashMap<String, String>> {
-    let mut rows = split_rows(out).into_iter();
-    let Some(names) = rows.next() else {
-        return Vec::new();
-    };
-    rows.map(|row| names.iter().cloned().zip(row).collect())
-        .collect()
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use super::mariadb::{copy_dir, run_batch, sanitize, ROOT_USER};
+use super::mariadb::{copy_dir, must_succeed, run_batch, sanitize, staging_dir, ROOT_USER};
 
 /// The server and the client, as paths inside the root.
 pub(crate) const MYSQLD: &str = "/usr/sbin/mysqld";
@@ -150,11 +150,7 @@ fn build_template() -> PathBuf {
     let auto_cnf = datadir.join("auto.cnf");
     fs::remove_file(&auto_cnf).unwrap_or_else(|e| panic!("remove {}: {e}", auto_cnf.display()));
 
-    fs::create_dir_all(cache).unwrap_or_else(|e| panic!("create {}: {e}", cache.display()));
-    let staging = tempfile::Builder::new()
-        .prefix(".mysql-template-staging-")
-        .tempdir_in(cache)
-        .expect("create a staging directory for the template");
+    let staging = staging_dir(cache, ".mysql-template-staging-");
     let staged = staging.path().join("data");
     copy_dir(&datadir, &staged)
         .unwrap_or_else(|e| panic!("copy {} to {}: {e}", datadir.display(), staged.display()));
@@ -189,21 +185,13 @@ fn server_version() -> String {
 /// `mysqld --initialize-insecure`: root@localhost with an empty password, no binlog written
 /// (initialization never logs), in a tmpdir of its own.
 fn initialize(datadir: &Path, tmpdir: &Path) {
-    let out = chrooted(MYSQLD)
-        // --no-defaults must be the first argument.
+    let mut initialize = chrooted(MYSQLD);
+    // --no-defaults must be the first argument.
+    initialize
         .arg("--no-defaults")
         .args(["--initialize-insecure", "--user=root"])
         .arg(format!("--datadir={}", inside(datadir).display()))
         .arg(format!("--tmpdir={}", inside(tmpdir).display()))
-        .args(INNODB_SIZES)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("run chroot {MYSQLD} --initialize-insecure: {e}"));
-    assert!(
-        out.status.success(),
-        "mysqld --initialize-insecure failed with {}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .args(INNODB_SIZES);
+    must_succeed(&mut initialize, "mysqld --initialize-insecure");
 }

@@ -15,6 +15,7 @@ use super::admin;
 pub use super::cluster::{Cluster, Witness};
 use super::mariadb::{wait_for, MariaDb, APP_PASSWORD, APP_USER};
 use super::proxy::TestProxy;
+use super::sql::Statements;
 use super::tcp_relay::TcpRelay;
 use super::topology::Topology;
 
@@ -212,6 +213,24 @@ impl<C: Cluster> Strong<C> {
 
     pub fn witness(&self, i: usize) -> Witness {
         self.topology.witness(i)
+    }
+
+    /// A witness of every replica, in order.
+    pub fn witnesses(&self) -> Vec<Witness> {
+        (0..self.topology.replica_count())
+            .map(|i| self.witness(i))
+            .collect()
+    }
+
+    /// Commits `n` rows into `sbtest.t` (`v` from 0), each in its own statement, through a
+    /// client of its own.
+    pub async fn commit_rows(&self, n: u32) {
+        let mut client = self.client().await;
+        for v in 0..n {
+            client
+                .run(format!("INSERT INTO sbtest.t (v) VALUES ({v})"))
+                .await;
+        }
     }
 }
 
