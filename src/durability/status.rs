@@ -145,93 +145,91 @@ pub struct UnresolvedRelease {
 /// A snapshot of `inner`, whose lock it takes over and gives up as soon as it has copied what
 /// it needs, with `counts` (see [`Durability::status`](super::Durability::status)).
 pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counts: Counts) -> DurabilityStatus {
-    {
-        let now = Instant::now();
-        // Under the lock, only copies: what a replica holds is shared (copied on write), and
-        // sorting and the failover candidates are worked out after it.
-        let config = Arc::clone(&inner.config);
-        let mut replicas: Vec<ReplicaStatus> = inner
-            .registry
-            .connected()
-            .map(|(server_id, r)| {
-                let through = r.holds_through();
-                ReplicaStatus {
-                    lag_bytes: through
-                        .zip(inner.head)
-                        .and_then(|(a, h)| inner.lag.bytes_behind(a, h)),
-                    lag_transactions: through.and_then(|a| inner.lag.transactions_behind(a)),
-                    ..r.status(server_id, now)
-                }
-            })
-            .collect();
-        let mut departed: Vec<ReplicaStatus> = inner
-            .registry
-            .departed()
-            .map(|(server_id, d)| ReplicaStatus {
-                gone_for: Some(now - d.left),
-                ..d.replica.status(server_id, now)
-            })
-            .collect();
-        let (degraded_now, released_without_quorum) = match &inner.state {
-            DurableState::Degraded {
-                since, released, ..
-            } => (now - *since, released.clone()),
-            DurableState::Strong => (Duration::ZERO, ReleasedWithoutQuorum::default()),
-        };
-        let state = inner.state.public();
-        let quorum_unmet = inner.registry.unmet(&config.rule());
-        let topology = Arc::clone(&inner.topology);
-        let quorum_position = inner.registry.quorum();
-        let head = inner.head;
-        let gtid_index_entries = inner.index.len();
-        let degraded_total = inner.degraded_before + degraded_now;
-        let watermark = Arc::clone(inner.watermark.position());
-        let watermark_inexact = inner.watermark.inexact();
-        let unresolved = inner.unresolved.iter().cloned().collect();
-        let commits_untracked = inner.untracked_why.clone();
-        drop(inner);
-
-        replicas.sort_by_key(|r| r.server_id);
-        departed.sort_by_key(|r| r.server_id);
-        for r in replicas.iter_mut().chain(&mut departed) {
-            if let Some(labels) = topology.replicas.get(&r.server_id) {
-                r.labels = labels.labels.clone();
+    let now = Instant::now();
+    // Under the lock, only copies: what a replica holds is shared (copied on write), and
+    // sorting and the failover candidates are worked out after it.
+    let config = Arc::clone(&inner.config);
+    let mut replicas: Vec<ReplicaStatus> = inner
+        .registry
+        .connected()
+        .map(|(server_id, r)| {
+            let through = r.holds_through();
+            ReplicaStatus {
+                lag_bytes: through
+                    .zip(inner.head)
+                    .and_then(|(a, h)| inner.lag.bytes_behind(a, h)),
+                lag_transactions: through.and_then(|a| inner.lag.transactions_behind(a)),
+                ..r.status(server_id, now)
             }
+        })
+        .collect();
+    let mut departed: Vec<ReplicaStatus> = inner
+        .registry
+        .departed()
+        .map(|(server_id, d)| ReplicaStatus {
+            gone_for: Some(now - d.left),
+            ..d.replica.status(server_id, now)
+        })
+        .collect();
+    let (degraded_now, released_without_quorum) = match &inner.state {
+        DurableState::Degraded {
+            since, released, ..
+        } => (now - *since, released.clone()),
+        DurableState::Strong => (Duration::ZERO, ReleasedWithoutQuorum::default()),
+    };
+    let state = inner.state.public();
+    let quorum_unmet = inner.registry.unmet(&config.rule());
+    let topology = Arc::clone(&inner.topology);
+    let quorum_position = inner.registry.quorum();
+    let head = inner.head;
+    let gtid_index_entries = inner.index.len();
+    let degraded_total = inner.degraded_before + degraded_now;
+    let watermark = Arc::clone(inner.watermark.position());
+    let watermark_inexact = inner.watermark.inexact();
+    let unresolved = inner.unresolved.iter().cloned().collect();
+    let commits_untracked = inner.untracked_why.clone();
+    drop(inner);
+
+    replicas.sort_by_key(|r| r.server_id);
+    departed.sort_by_key(|r| r.server_id);
+    for r in replicas.iter_mut().chain(&mut departed) {
+        if let Some(labels) = topology.replicas.get(&r.server_id) {
+            r.labels = labels.labels.clone();
         }
-        let (failover_candidates, not_candidates) =
-            candidates(&replicas, &departed, &watermark, &config.rule());
-        DurabilityStatus {
-            state,
-            quorum: config.quorum,
-            rule: config.rule(),
-            primary_zone: topology.primary_zone.clone(),
-            quorum_unmet,
-            session_quorum: (config.session_floor(), config.session_quorum_max),
-            async_replicas: config.async_replicas,
-            passthrough: config.passthrough,
-            quorum_position,
-            head,
-            replicas,
-            parked: counts.parked,
-            parked_overdue: counts.parked_overdue,
-            gtid_index_entries,
-            degraded_total,
-            released: counts.released,
-            visibility: config.visibility,
-            reads_parked: counts.reads_parked,
-            reads_queued: counts.reads_queued,
-            reads_in_snapshot: counts.reads_in_snapshot,
-            reads_released: counts.reads_released,
-            departed,
-            watermark,
-            watermark_inexact,
-            failover_candidates,
-            not_candidates,
-            released_without_quorum,
-            unresolved,
-            stale_reports: counts.stale_reports,
-            commits_untracked,
-        }
+    }
+    let (failover_candidates, not_candidates) =
+        candidates(&replicas, &departed, &watermark, &config.rule());
+    DurabilityStatus {
+        state,
+        quorum: config.quorum,
+        rule: config.rule(),
+        primary_zone: topology.primary_zone.clone(),
+        quorum_unmet,
+        session_quorum: (config.session_floor(), config.session_quorum_max),
+        async_replicas: config.async_replicas,
+        passthrough: config.passthrough,
+        quorum_position,
+        head,
+        replicas,
+        parked: counts.parked,
+        parked_overdue: counts.parked_overdue,
+        gtid_index_entries,
+        degraded_total,
+        released: counts.released,
+        visibility: config.visibility,
+        reads_parked: counts.reads_parked,
+        reads_queued: counts.reads_queued,
+        reads_in_snapshot: counts.reads_in_snapshot,
+        reads_released: counts.reads_released,
+        departed,
+        watermark,
+        watermark_inexact,
+        failover_candidates,
+        not_candidates,
+        released_without_quorum,
+        unresolved,
+        stale_reports: counts.stale_reports,
+        commits_untracked,
     }
 }
 

@@ -78,32 +78,25 @@ impl ReplicaSetup {
     ) -> Result<(), Error> {
         debug!(?negotiation, "semisync negotiation answered by the proxy");
         let seq = legs.next_client_seq();
-        legs.client().queue(|buf| match negotiation {
-            Negotiation::ShowMasterEnabled => resultset::put_text_result(
-                buf,
-                seq,
-                layout,
+        // The result a semisync-enabled primary gives, as its columns and its one row.
+        let result: Option<(&[&str], &[Option<&str>])> = match negotiation {
+            Negotiation::ShowMasterEnabled => Some((
                 &["Variable_name", "Value"],
-                &[&[Some("rpl_semi_sync_master_enabled"), Some("ON")]],
-                status,
-            ),
-            Negotiation::SelectMasterEnabled => resultset::put_text_result(
-                buf,
-                seq,
-                layout,
-                &["@@global.rpl_semi_sync_master_enabled"],
-                &[&[Some("1")]],
-                status,
-            ),
-            Negotiation::SelectSourceEnabled => resultset::put_text_result(
-                buf,
-                seq,
-                layout,
-                &["@@global.rpl_semi_sync_source_enabled"],
-                &[&[Some("1")]],
-                status,
-            ),
-            Negotiation::ReplicaEnabled => resultset::put_ok(buf, seq, status),
+                &[Some("rpl_semi_sync_master_enabled"), Some("ON")],
+            )),
+            Negotiation::SelectMasterEnabled => {
+                Some((&["@@global.rpl_semi_sync_master_enabled"], &[Some("1")]))
+            }
+            Negotiation::SelectSourceEnabled => {
+                Some((&["@@global.rpl_semi_sync_source_enabled"], &[Some("1")]))
+            }
+            Negotiation::ReplicaEnabled => None,
+        };
+        legs.client().queue(|buf| match result {
+            Some((columns, row)) => {
+                resultset::put_text_result(buf, seq, layout, columns, &[row], status)
+            }
+            None => resultset::put_ok(buf, seq, status),
         });
         if negotiation == Negotiation::ReplicaEnabled {
             self.semisync = true;
