@@ -12,7 +12,7 @@ use clap::{
 };
 use strongsync::config::load::{self, Flags};
 use strongsync::config::ConfigError;
-use strongsync::operator::{AdminPort, CallLimits};
+use strongsync::operator::{AdminPort, CallLimits, Known};
 use strongsync::{Config, Proxy};
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{error, info, warn};
@@ -20,32 +20,53 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{reload, EnvFilter};
 
-/// Exit code for a configuration that cannot work (EX_USAGE).
+/// Exit code for a configuration that cannot work (EX_USAGE): restarting will not help.
 const EXIT_CONFIG: u8 = 64;
+/// Exit code of `outcome` for a GTID strongsync knows nothing of.
+const EXIT_UNKNOWN: u8 = 3;
+/// Exit code of `outcome` for a commit still waiting for its quorum: ask again.
+const EXIT_WAITING: u8 = 4;
+
+/// What every exit code means, as `--help` and docs/configuration.md say it.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0   done (the proxy: stopped by SIGTERM or SIGINT)
+  1   failed: a port could not be bound, the admin port could not be reached or refused the call
+  2   the command line is not understood
+  3   outcome: strongsync does not know the GTID
+  4   outcome: the commit still waits for its quorum
+  64  the configuration cannot work (a setting, or a file it names): restarting will not help";
 
 /// strongsync: a MySQL/MariaDB proxy that acknowledges a commit only once replicas have it.
 ///
 /// Applications connect to strongsync instead of the primary; replicas replicate from it. Every
 /// setting can come from the config file (--config), a flag, or an environment variable (shown
-/// in brackets); flags and environment win over the file. Settings without a flag are set in
-/// the file (see docs/configuration.md).
+/// in brackets); flags and environment win over the file. A flag is its key in the file with
+/// `-` for `.` and `_` (`durability.quorum`: `--durability-quorum`,
+/// `STRONGSYNC_DURABILITY_QUORUM`); a switch is `--flag` or `--flag=false`. Settings without a
+/// flag are set in the file (see docs/configuration.md).
 #[derive(Debug, Parser)]
-#[command(version)]
+#[command(version, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Subcommands>,
 
-    /// TOML config file (see deploy/strongsync.toml); SIGHUP re-reads it.
-    #[arg(long, env = "STRONGSYNC_CONFIG", value_name = "FILE", global = true)]
+    /// TOML config file the proxy runs with (see deploy/strongsync.toml); SIGHUP re-reads it.
+    #[arg(long, env = "STRONGSYNC_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
 enum Subcommands {
-    /// Validate a config file and print the configuration that would take effect.
+    /// Check a config file as a start would, every file it names included, and print the
+    /// configuration that would take effect. Exits 64 if it would not start.
     CheckConfig {
         /// The TOML config file.
         file: PathBuf,
+        /// Check the settings only, opening none of the files they name (for a config written
+        /// for another host); says which files went unchecked.
+        #[arg(long)]
+        skip_files: bool,
     },
     /// Show a running strongsync's state, epoch, fence, candidates and replicas.
     Status {
@@ -91,12 +112,21 @@ enum Subcommands {
         /// The retired primary, as it was followed.
         primary: String,
     },
-    /// Create the state file of a new deployment (`failover.state_file` of --config): epoch 1,
-    /// following the config file's primary. Once a state file is configured strongsync starts
-    /// only from it, so that a lost or wrong file is never taken for a fresh start.
-    InitState,
+    /// Create the state of a new deployment (the file `failover.state_file`, or with
+    /// `[cluster]` the key under `cluster.prefix` in etcd): epoch 1, following the config's
+    /// primary. Once state is configured strongsync starts only from it, so that a lost or
+    /// wrong file is never taken for a fresh start.
+    InitState {
+        /// The TOML config file whose state to create (the one the proxy runs with).
+        #[arg(long, env = "STRONGSYNC_CONFIG", value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// Say what became of a commit: acknowledged, released without quorum, the
-    /// unacknowledged tail of a fenced primary, or unknown.
+    /// unacknowledged tail of a fenced primary, waiting, or unknown.
+    #[command(
+        after_help = "Exit codes: 0 an answer; 3 unknown to strongsync; 4 still waiting \
+        for its quorum; 1 the call failed."
+    )]
     Outcome {
         #[command(flatten)]
         admin: AdminArgs,
@@ -108,17 +138,37 @@ enum Subcommands {
 /// Where the operator's commands find the admin port.
 #[derive(Debug, clap::Args)]
 struct AdminArgs {
+    /// The config file of the strongsync to call: its `admin_listen`,
+    /// `failover.admin_token_file`, `admin_tls` and `tls.cert` tell where and how.
+    #[arg(long, env = "STRONGSYNC_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
     /// The admin port (default: `admin_listen` of --config, else 127.0.0.1:9104).
-    #[arg(long, env = "STRONGSYNC_ADMIN", value_name = "HOST:PORT")]
-    admin: Option<String>,
+    #[arg(
+        long,
+        env = "STRONGSYNC_ADMIN_LISTEN",
+        value_name = "HOST:PORT",
+        alias = "admin"
+    )]
+    admin_listen: Option<String>,
     /// The admin token's file (default: `failover.admin_token_file` of --config).
-    #[arg(long, env = "STRONGSYNC_ADMIN_TOKEN_FILE", value_name = "FILE")]
-    token_file: Option<PathBuf>,
+    #[arg(
+        long,
+        env = "STRONGSYNC_FAILOVER_ADMIN_TOKEN_FILE",
+        value_name = "FILE",
+        alias = "token-file"
+    )]
+    failover_admin_token_file: Option<PathBuf>,
     /// Call the admin port over HTTPS, trusting the certificate(s) in FILE (default, when
     /// --config has `admin_tls`: its `tls.cert`).
     #[arg(long, env = "STRONGSYNC_ADMIN_CA", value_name = "FILE")]
     admin_ca: Option<PathBuf>,
 }
+
+/// The flags of the operator's commands renamed after their keys: the former name, the new.
+const FORMER_ADMIN_FLAGS: [(&str, &str); 2] = [
+    ("admin", "admin-listen"),
+    ("token-file", "failover-admin-token-file"),
+];
 
 type FilterHandle = reload::Handle<EnvFilter, tracing_subscriber::Registry>;
 
@@ -128,12 +178,21 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(err) => err.exit(),
     };
+    warn_of_former_names(&matches);
     let flags = flags_of(&matches);
-    let file = match (&cli.command, &cli.config) {
-        (Some(Subcommands::CheckConfig { file }), _) => Some(file.clone()),
-        (Some(Subcommands::InitState), file) => return init_state(file.as_deref(), &flags),
-        (Some(operator), file) => return operate(operator, file.as_deref(), &flags),
-        (None, file) => file.clone(),
+    if cli.command.is_some() && matches.value_source("config") == Some(ValueSource::CommandLine) {
+        eprintln!(
+            "strongsync: --config before a command is not read; give it after the command (strongsync init-state --config FILE), or the file to check-config as its argument"
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let file = match &cli.command {
+        Some(Subcommands::CheckConfig { file, skip_files }) => {
+            return check_config(file, *skip_files, &flags)
+        }
+        Some(Subcommands::InitState { config }) => return init_state(config.as_deref(), &flags),
+        Some(operator) => return operate(operator),
+        None => cli.config.clone(),
     };
     let config = match load(file.as_deref(), &flags) {
         Ok(config) => config,
@@ -148,13 +207,6 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    if let Some(Subcommands::CheckConfig { .. }) = cli.command {
-        print!("{}", config.to_toml());
-        if config.probe.password.is_some() && config.probe.password_file.is_none() {
-            println!("# probe.password is set; it is not shown");
-        }
-        return ExitCode::SUCCESS;
-    }
     let filter_handle = init_logging(&config.log_level);
     // One worker runs on this thread, on the single-threaded scheduler: it spends less per
     // task switch and per wake-up than a multi-threaded runtime of one worker
@@ -178,34 +230,138 @@ fn main() -> ExitCode {
 }
 
 /// The command line: the subcommands and `--config`, and a flag (with its environment
-/// variable) for every setting that has one, made from the settings' own definitions.
+/// variable) for every setting that has one, made from the settings' own definitions: on the
+/// proxy itself and on the commands that read a configuration (`check-config`, `init-state`).
 fn command() -> Command {
+    Cli::command()
+        .args(setting_args())
+        .mut_subcommand("check-config", |sub| sub.args(setting_args()))
+        .mut_subcommand("init-state", |sub| sub.args(setting_args()))
+}
+
+/// A flag for every setting that has one. A switch takes `--flag` or `--flag=VALUE`, never
+/// the next word, which may be a command.
+fn setting_args() -> Vec<Arg> {
     Config::settings()
         .into_iter()
         .filter_map(|setting| {
-            let flag = setting.meta.flag?;
+            let (flag, env) = (setting.flag()?, setting.env()?);
             let mut help = setting.doc.clone();
             if let Some(default) = setting.default_words() {
                 help.push_str(&format!(" [default: {default}]"));
             }
             let mut arg = Arg::new(setting.key)
                 .long(flag)
-                .env(setting.env()?)
+                .env(env)
                 .value_name(setting.value_name)
                 .help(help)
                 .hide_env_values(setting.meta.secret)
                 .allow_negative_numbers(true)
                 .action(ArgAction::Set);
+            if let Some(former) = setting.meta.former_flag {
+                arg = arg.alias(former);
+            }
             if setting.value_name == "BOOL" {
-                arg = arg.num_args(0..=1).default_missing_value("true");
+                arg = arg
+                    .num_args(0..=1)
+                    .require_equals(true)
+                    .default_missing_value("true");
             }
             Some(arg)
         })
-        .fold(Cli::command(), Command::arg)
+        .collect()
+}
+
+/// Says so when a flag or an environment variable is given by its former name (still taken for
+/// this release).
+fn warn_of_former_names(matches: &ArgMatches) {
+    let given = |flag: &str| {
+        std::env::args().any(|arg| {
+            arg.strip_prefix("--")
+                .is_some_and(|a| a == flag || a.starts_with(&format!("{flag}=")))
+        })
+    };
+    let settings = Config::settings();
+    let renamed = settings
+        .iter()
+        .filter_map(|s| Some((s.meta.former_flag?, s.flag()?)));
+    for (former, flag) in renamed.chain(FORMER_ADMIN_FLAGS.map(|(f, n)| (f, n.to_owned()))) {
+        if given(former) {
+            eprintln!(
+                "strongsync: --{former} is now --{flag}; the former name goes in the next release"
+            );
+        }
+    }
+    for setting in &settings {
+        if let (Some(former), Some(env)) = (setting.former_env(), setting.env()) {
+            if std::env::var_os(&former).is_some() {
+                let used = if matches!(
+                    subcommand_source(matches, setting.key),
+                    Some(ValueSource::EnvVariable | ValueSource::CommandLine)
+                ) {
+                    "not read: the flag or"
+                } else {
+                    "read for now; rename it to"
+                };
+                eprintln!("strongsync: {former} is {used} {env}");
+            }
+        }
+    }
+}
+
+/// Where the setting `key` came from, on the command or the subcommand that was run.
+fn subcommand_source(matches: &ArgMatches, key: &str) -> Option<ValueSource> {
+    let on = |m: &ArgMatches| {
+        m.try_get_raw(key)
+            .ok()
+            .flatten()
+            .and_then(|_| m.value_source(key))
+    };
+    matches
+        .subcommand()
+        .and_then(|(_, sub)| on(sub))
+        .or_else(|| on(matches))
+}
+
+/// `strongsync check-config FILE`: loads `file` as a start would, then checks each file its
+/// settings name (unless `skip_files`), and prints the configuration that would take effect.
+fn check_config(file: &std::path::Path, skip_files: bool, flags: &Flags) -> ExitCode {
+    let loaded = if skip_files {
+        load::load_without_files(Some(file), flags)
+    } else {
+        load(Some(file), flags)
+    };
+    let config = match loaded {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("strongsync: {err}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let files = strongsync::app::preflight::files_named(&config);
+    if !skip_files {
+        if let Err(err) = strongsync::app::preflight::check_files(&config) {
+            eprintln!("strongsync: {err}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    }
+    print!("{}", config.to_toml());
+    if config.probe.password.is_some() && config.probe.password_file.is_none() {
+        println!("# probe.password is set; it is not shown");
+    }
+    let verb = if skip_files {
+        "not opened (--skip-files)"
+    } else {
+        "checked as a start would"
+    };
+    for (key, path) in files {
+        println!("# {key} = {}: {verb}", path.display());
+    }
+    ExitCode::SUCCESS
 }
 
 /// Runs an operator's command against a running strongsync's admin port.
-fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags) -> ExitCode {
+fn operate(command: &Subcommands) -> ExitCode {
     let (Subcommands::Status { admin }
     | Subcommands::Fence { admin, .. }
     | Subcommands::Follow { admin, .. }
@@ -215,24 +371,40 @@ fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags)
     else {
         return ExitCode::FAILURE;
     };
-    let config = match file.map(|f| load(Some(f), flags)).transpose() {
+    // Only where the admin port is and how to call it are read: the files the config names
+    // are the proxy's, which its operator's account may not be able to open.
+    let config = match admin
+        .config
+        .as_deref()
+        .map(|f| load::load_without_files(Some(f), &Flags::new()))
+        .transpose()
+    {
         Ok(config) => config,
         Err(err) => {
             eprintln!("strongsync: {err}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let addr = admin.admin.clone().unwrap_or_else(|| {
-        config.as_ref().map_or_else(
-            || "127.0.0.1:9104".to_owned(),
-            |c| c.admin_listen.to_string(),
-        )
-    });
-    let token_file = admin.token_file.clone().or_else(|| {
-        config
-            .as_ref()
-            .and_then(|c| c.failover.admin_token_file.clone())
-    });
+    let former = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let addr = admin
+        .admin_listen
+        .clone()
+        .or_else(|| former("STRONGSYNC_ADMIN"))
+        .unwrap_or_else(|| {
+            config.as_ref().map_or_else(
+                || "127.0.0.1:9104".to_owned(),
+                |c| c.admin_listen.to_string(),
+            )
+        });
+    let token_file = admin
+        .failover_admin_token_file
+        .clone()
+        .or_else(|| former("STRONGSYNC_ADMIN_TOKEN_FILE").map(PathBuf::from))
+        .or_else(|| {
+            config
+                .as_ref()
+                .and_then(|c| c.failover.admin_token_file.clone())
+        });
     let ca = admin.admin_ca.clone().or_else(|| {
         config
             .as_ref()
@@ -258,8 +430,25 @@ fn operate(command: &Subcommands, file: Option<&std::path::Path>, flags: &Flags)
         } => port.follow(primary, *force, *allow_retired),
         Subcommands::Promote { .. } => port.promote(),
         Subcommands::Reinstate { primary, .. } => port.reinstate(primary),
-        Subcommands::Outcome { gtid, .. } => port.outcome(gtid),
-        Subcommands::CheckConfig { .. } | Subcommands::InitState => return ExitCode::FAILURE,
+        Subcommands::Outcome { gtid, .. } => {
+            return match port.outcome(gtid) {
+                Ok((text, known)) => {
+                    print!("{text}");
+                    match known {
+                        Known::Answer => ExitCode::SUCCESS,
+                        Known::Unknown => ExitCode::from(EXIT_UNKNOWN),
+                        Known::Waiting => ExitCode::from(EXIT_WAITING),
+                    }
+                }
+                Err(err) => {
+                    eprintln!("strongsync: {err}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Subcommands::CheckConfig { .. } | Subcommands::InitState { .. } => {
+            return ExitCode::FAILURE
+        }
     };
     match answer {
         Ok(text) => {
@@ -294,20 +483,30 @@ fn init_state(file: Option<&std::path::Path>, flags: &Flags) -> ExitCode {
     }
 }
 
-/// The settings given as flags or environment variables.
+/// The settings given as flags or environment variables, before the command or after it (which
+/// wins), or by an environment variable's former name.
 fn flags_of(matches: &ArgMatches) -> Flags {
     Config::settings()
         .into_iter()
-        .filter(|setting| setting.meta.flag.is_some())
-        .filter(|setting| {
-            matches!(
-                matches.value_source(setting.key),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            )
-        })
         .filter_map(|setting| {
-            let value: &String = matches.get_one(setting.key)?;
-            Some((setting.key, value.clone()))
+            setting.flag()?;
+            let given = |m: &ArgMatches| {
+                matches!(
+                    m.try_get_raw(setting.key)
+                        .ok()
+                        .flatten()
+                        .and_then(|_| m.value_source(setting.key)),
+                    Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+                )
+                .then(|| m.get_one::<String>(setting.key).cloned())
+                .flatten()
+            };
+            let value = matches
+                .subcommand()
+                .and_then(|(_, sub)| given(sub))
+                .or_else(|| given(matches))
+                .or_else(|| std::env::var(setting.former_env()?).ok())?;
+            Some((setting.key, value))
         })
         .collect()
 }
@@ -333,7 +532,11 @@ async fn run(
         Ok(proxy) => proxy,
         Err(err) => {
             error!(%err, "cannot start");
-            return ExitCode::from(EXIT_CONFIG);
+            // A port in use may be free on the next try; anything else is the configuration.
+            return match err {
+                strongsync::StartError::Bind { .. } => ExitCode::FAILURE,
+                _ => ExitCode::from(EXIT_CONFIG),
+            };
         }
     };
     let (Ok(mut term), Ok(mut hup)) = (

@@ -65,6 +65,17 @@ impl CallLimits {
     }
 }
 
+/// Whether `outcome` could say what became of a commit (its exit code tells scripts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Known {
+    /// It did: acknowledged, released without its quorum, or the tail of a fenced primary.
+    Answer,
+    /// Not yet: the commit still waits for its quorum.
+    Waiting,
+    /// strongsync knows nothing of the GTID.
+    Unknown,
+}
+
 /// Why a command failed.
 #[derive(Debug, Error)]
 pub enum OperatorError {
@@ -277,11 +288,11 @@ impl AdminPort {
         Ok(out)
     }
 
-    /// `strongsync outcome GTID`.
+    /// `strongsync outcome GTID`: the answer in words, and whether it is one.
     ///
     /// # Errors
     /// [`OperatorError`].
-    pub fn outcome(&self, gtid: &str) -> Result<String, OperatorError> {
+    pub fn outcome(&self, gtid: &str) -> Result<(String, Known), OperatorError> {
         let query = format!("/outcome?gtid={}", gtid.replace(':', "%3A"));
         let answer = self.call("GET", &query, None, self.limits.read)?;
         let outcome = answer["outcome"]
@@ -304,7 +315,12 @@ impl AdminPort {
             "waiting" => "waiting for its quorum",
             _ => "unknown to strongsync",
         };
-        Ok(format!("{gtid}: {outcome}: {words}\n"))
+        let known = match outcome {
+            "waiting" => Known::Waiting,
+            "acknowledged" | "released_without_quorum" | "unacknowledged_tail" => Known::Answer,
+            _ => Known::Unknown,
+        };
+        Ok((format!("{gtid}: {outcome}: {words}\n"), known))
     }
 
     fn call(

@@ -577,7 +577,7 @@ fn invalid_setting_exits_with_status_64_naming_it() {
         &listen,
         "--primary",
         "127.0.0.1:3306",
-        "--max-connections",
+        "--limits-max-connections",
         "0",
     ]);
     assert_eq!(out.status.code(), Some(EXIT_CONFIG), "{out}");

@@ -36,16 +36,18 @@ impl Instance {
                 &listen_text,
                 "--primary",
                 &primary.addr(),
-                "--passthrough",
+                "--durability-passthrough",
                 "--cluster-endpoints",
                 &endpoints,
                 "--cluster-name",
                 &name,
+                "--cluster-advertise",
+                &listen_text,
                 "--cluster-lease-ttl",
                 &format!("{TTL_SECS}s"),
                 "--cluster-lease-margin",
                 "1s",
-                "--admin-token-file",
+                "--failover-admin-token-file",
                 token.to_str().unwrap(),
             ],
             &[("STRONGSYNC_LOG_LEVEL", "info")],
@@ -184,7 +186,7 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
     // Any instance names them all, and the leader with its lease.
     let listed = run_strongsync(&[
         "status",
-        "--admin",
+        "--admin-listen",
         &instances[(first + 1) % 3].admin().to_string(),
     ]);
     assert!(listed.success(), "{listed}");
@@ -292,7 +294,7 @@ async fn with_etcd_authentication_only_the_account_given_takes_part() {
             &path,
             format!(
                 "listen = \"{listen}\"\nprimary = \"{}\"\n[durability]\npassthrough = true\n\
-                 [cluster]\nendpoints = [\"{}\"]\nname = \"{name}\"\n\
+                 [cluster]\nendpoints = [\"{}\"]\nname = \"{name}\"\nadvertise = \"{listen}\"\n\
                  lease_ttl = \"{TTL_SECS}s\"\nlease_margin = \"1s\"\n\
                  user = \"strongsync\"\npassword = \"{password}\"\n",
                 primary.addr(),
@@ -354,7 +356,7 @@ async fn with_etcd_over_tls_only_an_instance_that_trusts_it_takes_part() {
             &path,
             format!(
                 "listen = \"{listen}\"\nprimary = \"{}\"\n{tls}[durability]\npassthrough = true\n\
-                 [cluster]\nendpoints = [\"{}\"]\nname = \"{name}\"\n\
+                 [cluster]\nendpoints = [\"{}\"]\nname = \"{name}\"\nadvertise = \"{listen}\"\n\
                  lease_ttl = \"{TTL_SECS}s\"\nlease_margin = \"1s\"\n{ca}",
                 primary.addr(),
                 etcd.endpoints()[0]
@@ -387,4 +389,117 @@ async fn with_etcd_over_tls_only_an_instance_that_trusts_it_takes_part() {
         "{}",
         trusting.process.log()
     );
+}
+
+/// Through HAProxy as `deploy/cluster/haproxy.cfg` ships it, a leader whose replicas are all gone
+/// keeps its clients under `on_timeout = "degrade"`, which exists to ride that out: a commit
+/// that waits out its timeout on a session routed there is answered on that session, and new
+/// sessions are routed too; `/readyz` stays 200 and says it is degraded. Under `block` (a
+/// reload away) `/readyz` says it is not ready, and the clients are still routed to the leader:
+/// their commits wait, as `block` says, until a replica is back.
+#[tokio::test(flavor = "multi_thread")]
+async fn through_the_shipped_haproxy_a_leader_without_replicas_keeps_its_clients() {
+    use support::cluster::Cluster;
+    use support::haproxy::{Backend, Haproxy};
+    use support::sql::Statements;
+    use support::topology::Topology;
+
+    let topology = Topology::start(2);
+    topology.primary_sql("CREATE TABLE sbtest.routed (id INT PRIMARY KEY)");
+    let etcd = Etcd::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let (listen, admin) = (
+        SocketAddr::from(([127, 0, 0, 1], free_port())),
+        SocketAddr::from(([127, 0, 0, 1], free_port())),
+    );
+    // Longer than HAProxy's two failed checks a second apart: a commit that outlives its
+    // timeout on a routed session shows the session was not cut meanwhile.
+    let config = |on_timeout: &str| {
+        format!(
+            "listen = \"{listen}\"\nadmin_listen = \"{admin}\"\nprimary = \"127.0.0.1:{}\"\n\
+             [durability]\nquorum = 1\nack_timeout = \"3s\"\non_timeout = \"{on_timeout}\"\n\
+             [cluster]\nendpoints = [\"{}\"]\nname = \"a\"\nadvertise = \"{listen}\"\n\
+             lease_ttl = \"{TTL_SECS}s\"\nlease_margin = \"1s\"\n",
+            topology.primary_port(),
+            etcd.endpoints()[0],
+        )
+    };
+    let file = dir.path().join("strongsync.toml");
+    std::fs::write(&file, config("degrade")).unwrap();
+    let file_text = file.to_str().unwrap();
+    let created = run_strongsync(&["init-state", "--config", file_text]);
+    assert!(created.success(), "{created}");
+    let instance = ProxyProcess::start_as_given(&["--config", file_text], &[], listen);
+    let haproxy = Haproxy::shipped(&[Backend {
+        name: "a".into(),
+        listen,
+        admin,
+    }]);
+    for i in 0..2 {
+        topology.set_semisync(i, true);
+        topology.point_replica_at(i, "127.0.0.1", haproxy.replication);
+    }
+    wait_for("ready with both replicas", PATIENCE, || {
+        admin::get(admin, "/readyz").body == "ready\n"
+    });
+    let url = format!(
+        "mysql://{APP_USER}:{APP_PASSWORD}@127.0.0.1:{}/sbtest?prefer_socket=false",
+        haproxy.sql
+    );
+    let connect = || async {
+        mysql_async::Conn::new(mysql_async::Opts::from_url(&url).unwrap())
+            .await
+            .unwrap()
+    };
+    let mut session = connect().await;
+    session.run("INSERT INTO routed VALUES (1)").await;
+
+    // Both replicas gone.
+    topology.stop_io(0);
+    topology.stop_io(1);
+    wait_for("/readyz to say degraded", PATIENCE, || {
+        let ready = admin::get(admin, "/readyz");
+        ready.status == 200 && ready.body.starts_with("ready, degraded")
+    });
+    session.run("INSERT INTO routed VALUES (2)").await;
+    let gtid = topology.newest_gtid();
+    for i in 0..2 {
+        assert!(
+            !Topology::holds(&topology.witness(i).received(), &gtid),
+            "replica {i} has {gtid}: the commit was not released without them"
+        );
+    }
+    let status = admin::status(admin);
+    assert_eq!(status["state"], "degraded", "{status}");
+    let n: u64 = session.one("SELECT COUNT(*) FROM routed").await;
+    assert_eq!(n, 2, "the same session, routed all along");
+    let mut another = connect().await;
+    let n: u64 = another.one("SELECT COUNT(*) FROM routed").await;
+    assert_eq!(n, 2, "a new session is routed too");
+
+    // Under block, not ready, yet still the leader: its clients keep their sessions.
+    std::fs::write(&file, config("block")).unwrap();
+    instance.signal(Signal::SIGHUP);
+    wait_for("/readyz to say not ready under block", PATIENCE, || {
+        let ready = admin::get(admin, "/readyz");
+        ready.status == 503 && ready.body.contains("on_timeout = block")
+    });
+    let parked = tokio::spawn(async move {
+        session.run("INSERT INTO routed VALUES (3)").await;
+        session
+    });
+    topology.start_io(1);
+    let mut session = tokio::time::timeout(PATIENCE, parked)
+        .await
+        .expect("the commit answered once a replica is back")
+        .unwrap();
+    let gtid = topology.newest_gtid();
+    assert!(
+        Topology::holds(&topology.witness(1).received(), &gtid),
+        "replica 1 holds {gtid} once the commit is answered under block"
+    );
+    let n: u64 = session.one("SELECT COUNT(*) FROM routed").await;
+    assert_eq!(n, 3);
+    drop(haproxy);
+    drop(instance);
 }

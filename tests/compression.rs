@@ -169,7 +169,7 @@ fn a_decompression_bomb_closes_only_its_session_with_a_log_line() {
             &listen_text,
             "--primary",
             &primary.addr(),
-            "--passthrough",
+            "--durability-passthrough",
         ],
         &[],
         listen,

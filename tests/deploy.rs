@@ -293,7 +293,8 @@ fn check_config_prints_every_setting_the_definitions_have_but_the_password() {
     for (i, text) in [clustered, alone].iter().enumerate() {
         let file = dir.path().join(format!("strongsync-{i}.toml"));
         std::fs::write(&file, text).unwrap();
-        let out = run_strongsync(&["check-config", file.to_str().unwrap()]);
+        // The files it names are another host's: the settings alone are checked.
+        let out = run_strongsync(&["check-config", "--skip-files", file.to_str().unwrap()]);
         assert!(out.success(), "{out}");
         assert!(!out.stdout.contains("s3cret"), "{out}");
         printed = out.stdout.parse().expect("check-config prints TOML");
@@ -339,7 +340,7 @@ fn check_config_prints_every_setting_the_definitions_have_but_the_password() {
 /// The cluster's files: the instance's config is one strongsync accepts, and HAProxy accepts
 /// its routing, which checks each instance's /readyz on the admin port the config gives.
 #[test]
-fn the_cluster_layout_files_are_valid_and_route_by_readyz() {
+fn the_cluster_layout_files_are_valid_and_route_by_leader() {
     let dir = tempfile::tempdir().unwrap();
     let text = read("cluster/strongsync.toml").replace("/etc/strongsync", "/nonexistent");
     // The password files it names are the operator's: stand-ins here.
@@ -355,7 +356,8 @@ fn the_cluster_layout_files_are_valid_and_route_by_readyz() {
     std::fs::write(dir.path().join("p"), "secret\n").unwrap();
     let file = dir.path().join("strongsync.toml");
     std::fs::write(&file, text).unwrap();
-    let checked = run_strongsync(&["check-config", file.to_str().unwrap()]);
+    // Its secrets are the operator's: the settings are checked, and the files named unopened.
+    let checked = run_strongsync(&["check-config", "--skip-files", file.to_str().unwrap()]);
     assert!(checked.success(), "{checked}");
     let config: toml::Table = checked.stdout.parse().unwrap();
     assert_one_certificate_for_the_cluster(&config);
@@ -368,7 +370,11 @@ fn the_cluster_layout_files_are_valid_and_route_by_readyz() {
         .to_owned();
 
     let haproxy = read("cluster/haproxy.cfg");
-    assert!(haproxy.contains("option httpchk GET /readyz"), "{haproxy}");
+    let checks: Vec<&str> = haproxy
+        .lines()
+        .filter(|l| l.trim_start().starts_with("option httpchk"))
+        .collect();
+    assert_eq!(checks, ["    option httpchk GET /leader"], "{haproxy}");
     assert!(
         haproxy.contains(&format!("check port {admin_port}")),
         "{haproxy}"
@@ -468,7 +474,11 @@ fn kubernetes_cluster_routes_to_the_leader_and_its_config_is_valid() {
             )
         })
         .collect();
-    let mut command = support::proxy::strongsync_command(&["check-config", file.to_str().unwrap()]);
+    let mut command = support::proxy::strongsync_command(&[
+        "check-config",
+        "--skip-files",
+        file.to_str().unwrap(),
+    ]);
     for (k, v) in &expanded {
         command.env(k, v);
     }

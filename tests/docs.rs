@@ -213,6 +213,50 @@ fn the_settings_table_is_the_one_the_definitions_make() {
 }
 
 #[test]
+fn the_reload_lists_are_the_ones_the_definitions_make() {
+    holds_to(
+        &repo().join("docs/configuration.md"),
+        "<!-- reload: made from the definitions in src/config/ (tests/docs.rs checks it) -->",
+        "<!-- end of reload -->",
+        &strongsync::config::reload_lists(),
+    );
+}
+
+#[test]
+fn the_endpoint_table_is_the_one_the_admin_port_serves() {
+    holds_to(
+        &repo().join("docs/operations.md"),
+        "<!-- endpoints: made from src/admin/mod.rs (tests/docs.rs checks it) -->",
+        "<!-- end of endpoints -->",
+        &strongsync::admin::endpoint_table(),
+    );
+}
+
+#[test]
+fn the_exit_codes_are_the_ones_the_binary_gives() {
+    let help = support::proxy::run_strongsync(&["--help"]);
+    assert!(help.success(), "{help}");
+    let codes = help
+        .stdout
+        .split_once("Exit codes:\n")
+        .expect("--help lists the exit codes")
+        .1;
+    let table: String = codes
+        .lines()
+        .filter_map(|line| {
+            let (code, meaning) = line.trim().split_once(char::is_whitespace)?;
+            Some(format!("| {code} | {} |\n", meaning.trim()))
+        })
+        .collect();
+    holds_to(
+        &repo().join("docs/configuration.md"),
+        "<!-- exit codes: as `strongsync --help` gives them (tests/docs.rs checks it) -->",
+        "<!-- end of exit codes -->",
+        &format!("| code | meaning |\n|---|---|\n{table}"),
+    );
+}
+
+#[test]
 fn the_metrics_table_is_the_one_the_definitions_make() {
     holds_to(
         &repo().join("docs/operations.md"),

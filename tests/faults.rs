@@ -60,7 +60,7 @@ async fn workload(addr: SocketAddr, session: u32) -> Result<u32, String> {
 async fn garbage_from_clients_is_rejected_while_sixteen_sessions_keep_working() {
     let primary = MariaDb::start(MariaDbOptions::default());
     primary.sql("CREATE TABLE sbtest.work (session INT, i INT, PRIMARY KEY (session, i))");
-    let (proxy, addr) = binary(&primary.addr(), &["--max-packet-size", "1048576"]);
+    let (proxy, addr) = binary(&primary.addr(), &["--limits-max-packet-size", "1048576"]);
 
     let sessions: Vec<_> = (0..16).map(|s| tokio::spawn(workload(addr, s))).collect();
 
@@ -252,7 +252,7 @@ async fn a_primary_killed_mid_query_fails_the_query_and_a_restarted_one_serves_n
 #[tokio::test(flavor = "multi_thread")]
 async fn past_max_connections_clients_get_er_con_count_error() {
     let primary = MariaDb::start(MariaDbOptions::default());
-    let (proxy, addr) = binary(&primary.addr(), &["--max-connections", "2"]);
+    let (proxy, addr) = binary(&primary.addr(), &["--limits-max-connections", "2"]);
     let first = Conn::new(url(addr)).await.unwrap();
     let _second = Conn::new(url(addr)).await.unwrap();
     match Conn::new(url(addr)).await {
@@ -280,7 +280,7 @@ async fn past_max_connections_clients_get_er_con_count_error() {
 #[test]
 fn a_client_that_never_logs_in_is_closed_after_the_handshake_timeout() {
     let primary = MariaDb::start(MariaDbOptions::default());
-    let (proxy, addr) = binary(&primary.addr(), &["--handshake-timeout", "1s"]);
+    let (proxy, addr) = binary(&primary.addr(), &["--timeouts-client-handshake", "1s"]);
     let silent = greeted(addr);
     let rejection = rejection(silent, false);
     assert_eq!(

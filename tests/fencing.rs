@@ -192,11 +192,11 @@ impl Binary {
             admin.to_string(),
             "--primary".to_owned(),
             topology.primary.addr(),
-            "--quorum".to_owned(),
+            "--durability-quorum".to_owned(),
             "1".to_owned(),
-            "--state-file".to_owned(),
+            "--failover-state-file".to_owned(),
             state.display().to_string(),
-            "--admin-token-file".to_owned(),
+            "--failover-admin-token-file".to_owned(),
             token.display().to_string(),
             // The follow check reads a candidate's channels (SLAVE MONITOR).
             "--probe-user".to_owned(),
@@ -252,7 +252,12 @@ impl Binary {
         let admin = self.admin.to_string();
         let token = self.token.display().to_string();
         let mut args = command.to_vec();
-        args.extend(["--admin", &admin, "--token-file", &token]);
+        args.extend([
+            "--admin-listen",
+            &admin,
+            "--failover-admin-token-file",
+            &token,
+        ]);
         support::proxy::run_strongsync(&args)
     }
 
@@ -348,7 +353,8 @@ async fn the_fence_and_the_watermark_survive_a_sigkill() {
         scrape.get("strongsync_admin_refused_total{why=\"malformed\"}"),
         3.0
     );
-    let no_token = support::proxy::run_strongsync(&["fence", "--admin", &b.admin.to_string()]);
+    let no_token =
+        support::proxy::run_strongsync(&["fence", "--admin-listen", &b.admin.to_string()]);
     assert!(!no_token.status.success(), "{}", no_token.stdout);
     assert!(no_token.stderr.contains("401"), "{}", no_token.stderr);
     assert_eq!(admin::status(b.admin)["fenced"], false);

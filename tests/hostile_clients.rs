@@ -284,9 +284,9 @@ fn slow_loris_and_stalled_packets_are_cut_off_by_their_limits_while_others_are_s
     let (proxy, addr) = ProxyProcess::passthrough(
         &primary.addr(),
         &[
-            "--client-read-timeout",
+            "--timeouts-client-read",
             CLIENT_READ,
-            "--handshake-timeout",
+            "--timeouts-client-handshake",
             HANDSHAKE,
         ],
     );
@@ -368,7 +368,7 @@ fn clients_that_never_read_their_results_hold_bounded_memory_and_are_closed_afte
 
     // Stuck for as long as the test likes.
     let (proxy, addr) =
-        ProxyProcess::passthrough(&primary.addr(), &["--client-write-timeout", "1h"]);
+        ProxyProcess::passthrough(&primary.addr(), &["--timeouts-client-write", "1h"]);
     let stuck: Vec<TcpStream> = (0..NON_READERS)
         .map(|_| {
             let mut client = login(addr);
@@ -410,7 +410,7 @@ fn clients_that_never_read_their_results_hold_bounded_memory_and_are_closed_afte
     // With a short client_write, a client that reads nothing is closed and logged, and its
     // primary connection (in the middle of sending 2 GB) goes with it.
     let (proxy, addr) =
-        ProxyProcess::passthrough(&primary.addr(), &["--client-write-timeout", "2s"]);
+        ProxyProcess::passthrough(&primary.addr(), &["--timeouts-client-write", "2s"]);
     let mut client = login(addr);
     let id = client.connection_id;
     client.send(BIG_SELECT);
@@ -460,8 +460,10 @@ fn five_thousand_idle_sessions_stay_under_a_stated_memory_bound_and_new_clients_
         ..MariaDbOptions::default()
     });
     let max_connections = (IDLE_SESSIONS + 100).to_string();
-    let (proxy, addr) =
-        ProxyProcess::passthrough(&primary.addr(), &["--max-connections", &max_connections]);
+    let (proxy, addr) = ProxyProcess::passthrough(
+        &primary.addr(),
+        &["--limits-max-connections", &max_connections],
+    );
     let before = memory(proxy.pid());
 
     let per_thread = IDLE_SESSIONS / 4;

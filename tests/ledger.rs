@@ -567,11 +567,11 @@ fn every_acknowledged_commit_survives_proxy_kills_and_replicas_come_back_by_them
         &listen_text,
         "--primary",
         &primary,
-        "--quorum",
+        "--durability-quorum",
         "2",
-        "--on-timeout",
+        "--durability-on-timeout",
         "block",
-        "--ack-timeout",
+        "--durability-ack-timeout",
         "10m",
     ];
     let mut proxy = ProxyProcess::start(&args, &[], listen);

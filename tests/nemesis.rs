@@ -406,7 +406,7 @@ fn a_token_file_others_may_read_is_refused() {
         "127.0.0.1:0",
         "--admin-listen",
         "127.0.0.1:0",
-        "--admin-token-file",
+        "--failover-admin-token-file",
         &token,
     ]);
     let stderr = &out.stderr;
@@ -428,7 +428,7 @@ fn a_private_token_file_is_taken() {
         "127.0.0.1:9",
         "--listen",
         listen.as_str(),
-        "--admin-token-file",
+        "--failover-admin-token-file",
         token.as_str(),
     ];
     let proxy = ProxyProcess::start(&args, &[], listen.parse().unwrap());

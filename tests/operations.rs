@@ -133,11 +133,11 @@ fn metrics_follow_a_write_load_and_a_degraded_spell() {
     let sidecar = Sidecar::start(
         2,
         &[
-            "--quorum",
+            "--durability-quorum",
             "2",
-            "--ack-timeout",
+            "--durability-ack-timeout",
             "1s",
-            "--on-timeout",
+            "--durability-on-timeout",
             "degrade",
         ],
     );
@@ -324,7 +324,16 @@ fn metrics_follow_a_write_load_and_a_degraded_spell() {
 
 #[test]
 fn readiness_and_status_follow_the_replicas_and_the_primary() {
-    let mut sidecar = Sidecar::start(2, &["--quorum", "2"]);
+    // Under block a commit cannot be acknowledged without its replicas: not ready without them.
+    let mut sidecar = Sidecar::start(
+        2,
+        &[
+            "--durability-quorum",
+            "2",
+            "--durability-on-timeout",
+            "block",
+        ],
+    );
     let healthz = admin::get(sidecar.admin, "/healthz");
     assert_eq!(healthz.status, 200);
 
@@ -362,7 +371,7 @@ fn readiness_and_status_follow_the_replicas_and_the_primary() {
     });
     assert_eq!(status["state"], "strong", "{status:#}");
     assert_eq!(status["quorum"], 2);
-    assert_eq!(status["on_timeout"], "degrade");
+    assert_eq!(status["on_timeout"], "block");
     assert_eq!(status["parked_sessions"], 0);
     assert_eq!(status["primary"]["address"], primary_addr.as_str());
     assert_eq!(status["primary"]["reachable"], true);
@@ -569,8 +578,8 @@ fn flags_and_environment_win_over_the_file() {
         ),
     );
     let _proxy = ProxyProcess::start_as_given(
-        &["--config", &file, "--quorum", "2"],
-        &[("STRONGSYNC_ACK_TIMEOUT", "250ms")],
+        &["--config", &file, "--durability-quorum", "2"],
+        &[("STRONGSYNC_DURABILITY_ACK_TIMEOUT", "250ms")],
         listen,
     );
     let status = admin::status(SocketAddr::from(([127, 0, 0, 1], admin_port)));
@@ -706,11 +715,11 @@ async fn sigterm_releases_parked_commits_at_the_end_of_the_grace_period_and_exit
     let mut sidecar = Sidecar::start(
         0,
         &[
-            "--quorum",
+            "--durability-quorum",
             "1",
-            "--ack-timeout",
+            "--durability-ack-timeout",
             "1h",
-            "--on-timeout",
+            "--durability-on-timeout",
             "block",
             "--shutdown-grace",
             "3s",

@@ -217,7 +217,7 @@ async fn a_garbled_ack_or_one_beyond_the_stream_disconnects_only_that_replica() 
             &listen_text,
             "--primary",
             &primary.addr(),
-            "--on-timeout",
+            "--durability-on-timeout",
             "block",
         ],
         &[],

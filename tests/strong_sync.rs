@@ -11,6 +11,7 @@ use mysql_async::Conn;
 use mysql_common::constants::CapabilityFlags;
 use strongsync::config::{OnTimeout, WithoutQuorum};
 use strongsync::durability::State;
+use support::admin;
 use support::cluster::Cluster;
 use support::each_server;
 use support::mariadb::{wait_for, APP_PASSWORD, APP_USER};
@@ -35,6 +36,15 @@ async fn expect_ok(parked: tokio::task::JoinHandle<Watched>) -> Watched {
 /// `on_timeout`.
 fn start<C: Cluster>(quorum: usize, on_timeout: OnTimeout, ack_timeout: Duration) -> Strong<C> {
     Strong::<C>::start_on(2, durability(quorum, on_timeout, ack_timeout))
+}
+
+/// Waits until `/readyz`, with the replicas gone, answers `status` saying `says`: what a load
+/// balancer routing by it does with the policy in force.
+fn readiness_without_replicas<C: Cluster>(s: &Strong<C>, status: u16, says: &str) {
+    wait_for(&format!("/readyz {status} {says:?}"), PATIENCE, || {
+        let ready = admin::get(s.proxy.admin_addr(), "/readyz");
+        ready.status == status && ready.body.contains(says)
+    });
 }
 
 // === Each server ===
@@ -92,6 +102,8 @@ async fn on_timeout_error_answers_an_error_naming_the_gtid_and_the_connection_go
 >() {
     let s = start::<C>(1, OnTimeout::Error, Duration::from_secs(1));
     s.stop_all();
+    // It cannot acknowledge a commit: not ready.
+    readiness_without_replicas(&s, 503, "not ready: 0 semisync replica(s) connected");
     let mut conn = s.client().await;
     let err = conn.fails("INSERT INTO t (v) VALUES (1)").await;
     let gtid = s.topology.newest_gtid();
@@ -106,6 +118,8 @@ async fn on_timeout_error_answers_an_error_naming_the_gtid_and_the_connection_go
 async fn on_timeout_degrade_releases_then_returns_to_strong_once_replicas_catch_up<C: Cluster>() {
     let s = start::<C>(1, OnTimeout::Degrade, Duration::from_secs(1));
     s.stop_all();
+    // Riding out the replicas' loss is what degrade is for: still ready, and saying why.
+    readiness_without_replicas(&s, 200, "ready, degraded: 0 semisync replica(s) connected");
     let mut conn = s.client().await;
     conn.run("INSERT INTO t (v) VALUES (1)").await;
     assert_eq!(s.released("timeout"), 1);
@@ -131,6 +145,7 @@ async fn on_timeout_degrade_releases_then_returns_to_strong_once_replicas_catch_
 async fn on_timeout_block_waits_through_timeouts_until_a_replica_returns<C: Cluster>() {
     let s = start::<C>(1, OnTimeout::Block, Duration::from_millis(300));
     s.stop_all();
+    readiness_without_replicas(&s, 503, "not ready: 0 semisync replica(s) connected");
     let insert = s
         .park("INSERT INTO t (v) VALUES (1)", vec![s.witness(1)])
         .await;

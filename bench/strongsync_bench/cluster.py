@@ -61,8 +61,8 @@ def rounds(topology, args, tables, log, endpoint, etcd):
             proxy.stop()
             if case == "cluster" and not initialised:
                 proxy.write_config(1, "degrade", "60s", "commit")
-                done = subprocess.run([proxy.binary, "--config", proxy.config_path,
-                                       "init-state"], capture_output=True, text=True)
+                done = subprocess.run([proxy.binary, "init-state", "--config",
+                                       proxy.config_path], capture_output=True, text=True)
                 if done.returncode != 0:
                     raise BenchError(f"init-state: {done.stderr.strip()}")
                 initialised = True

@@ -228,6 +228,8 @@ pool_size = {self.pool_size}
 [cluster]
 endpoints = [{endpoints}]
 prefix = "/strongsync/bench"
+name = "bench"
+advertise = "127.0.0.1:{self.port}"
 """)
             if self.tls_files:
                 f.write(f"""
@@ -254,7 +256,7 @@ key = "{self.tls_files[1]}"
     def launch(self):
         self.log_offset = log_size(self.log_path)
         # Only the bench's file configures it: a STRONGSYNC_* variable of the caller's
-        # (STRONGSYNC_SHARING, say) would override it and measure another mode.
+        # (STRONGSYNC_SHARING_ENABLED, say) would override it and measure another mode.
         env = {k: v for k, v in os.environ.items() if not k.startswith("STRONGSYNC_")}
         self.process = Process("strongsync", [self.binary, "--config", self.config_path],
                                self.log_path, env=env)

@@ -1,9 +1,5 @@
-//! The admin HTTP port: `/metrics` (Prometheus), `/healthz` (the process runs), `/leader` (this
-//! instance acts), `/readyz` (it acts, the primary is reachable and a quorum of semisync
-//! replicas is connected), `/status` (JSON),
-//! `/outcome?gtid=…` (what became of one commit); and `POST /fence`, `/follow`, `/promote` and
-//! `/reinstate`, which change state and so need the admin token. Separate from the SQL port;
-//! anything else gets 404 or 405. How connections are accepted and bounded is [`listener`].
+//! The admin HTTP port: what an operator, a load balancer and Prometheus ask of a running
+//! strongsync ([`ENDPOINTS`]), separate from the SQL port.
 
 mod listener;
 
@@ -15,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, RawQuery, State as AppState};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use serde::Serialize;
 use strongsync_proto::gtid::Domain;
@@ -23,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Standing;
+use crate::config::OnTimeout;
 use crate::durability::{Durability, DurabilityStatus, GtidOutcome, State};
 use crate::failover::{AdminToken, Control, Refusal};
 use crate::health::PrimaryHealth;
@@ -276,20 +273,117 @@ struct Replica {
     last_ack_age_seconds: Option<f64>,
 }
 
+/// One endpoint of the admin port, as docs/operations.md lists it (a test holds the page to
+/// [`ENDPOINTS`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoint {
+    /// `GET` or `POST`.
+    pub method: &'static str,
+    /// Its path (and query).
+    pub path: &'static str,
+    /// It changes state, so it needs the admin token.
+    pub token: bool,
+    /// What it answers, in words.
+    pub what: &'static str,
+    route: fn() -> MethodRouter<Admin>,
+}
+
+/// Every endpoint, in the order the docs list them; anything else gets 404 or 405.
+pub const ENDPOINTS: [Endpoint; 10] = [
+    Endpoint {
+        method: "GET",
+        path: "/metrics",
+        token: false,
+        what: "the metrics, in Prometheus' text format",
+        route: || get(metrics),
+    },
+    Endpoint {
+        method: "GET",
+        path: "/healthz",
+        token: false,
+        what: "200 while the process runs: for a liveness probe",
+        route: || get(|| async { "ok\n" }),
+    },
+    Endpoint {
+        method: "GET",
+        path: "/leader",
+        token: false,
+        what: "200 on the instance that acts (the leader of a cluster, or one alone), whatever its primary and replicas do; else 503 naming its standing: where a cluster's clients and replicas are routed",
+        route: || get(leader),
+    },
+    Endpoint {
+        method: "GET",
+        path: "/readyz",
+        token: false,
+        what: "200 when this instance can acknowledge commits as its policy says: it acts, its primary answers, and its semisync replicas can meet the quorum rule, or `on_timeout = \"degrade\"` lets it serve without them (the body says `ready, degraded`); else 503 with the reason: a single instance's readiness",
+        route: || get(readyz),
+    },
+    Endpoint {
+        method: "GET",
+        path: "/status",
+        token: false,
+        what: "the state as JSON (below)",
+        route: || get(status),
+    },
+    Endpoint {
+        method: "GET",
+        path: "/outcome?gtid=GTID",
+        token: false,
+        what: "what became of one commit (`strongsync outcome`)",
+        route: || get(outcome),
+    },
+    Endpoint {
+        method: "POST",
+        path: "/fence",
+        token: true,
+        what: "fences the primary (`strongsync fence`); body `{\"reason\": \"…\"}`",
+        route: || post(fence),
+    },
+    Endpoint {
+        method: "POST",
+        path: "/follow",
+        token: true,
+        what: "follows a new primary (`strongsync follow`)",
+        route: || post(follow),
+    },
+    Endpoint {
+        method: "POST",
+        path: "/promote",
+        token: true,
+        what: "promotes a replica (`strongsync promote`)",
+        route: || post(promote),
+    },
+    Endpoint {
+        method: "POST",
+        path: "/reinstate",
+        token: true,
+        what: "lets a retired primary be followed again (`strongsync reinstate`)",
+        route: || post(reinstate),
+    },
+];
+
+/// The Markdown table of [`ENDPOINTS`], as docs/operations.md shows it.
+pub fn endpoint_table() -> String {
+    let mut table = String::from("| call | token | what it answers |\n|---|---|---|\n");
+    for e in ENDPOINTS {
+        let token = if e.token { "needed" } else { "" };
+        table.push_str(&format!(
+            "| `{} {}` | {token} | {} |\n",
+            e.method, e.path, e.what
+        ));
+    }
+    table
+}
+
 /// Serves the admin endpoints on `listener` until `cancel` fires.
 pub async fn serve(listener: TcpListener, admin: Admin, how: Listening, cancel: CancellationToken) {
     let counted = Arc::clone(&admin.metrics);
-    let app = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/leader", get(leader))
-        .route("/status", get(status))
-        .route("/outcome", get(outcome))
-        .route("/fence", post(fence))
-        .route("/follow", post(follow))
-        .route("/promote", post(promote))
-        .route("/reinstate", post(reinstate))
+    let app = ENDPOINTS
+        .iter()
+        .fold(Router::new(), |app, e| {
+            let path = e.path.split_once('?').map_or(e.path, |(path, _)| path);
+            app.route(path, (e.route)())
+        })
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(admin);
     listener::serve(listener, app, how, counted, cancel).await;
@@ -341,7 +435,19 @@ async fn readyz(AppState(admin): AppState<Admin>) -> Response {
     let config = admin.durability.config();
     let status = admin.durability.status();
     if let Some(unmet) = status.quorum_unmet.filter(|_| !config.passthrough) {
-        let reason = format!("not ready: {unmet}\n");
+        // Under `degrade` an instance without its quorum still serves, as the policy says it
+        // should: routing clients away would end every session over what the policy exists to
+        // ride out. DEGRADED shows in /status, a metric and an alert instead.
+        if config.on_timeout == OnTimeout::Degrade {
+            let reason = format!(
+                "ready, degraded: {unmet}; a commit waits ack_timeout for its quorum, then is released (on_timeout = degrade)\n"
+            );
+            return (StatusCode::OK, reason).into_response();
+        }
+        let reason = format!(
+            "not ready: {unmet}; commits cannot be acknowledged (on_timeout = {})\n",
+            config.on_timeout
+        );
         return (StatusCode::SERVICE_UNAVAILABLE, reason).into_response();
     }
     (StatusCode::OK, "ready\n").into_response()

@@ -14,26 +14,28 @@ settings! {
     pub struct ClusterConfig in "cluster" {
         /// etcd's client URLs (`http://host:2379`, `https://…`); with them, this instance is one
         /// of a cluster and acts only while it holds the leader's lease.
-        #[setting(Meta::flag("cluster-endpoints"))]
+        #[setting(Meta::FLAG)]
         pub endpoints: Vec<String> = Vec::new(),
         /// The cluster's keys in etcd live under this prefix: one per cluster (a primary and its
         /// replicas).
-        #[setting(Meta::FILE.value_name("PREFIX"))]
+        #[setting(Meta::FLAG.value_name("PREFIX"))]
         pub prefix: String = "/strongsync/default".into(),
-        /// This instance's name in the cluster, unique in it; by default `advertise`.
-        #[setting(Meta::flag("cluster-name").value_name("NAME"))]
+        /// This instance's name in the cluster, unique in it. An instance of a cluster must have
+        /// one (`init-state` needs none).
+        #[setting(Meta::FLAG.value_name("NAME"))]
         pub name: Option<String> = None,
         /// The address clients and replicas reach this instance's SQL port by (`HOST:PORT`),
-        /// named to those that reach another instance; by default `listen`.
-        #[setting(Meta::flag("cluster-advertise").value_name("HOST:PORT"))]
+        /// named to those that reach another instance. An instance of a cluster must say it:
+        /// `listen` is often `0.0.0.0:3307`, the same on every instance.
+        #[setting(Meta::FLAG.value_name("HOST:PORT"))]
         pub advertise: Option<String> = None,
         /// The leader's lease in etcd: another instance may lead once it has expired unrenewed.
-        #[setting(Meta::flag("cluster-lease-ttl").nonzero())]
+        #[setting(Meta::FLAG.nonzero())]
         pub lease_ttl: Duration = Duration::from_secs(10),
         /// How long before its lease could expire, on its own clock, the leader stops relaying
         /// and releasing if it has not renewed it: room for clocks that run apart and for the
         /// last write in flight. Less than half of `lease_ttl`.
-        #[setting(Meta::flag("cluster-lease-margin").nonzero())]
+        #[setting(Meta::FLAG.nonzero())]
         pub lease_margin: Duration = Duration::from_secs(3),
         /// PEM file of the authorities etcd's certificate is checked against (`https://`).
         #[setting(Meta::FILE)]

@@ -15,9 +15,13 @@ use super::ConfigError;
 /// How a setting shows outside the code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Meta {
-    /// Its command-line flag (`--<flag>`) and environment variable (`STRONGSYNC_<FLAG>`);
-    /// `None`: the config file only.
-    pub flag: Option<&'static str>,
+    /// It is also a command-line flag and an environment variable, both named after its key
+    /// (`durability.quorum`: `--durability-quorum`, `STRONGSYNC_DURABILITY_QUORUM`); `false`:
+    /// the config file only.
+    pub flag: bool,
+    /// The flag's name before flags were named after their keys: still taken, with a warning,
+    /// as a flag and as its environment variable, for one release.
+    pub former_flag: Option<&'static str>,
     /// What the flag's value looks like in `--help`, if not the type's own word.
     pub value_name: Option<&'static str>,
     /// A reload (SIGHUP) applies it without a restart.
@@ -352,7 +356,8 @@ pub(crate) use {key, settings};
 impl Meta {
     /// A setting of the config file only.
     pub const FILE: Meta = Meta {
-        flag: None,
+        flag: false,
+        former_flag: None,
         value_name: None,
         live: false,
         secret: false,
@@ -363,12 +368,17 @@ impl Meta {
         required: false,
     };
 
-    /// A setting that is also the flag `--<name>` and the environment variable
-    /// `STRONGSYNC_<NAME>`.
-    pub const fn flag(name: &'static str) -> Meta {
+    /// A setting that is also a flag and an environment variable, named after its key.
+    pub const FLAG: Meta = Meta {
+        flag: true,
+        ..Meta::FILE
+    };
+
+    /// Its flag was called `--<name>` (and its variable `STRONGSYNC_<NAME>`) before.
+    pub const fn formerly(self, name: &'static str) -> Meta {
         Meta {
-            flag: Some(name),
-            ..Meta::FILE
+            former_flag: Some(name),
+            ..self
         }
     }
 
@@ -453,11 +463,20 @@ impl Meta {
 // === impl SettingInfo ===
 
 impl SettingInfo {
-    /// Its environment variable, if it has a flag.
+    /// Its flag without the dashes (`durability-quorum`), if it has one: its key, with `-` for
+    /// `.` and `_`.
+    pub fn flag(&self) -> Option<String> {
+        self.meta.flag.then(|| self.key.replace(['.', '_'], "-"))
+    }
+
+    /// Its environment variable (`STRONGSYNC_DURABILITY_QUORUM`), if it has a flag.
     pub fn env(&self) -> Option<String> {
-        self.meta
-            .flag
-            .map(|flag| format!("STRONGSYNC_{}", flag.replace('-', "_").to_uppercase()))
+        self.flag().map(|flag| env_of(&flag))
+    }
+
+    /// The environment variable of its former flag, if it had one.
+    pub fn former_env(&self) -> Option<String> {
+        self.meta.former_flag.map(env_of)
     }
 
     /// Its default in words: the setting's own, the value as the file writes it (a string
@@ -648,6 +667,11 @@ impl<T: Value> Field for T {
             self.clone_from(new);
         }
     }
+}
+
+/// The environment variable of the flag `--<flag>`.
+fn env_of(flag: &str) -> String {
+    format!("STRONGSYNC_{}", flag.replace('-', "_").to_uppercase())
 }
 
 /// A doc comment as one paragraph of words.

@@ -17,25 +17,25 @@ settings! {
     pub struct DurabilityConfig in "durability" {
         /// Semisync replicas that must hold a transaction (by their ACKs) before its commit is
         /// acknowledged to the client, 1 to 64.
-        #[setting(Meta::flag("quorum").live().range(1, 64).hint("to relay without waiting, set durability.passthrough"))]
+        #[setting(Meta::FLAG.formerly("quorum").live().range(1, 64).hint("to relay without waiting, set durability.passthrough"))]
         pub quorum: usize = 1,
         /// How long a commit waits for its quorum before `on_timeout` applies.
-        #[setting(Meta::flag("ack-timeout").live().nonzero())]
+        #[setting(Meta::FLAG.formerly("ack-timeout").live().nonzero())]
         pub ack_timeout: Duration = Duration::from_secs(10),
         /// What happens to a commit that waited `ack_timeout` without its quorum: `degrade`
         /// (release it, and stop waiting — state DEGRADED — until the replicas hold every commit
         /// released so), `block` (keep waiting) or `error` (answer error 1105: it committed on
         /// the primary without its quorum; the message names its GTID).
-        #[setting(Meta::flag("on-timeout").live())]
+        #[setting(Meta::FLAG.formerly("on-timeout").live())]
         pub on_timeout: OnTimeout = OnTimeout::Degrade,
         /// What a commit does while fewer than `quorum` semisync replicas are connected: `wait`
         /// (for `ack_timeout`) or `immediate` (apply `on_timeout` at once; with `block` it still
         /// waits).
-        #[setting(Meta::flag("without-quorum").live())]
+        #[setting(Meta::FLAG.formerly("without-quorum").live())]
         pub without_quorum: WithoutQuorum = WithoutQuorum::Wait,
         /// A replica that has not ACKed a transaction end this long after it was sent is
         /// asked again (a flagged heartbeat), so a lost ACK never leaves commits waiting.
-        #[setting(Meta::flag("ack-nudge-after").live().nonzero())]
+        #[setting(Meta::FLAG.formerly("ack-nudge-after").live().nonzero())]
         pub ack_nudge_after: Duration = Duration::from_secs(1),
         /// Transactions whose binlog end position is remembered exactly (older ones are
         /// remembered as a bound per replication domain).
@@ -49,7 +49,7 @@ settings! {
         pub max_gtid_intervals: usize = 1_000_000,
         /// Relay only: commits never wait for replicas (measuring the proxy's own cost, or a
         /// migration step).
-        #[setting(Meta::flag("passthrough").live())]
+        #[setting(Meta::FLAG.formerly("passthrough").live())]
         pub passthrough: bool = false,
         /// What other sessions may see of a transaction before its quorum holds it: `commit`
         /// (whatever the primary committed, like semisync `AFTER_COMMIT`), `quorum` (nothing:
@@ -57,7 +57,7 @@ settings! {
         /// `AFTER_SYNC`; needs the `[probe]` account) or `snapshot` (as `quorum`, and a
         /// transaction under `innodb_snapshot_isolation` is bounded once for its reads).
         /// Live once a probe account is configured.
-        #[setting(Meta::flag("visibility").live())]
+        #[setting(Meta::FLAG.formerly("visibility").live())]
         pub visibility: Visibility = Visibility::Commit,
         /// Zones the replicas holding a transaction must span (0 or 1: no zone rule; at most `quorum`).
         #[setting(Meta::FILE.live())]
@@ -78,7 +78,7 @@ settings! {
         /// When a replica without semisync gets a transaction: `after_quorum` (once the quorum
         /// holds it, so it is never ahead of a promoted replica) or `immediate` (as the primary
         /// sends it).
-        #[setting(Meta::flag("async-replicas").live())]
+        #[setting(Meta::FLAG.formerly("async-replicas").live())]
         pub async_replicas: AsyncReplicas = AsyncReplicas::AfterQuorum,
     }
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use super::define::{Layer, Section};
-use super::{Config, ConfigError};
+use super::{Config, ConfigError, Files};
 
 /// The probe's password may be given inline or in a file: one given on the command line
 /// replaces both of the file's.
@@ -23,7 +23,21 @@ pub type Flags = Vec<(&'static str, String)>;
 /// TOML; [`ConfigError::Unknown`] for a key no setting has; [`ConfigError::Invalid`] or
 /// [`ConfigError::Missing`] naming the first setting that is wrong.
 pub fn load(file: Option<&Path>, flags: &Flags, beneath: &Flags) -> Result<Config, ConfigError> {
-    let table = match file {
+    resolve(read(file)?, flags, beneath, Files::Open)
+}
+
+/// As [`load`], without opening the password files the settings name (`check-config
+/// --skip-files`, and the operator's commands).
+///
+/// # Errors
+/// As [`load`], but for the password files.
+pub fn load_without_files(file: Option<&Path>, flags: &Flags) -> Result<Config, ConfigError> {
+    resolve(read(file)?, flags, &Flags::new(), Files::Skip)
+}
+
+/// The table of the config `file`, if any.
+fn read(file: Option<&Path>) -> Result<toml::Table, ConfigError> {
+    Ok(match file {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
                 path: path.to_owned(),
@@ -35,8 +49,7 @@ pub fn load(file: Option<&Path>, flags: &Flags, beneath: &Flags) -> Result<Confi
             })?
         }
         None => toml::Table::new(),
-    };
-    resolve(table, flags, beneath)
+    })
 }
 
 /// The configuration a file's text and `flags` describe (see [`load`]).
@@ -48,14 +61,19 @@ pub fn from_toml(text: &str, flags: &Flags) -> Result<Config, ConfigError> {
         path: "<config>".into(),
         problem,
     })?;
-    resolve(table, flags, &Flags::new())
+    resolve(table, flags, &Flags::new(), Files::Open)
 }
 
 fn parse_toml(text: &str) -> Result<toml::Table, String> {
     text.parse::<toml::Table>().map_err(|e| e.to_string())
 }
 
-fn resolve(table: toml::Table, flags: &Flags, beneath: &Flags) -> Result<Config, ConfigError> {
+fn resolve(
+    table: toml::Table,
+    flags: &Flags,
+    beneath: &Flags,
+    files: Files,
+) -> Result<Config, ConfigError> {
     let mut layer = Layer::from_file(table);
     for (key, text) in beneath {
         layer.set_unless_given(key, text.clone());
@@ -74,9 +92,9 @@ fn resolve(table: toml::Table, flags: &Flags, beneath: &Flags) -> Result<Config,
     }
     let mut config = Config::default();
     config.take_all(layer)?;
-    config.probe.read_password_file()?;
-    config.failover.read_password_file()?;
-    config.cluster.read_password_file()?;
+    config.probe.read_password_file(files)?;
+    config.failover.read_password_file(files)?;
+    config.cluster.read_password_file(files)?;
     config.validate()?;
     Ok(config)
 }

@@ -3,7 +3,9 @@
 //! environment variables, which win ([`load`]); checked as a whole ([`Config::validate`]).
 //! Nothing else reads the file, flags or the environment (`main.rs` hands the flags over).
 
-/// The words of each policy or mode, both ways (`Display` and `FromStr`).
+/// The words of each policy or mode, both ways (`Display` and `FromStr`). A word is read in any
+/// case and with `-` or `_` between its parts, as MySQL's clients and clap spell them
+/// (`VERIFY_CA`, `verify-ca`); it is written as the file does (`verify_ca`).
 macro_rules! words {
     ($ty:ident { $($variant:ident = $word:literal),* $(,)? }) => {
         impl ::std::fmt::Display for $ty {
@@ -18,10 +20,10 @@ macro_rules! words {
             type Err = String;
 
             fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s {
+                match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
                     $($word => Ok($ty::$variant),)*
-                    other => Err(format!(
-                        "expected {}, got {other:?}",
+                    _ => Err(format!(
+                        "expected {}, got {s:?}",
                         super::values::either(&[$($word),*])
                     )),
                 }
@@ -49,7 +51,7 @@ use thiserror::Error;
 pub use cluster::ClusterConfig;
 use define::{settings, Meta, Section, SettingInfo};
 pub use durability::{AsyncReplicas, DurabilityConfig, OnTimeout, Visibility, WithoutQuorum};
-pub use reference::reference_table;
+pub use reference::{reference_table, reload_lists};
 pub use sharing::SharingConfig;
 pub use tls::{generated_files, PrimaryTls, TlsConfig, TlsFiles};
 pub use topology::{ReplicaConfig, ReplicaLabels, Topology};
@@ -61,34 +63,34 @@ settings! {
     pub struct Config {
         /// The SQL port: applications connect here instead of to the primary, and replicas
         /// replicate from here.
-        #[setting(Meta::flag("listen"))]
+        #[setting(Meta::FLAG)]
         pub listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 3307)),
         /// The primary: `HOST:PORT` (resolved at every connection, so a DNS name may move), or
         /// the absolute path of its Unix socket when strongsync runs on the same host (cheaper
         /// per query than TCP loopback).
-        #[setting(Meta::flag("primary").value_name("HOST:PORT|SOCKET").required())]
+        #[setting(Meta::FLAG.value_name("HOST:PORT|SOCKET").required())]
         pub primary: String = String::new(),
         /// The admin HTTP port: `/metrics`, `/healthz`, `/readyz`, `/status`. Keep it off the
         /// network the applications use.
-        #[setting(Meta::flag("admin-listen"))]
+        #[setting(Meta::FLAG)]
         pub admin_listen: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9104)),
         /// The admin port speaks HTTPS, with the `[tls]` certificate and key: for an admin port
         /// reached over a network, where the admin token must not travel in clear. Read at
         /// start.
-        #[setting(Meta::flag("admin-tls"))]
+        #[setting(Meta::FLAG)]
         pub admin_tls: bool = false,
         /// Log filter: `error`, `warn`, `info`, `debug`, or per module, e.g.
         /// `info,strongsync::durability=debug`. Logs go to stderr.
-        #[setting(Meta::flag("log-level").live().value_name("FILTER").default_text("info (or RUST_LOG)"))]
+        #[setting(Meta::FLAG.live().value_name("FILTER").default_text("info (or RUST_LOG)"))]
         pub log_level: String = "info".into(),
         /// On SIGTERM, how long sessions in flight (parked commits included) may finish; what
         /// is still parked at the end gets an error saying so.
-        #[setting(Meta::flag("shutdown-grace"))]
+        #[setting(Meta::FLAG)]
         pub shutdown_grace: Duration = Duration::from_secs(10),
         /// Threads that run sessions and replica pipes, 1 to 1024 (read at start). Fewer spend
         /// less CPU per statement (one runs on tokio's single-threaded scheduler); raise it
         /// when strongsync's CPU nears that many cores.
-        #[setting(Meta::flag("worker-threads").range(1, 1024).default_text("one per four CPUs, at least 1"))]
+        #[setting(Meta::FLAG.range(1, 1024).default_text("one per four CPUs, at least 1"))]
         pub worker_threads: Option<usize> = None,
         /// zlib level (0–9) of what strongsync sends clients that use the compressed protocol;
         /// 1 costs the least CPU per byte saved. Read at start.
@@ -100,11 +102,11 @@ settings! {
         /// TLS to the primary, as MySQL's clients name it: `disabled`, `preferred` (when the
         /// primary offers it), `required`, `verify_ca` or `verify_identity` (both need
         /// `primary_tls_ca`). A primary reached by its Unix socket needs none. Read at start.
-        #[setting(Meta::flag("primary-tls").value_name("MODE"))]
+        #[setting(Meta::FLAG.value_name("MODE"))]
         pub primary_tls: PrimaryTls = PrimaryTls::Preferred,
         /// PEM file of the certificate authorities the primary's certificate is checked
         /// against under `verify_ca` and `verify_identity`. Read at start.
-        #[setting(Meta::flag("primary-tls-ca"))]
+        #[setting(Meta::FLAG)]
         pub primary_tls_ca: Option<PathBuf> = None,
         /// Bounds on what one peer can make the proxy hold (`[limits]`).
         #[setting(Meta::FILE)]
@@ -144,14 +146,14 @@ settings! {
         /// CLIENT` on MySQL (required by `visibility = "quorum"`). `strongsync follow` checks
         /// the new primary with it, which on MariaDB also needs `SLAVE MONITOR` there. Restart
         /// to change.
-        #[setting(Meta::flag("probe-user").value_name("USER"))]
+        #[setting(Meta::FLAG.value_name("USER"))]
         pub user: Option<String> = None,
         /// A file holding its password (a mounted secret); a trailing newline is ignored.
-        #[setting(Meta::flag("probe-password-file"))]
+        #[setting(Meta::FLAG)]
         pub password_file: Option<PathBuf> = None,
         /// Its password, instead of a file. Prefer the environment variable or a file: a flag
         /// shows in the process list.
-        #[setting(Meta::flag("probe-password").secret())]
+        #[setting(Meta::FLAG.secret())]
         pub password: Option<Secret> = None,
     }
 }
@@ -164,22 +166,23 @@ settings! {
         /// A file holding the token the admin calls that change anything (fence, follow,
         /// promote) must present as `Authorization: Bearer <token>`; a trailing newline is
         /// ignored. Without it those calls are refused. Read at start.
-        #[setting(Meta::flag("admin-token-file"))]
+        #[setting(Meta::FLAG.formerly("admin-token-file"))]
         pub admin_token_file: Option<PathBuf> = None,
         /// Where strongsync keeps its epoch, the fence, the primary it follows, and the
         /// watermark and the replicas' positions, so that a restart remembers them. Without it they live only
         /// in memory. Read at start.
-        #[setting(Meta::flag("state-file"))]
+        #[setting(Meta::FLAG.formerly("state-file"))]
         pub state_file: Option<PathBuf> = None,
         /// How often, at most, the watermark and the replicas' positions are written to the state file when
         /// they changed: how far behind the file may be when strongsync is killed. The fence,
         /// the epoch and the primary are written before the call that changes them returns.
-        #[setting(Meta::FILE.live().nonzero())]
+        /// Read at start.
+        #[setting(Meta::FILE.nonzero())]
         pub state_interval: Duration = Duration::from_millis(100),
         /// While fenced, sessions may still run statements on the fenced primary (reads);
         /// whatever they commit gets the fence's error and joins the tail. Off: every
-        /// statement is refused.
-        #[setting(Meta::FILE.live())]
+        /// statement is refused. Read at start.
+        #[setting(Meta::FILE)]
         pub fenced_reads: bool = false,
         /// How long a fence waits for every replica pipe to close before it reports; a pipe
         /// writes nothing once the fence is up, whether or not it closed in time.
@@ -217,12 +220,12 @@ settings! {
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct Limits in "limits" {
         /// Client connections served at once; one more gets error 1040 and is closed.
-        #[setting(Meta::flag("max-connections").at_least(1))]
+        #[setting(Meta::FLAG.formerly("max-connections").at_least(1))]
         pub max_connections: usize = 4096,
         /// Largest packet payload (bytes, reassembled over several packets) accepted from a
         /// client or the primary, 1 KiB to 1 GiB; a client over it gets error 1153 and is
         /// closed. The primary's own `max_allowed_packet` still applies.
-        #[setting(Meta::flag("max-packet-size").range(1024, 1 << 30).value_name("BYTES").default_text("1073741824 (1 GiB)"))]
+        #[setting(Meta::FLAG.formerly("max-packet-size").range(1024, 1 << 30).value_name("BYTES").default_text("1073741824 (1 GiB)"))]
         pub max_packet_size: usize = 1 << 30,
         /// Largest packet (bytes) from a client that has not logged in yet.
         #[setting(Meta::FILE.at_least(1024).default_text("65536 (64 KiB)"))]
@@ -250,20 +253,20 @@ settings! {
     pub struct Timeouts in "timeouts" {
         /// Connecting to the primary (TCP and its greeting); a client that cannot be connected
         /// gets error 1105 naming the primary.
-        #[setting(Meta::flag("connect-timeout").nonzero())]
+        #[setting(Meta::FLAG.formerly("connect-timeout").nonzero())]
         pub primary_connect: Duration = Duration::from_secs(5),
         /// A new client must finish TLS and log in within this, or it gets error 1043.
-        #[setting(Meta::flag("handshake-timeout").nonzero())]
+        #[setting(Meta::FLAG.formerly("handshake-timeout").nonzero())]
         pub client_handshake: Duration = Duration::from_secs(10),
         /// A logged-in client that has begun a packet (or owes one in the middle of a command,
         /// such as a `LOAD DATA LOCAL INFILE` upload) must finish it within this, or it gets
         /// error 1159 and is closed: this bounds clients that trickle bytes in. Waiting for the
         /// next command is not limited (the primary's `wait_timeout` ends idle sessions).
-        #[setting(Meta::flag("client-read-timeout").nonzero())]
+        #[setting(Meta::FLAG.formerly("client-read-timeout").nonzero())]
         pub client_read: Duration = Duration::from_secs(30),
         /// A client that takes none of its results for this long is disconnected (its session
         /// holds at most what is queued meanwhile).
-        #[setting(Meta::flag("client-write-timeout").nonzero())]
+        #[setting(Meta::FLAG.formerly("client-write-timeout").nonzero())]
         pub client_write: Duration = Duration::from_secs(60),
         /// A caller of the admin port must send a request's headers within this (a slow client
         /// is cut off), and an idle connection is closed after it.
@@ -283,6 +286,16 @@ pub struct ProbeAccount {
     pub tls: PrimaryTls,
     /// `primary_tls_ca`.
     pub tls_ca: Option<PathBuf>,
+}
+
+/// Whether loading a configuration opens the files its settings name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Files {
+    /// Read them, as a start does.
+    Open,
+    /// Leave them unopened: only the settings are checked (a config for another host, or an
+    /// operator's command that needs only the admin port's address).
+    Skip,
 }
 
 /// A configuration that cannot work, with the setting at fault.
@@ -578,12 +591,12 @@ impl ProbeConfig {
     }
 
     /// Reads the password file, if one is named, into the password (shown by its file, never
-    /// itself).
+    /// itself); with [`Files::Skip`], takes the file's password as given without opening it.
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] if the file cannot be read, or if a password is also given.
-    pub fn read_password_file(&mut self) -> Result<(), ConfigError> {
-        PROBE_KEYS.read_password(&mut self.password, &self.password_file)
+    pub fn read_password_file(&mut self, files: Files) -> Result<(), ConfigError> {
+        PROBE_KEYS.read_password(&mut self.password, &self.password_file, files)
     }
 }
 
@@ -600,8 +613,8 @@ impl FailoverConfig {
     ///
     /// # Errors
     /// As [`ProbeConfig::read_password_file`].
-    pub fn read_password_file(&mut self) -> Result<(), ConfigError> {
-        FAILOVER_KEYS.read_password(&mut self.password, &self.password_file)
+    pub fn read_password_file(&mut self, files: Files) -> Result<(), ConfigError> {
+        FAILOVER_KEYS.read_password(&mut self.password, &self.password_file, files)
     }
 }
 
@@ -618,8 +631,8 @@ impl ClusterConfig {
     ///
     /// # Errors
     /// As [`ProbeConfig::read_password_file`].
-    pub fn read_password_file(&mut self) -> Result<(), ConfigError> {
-        CLUSTER_KEYS.read_password(&mut self.password, &self.password_file)
+    pub fn read_password_file(&mut self, files: Files) -> Result<(), ConfigError> {
+        CLUSTER_KEYS.read_password(&mut self.password, &self.password_file, files)
     }
 
     /// Checks the lease's timing and the TLS pair.
@@ -710,6 +723,7 @@ impl AccountKeys {
         &self,
         password: &mut Option<Secret>,
         file: &Option<PathBuf>,
+        files: Files,
     ) -> Result<(), ConfigError> {
         let Some(file) = file else {
             return Ok(());
@@ -719,6 +733,11 @@ impl AccountKeys {
                 key: self.password,
                 problem: format!("set {} or {}, not both", self.password, self.password_file),
             });
+        }
+        if files == Files::Skip {
+            // Stands for the password the file holds: never used, never shown.
+            *password = Some(Secret::default());
+            return Ok(());
         }
         let text = std::fs::read_to_string(file).map_err(|e| ConfigError::Invalid {
             key: self.password_file,

@@ -16,11 +16,33 @@ pub fn reference_table() -> String {
     table
 }
 
+/// What a reload (SIGHUP) applies and what it leaves for a restart, key by key, as
+/// docs/configuration.md lists them.
+pub fn reload_lists() -> String {
+    let settings = Config::settings();
+    let keys = |live: bool| {
+        settings
+            .iter()
+            .filter(|s| s.meta.live == live)
+            .map(|s| format!("`{}`", s.key))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "- **A reload applies:** {}.\n- **A restart applies** (a reload logs each one changed, by key): {}.\n",
+        keys(true),
+        keys(false)
+    )
+}
+
 fn row(setting: &SettingInfo) -> String {
-    let flag = match (setting.meta.flag, setting.env()) {
+    let mut flag = match (setting.flag(), setting.env()) {
         (Some(flag), Some(env)) => format!("`--{flag}`, `{env}`"),
         _ => "file only".to_owned(),
     };
+    if let Some(former) = setting.meta.former_flag {
+        flag.push_str(&format!(" (formerly `--{former}`)"));
+    }
     let default = match (setting.meta.required, setting.meta.default_text) {
         (true, _) => "(required)".to_owned(),
         (false, Some(text)) => text.to_owned(),

@@ -17,13 +17,13 @@ settings! {
         /// until the state ends. Turned on by a reload: sessions that log in from then on
         /// share. Turned off: new sessions keep a connection of their own, and those that
         /// logged in sharing go on sharing until they end.
-        #[setting(Meta::flag("sharing").live())]
+        #[setting(Meta::FLAG.formerly("sharing").live())]
         pub enabled: bool = false,
         /// Free connections kept per account and schema. Connections come only from clients'
         /// logins (strongsync stores no password): one given back while this many are free is
         /// closed, so the primary runs about this many threads for stateless clients, however
         /// many are connected. A reload that lowers it closes the free connections above it.
-        #[setting(Meta::flag("sharing-pool-size").live().range(1, 65536))]
+        #[setting(Meta::FLAG.live().range(1, 65536))]
         pub pool_size: usize = 32,
         /// How long a statement waits for a free connection of its pool; then the client gets
         /// error 1040 and may try again (its session goes on).

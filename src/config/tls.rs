@@ -14,14 +14,14 @@ settings! {
     pub struct TlsConfig in "tls" {
         /// PEM certificate chain, leaf first, with `tls.key`: replaces the certificate
         /// strongsync would make itself.
-        #[setting(Meta::flag("tls-cert"))]
+        #[setting(Meta::FLAG)]
         pub cert: Option<PathBuf> = None,
         /// PEM private key (PKCS#8, PKCS#1 or SEC1) for `tls.cert`.
-        #[setting(Meta::flag("tls-key"))]
+        #[setting(Meta::FLAG)]
         pub key: Option<PathBuf> = None,
         /// No TLS for clients: the greeting offers none. A client that then sends a password
         /// in clear (`caching_sha2_password`'s full authentication) is refused. Read at start.
-        #[setting(Meta::flag("no-tls"))]
+        #[setting(Meta::FLAG.formerly("no-tls"))]
         pub disabled: bool = false,
     }
 }

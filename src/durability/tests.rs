@@ -132,6 +132,36 @@ async fn degrade_releases_everyone_and_returns_to_strong_when_the_quorum_has_it_
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_reload_to_block_while_degraded_makes_commits_wait_again() {
+    let d = service(1, OnTimeout::Degrade);
+    let first = park(&d, commit(&[1])).await;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    assert_eq!(first.await.unwrap(), Release::Proceed);
+    assert_eq!(d.status().state, State::Degraded);
+    d.reconfigure(DurabilityConfig {
+        on_timeout: OnTimeout::Block,
+        ..d.config()
+    });
+    // Still DEGRADED (the quorum has not caught up), yet the next commit waits for it: it
+    // parks, where DEGRADED would have released it at once.
+    let second = tokio::spawn(Arc::clone(&d).wait(commit(&[2])));
+    while d.status().parked == 0 && !second.is_finished() {
+        tokio::task::yield_now().await;
+    }
+    assert!(
+        !second.is_finished(),
+        "released without its quorum under block"
+    );
+    let r = admit_replica(&d, 2, addr(), true, GtidPosition::default());
+    for seq in 1..=2 {
+        r.transaction_relayed(Some(gtid(seq)), at(seq * 100));
+    }
+    r.acked(at(200), Some(at(200)), None).unwrap();
+    assert_eq!(second.await.unwrap(), Release::Proceed);
+    assert_eq!(d.status().released["quorum"], 1);
+}
+
+#[tokio::test(start_paused = true)]
 async fn error_answers_with_the_gtid_and_block_keeps_waiting() {
     let d = service(1, OnTimeout::Error);
     let waiting = park(&d, commit(&[7])).await;

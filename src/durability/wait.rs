@@ -260,9 +260,10 @@ impl Park<'_> {
             return Look::Released(Outcome::NoneAsked, Release::Proceed);
         }
         // A session that raised its quorum asked for more than DEGRADED gives up: it still
-        // waits for what it asked, or is told it did not get it.
-        let raised = k > config.quorum;
-        if let (DurableState::Degraded { released, .. }, false) = (&mut inner.state, raised) {
+        // waits for what it asked, or is told it did not get it. And DEGRADED releases only
+        // while the policy is `degrade`: reloaded to `block` or `error`, a commit waits again.
+        let waives = k <= config.quorum && config.on_timeout == OnTimeout::Degrade;
+        if let (DurableState::Degraded { released, .. }, true) = (&mut inner.state, waives) {
             // A read is no commit to acknowledge: it only goes with what DEGRADED released.
             if kind == WaitKind::Commit {
                 released.record(gtids);

@@ -1,11 +1,10 @@
 //! The admin token: read from a file at start, compared in constant time, never logged. The
 //! admin calls that change anything (fence, follow, promote) need it; without a token file
 //! they are refused, since a call that redirects the proxy must never be open to whoever can
-//! reach the admin port. A token file its group or others may read is refused, as ssh refuses
-//! such a private key: anyone on the host could take the token.
+//! reach the admin port.
 
 use std::fmt;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use subtle::ConstantTimeEq;
@@ -36,22 +35,27 @@ impl AdminToken {
     /// Reads the token from `path` (a trailing newline is ignored).
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] for a file that cannot be read, that its group or others may
-    /// read or write, or a token shorter than 16 bytes.
+    /// [`ConfigError::Invalid`] for a file that cannot be read, that others may read or write,
+    /// that its group may write, or may read without root owning it (anyone on the host could
+    /// take the token, as ssh refuses such a private key), or a token shorter than 16 bytes.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
         let invalid = |problem: String| ConfigError::Invalid {
             key: "failover.admin_token_file",
             problem,
         };
-        let mode = std::fs::metadata(path)
-            .map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))?
-            .permissions()
-            .mode();
-        if mode & 0o077 != 0 {
+        let meta = std::fs::metadata(path)
+            .map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))?;
+        let mode = meta.permissions().mode();
+        // As PostgreSQL takes its key: a group may read a file root owns (root:strongsync
+        // 0640, or a Kubernetes Secret mounted with the pod's fsGroup), never write it, and
+        // others may do neither.
+        let group_may = meta.uid() == 0 && mode & 0o070 == 0o040;
+        if mode & 0o007 != 0 || (mode & 0o070 != 0 && !group_may) {
             return Err(invalid(format!(
-                "{} is open to its group or others (mode {:04o}): anyone on the host could take the token; make it readable by strongsync's user only (chmod 600)",
+                "{} is open to its group or others (mode {:04o}, owner uid {}): anyone on the host could take the token; make it readable by strongsync's user only (chmod 600), or owned by root and readable by strongsync's group only (chmod 640)",
                 path.display(),
-                mode & 0o7777
+                mode & 0o7777,
+                meta.uid()
             )));
         }
         let text = std::fs::read(path)
@@ -185,18 +189,47 @@ mod tests {
     }
 
     #[test]
-    fn a_token_file_others_may_read_is_refused() {
+    fn a_token_file_others_may_read_is_refused_and_root_may_share_it_with_a_group() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
         private(&path, "s3cret-token-0123456789\n");
         assert!(AdminToken::read(&path).is_ok());
-        for mode in [0o644, 0o640, 0o604, 0o620] {
+        let me = std::fs::metadata(&path).unwrap().uid();
+        // (owner, mode, taken): a group may read only what root owns.
+        let mut cases = vec![
+            (me, 0o600, true),
+            (me, 0o400, true),
+            (me, 0o644, false),
+            (me, 0o604, false),
+            (me, 0o620, false),
+            (0, 0o660, false),
+            (0, 0o644, false),
+            (0, 0o440, true),
+            (0, 0o640, true),
+        ];
+        if me == 0 {
+            // The suite runs as root: a file owned by someone else must not share it.
+            cases.extend([
+                (65534, 0o640, false),
+                (65534, 0o440, false),
+                (65534, 0o600, true),
+            ]);
+        } else {
+            cases.retain(|(owner, ..)| *owner == me);
+            cases.push((me, 0o640, false));
+        }
+        for (owner, mode, taken) in cases {
+            std::os::unix::fs::chown(&path, Some(owner), None).unwrap();
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-            let error = AdminToken::read(&path).unwrap_err().to_string();
-            assert!(
-                error.contains(&format!("mode {mode:04o}")) && error.contains("chmod 600"),
-                "{error}"
-            );
+            let read = AdminToken::read(&path);
+            assert_eq!(read.is_ok(), taken, "owner {owner}, mode {mode:04o}");
+            if let Err(error) = read {
+                let error = error.to_string();
+                assert!(
+                    error.contains(&format!("mode {mode:04o}")) && error.contains("chmod 600"),
+                    "{error}"
+                );
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The acknowledged-commit ledger across a strongsync cluster, on either flavour: three
 //! strongsync processes with one leader by an etcd lease (etcd of three members, each instance
 //! reaching it through relays of its own), a primary and two replicas, and HAProxy as the one
-//! address clients and replicas use. Writers go through HAProxy and record each OK; the rounds
+//! address clients and replicas use, as `deploy/cluster/haproxy.cfg` ships it. Writers go through HAProxy and record each OK; the rounds
 //! kill, pause and cut off the leader (and once the primary with it); one replica is slow. The
 //! verdict comes from the servers' own rows and GTIDs, and from each instance's log of what it
 //! released in which epoch.
@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -20,7 +19,8 @@ use crate::admin;
 use crate::etcd::Etcd;
 use crate::failover::PooledWriters;
 use crate::failover_rounds::{ids, LedgerCluster, LedgerServer, TOKEN};
-use crate::mariadb::{reap_with_sigkill, wait_for, APP_PASSWORD, APP_USER};
+use crate::haproxy::{Backend, Haproxy};
+use crate::mariadb::{wait_for, APP_PASSWORD, APP_USER};
 use crate::ports::free_port;
 use crate::proxy::{run_strongsync, ProxyProcess};
 use crate::tcp_relay::{Direction, TcpRelay};
@@ -89,67 +89,6 @@ impl Instance {
         let mut logs = self.logs.clone();
         logs.extend(self.process.as_ref().map(ProxyProcess::log));
         logs
-    }
-}
-
-/// HAProxy in front of the instances: `sql` to the ready one, `replication` to the leader.
-struct Haproxy {
-    child: Child,
-    sql: u16,
-    replication: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Haproxy {
-    fn start(instances: &[Instance]) -> Haproxy {
-        let dir = tempfile::tempdir().unwrap();
-        let (sql, replication) = (free_port(), free_port());
-        let mut cfg = format!(
-            "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 1h\n  timeout server 1h\n\
-             frontend sql\n  bind 127.0.0.1:{sql}\n  default_backend ready\n\
-             frontend replication\n  bind 127.0.0.1:{replication}\n  default_backend leader\n"
-        );
-        for (backend, check) in [("ready", "/readyz"), ("leader", "/leader")] {
-            let _ = write!(
-                cfg,
-                "backend {backend}\n  option httpchk GET {check}\n  http-check expect status 200\n  \
-                 default-server inter 300ms fall 1 rise 1 on-marked-down shutdown-sessions\n"
-            );
-            for i in instances {
-                let _ = writeln!(
-                    cfg,
-                    "  server {} {} check port {}",
-                    i.name,
-                    i.listen,
-                    i.admin.port()
-                );
-            }
-        }
-        let path = dir.path().join("haproxy.cfg");
-        std::fs::write(&path, cfg).unwrap();
-        let child = Command::new("haproxy")
-            .args(["-db", "-f"])
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start haproxy (Debian: haproxy)");
-        wait_for("haproxy listening", PATIENCE, || {
-            std::net::TcpStream::connect(("127.0.0.1", sql)).is_ok()
-        });
-        Haproxy {
-            child,
-            sql,
-            replication,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        reap_with_sigkill(&mut self.child);
     }
 }
 
@@ -248,7 +187,17 @@ pub async fn five_rounds<C: LedgerCluster>() -> ClusterLedgerReport {
     for instance in &mut instances {
         instance.start();
     }
-    let haproxy = Haproxy::start(&instances);
+    // The shipped routing: clients and replicas to the instance whose /leader passes.
+    let haproxy = Haproxy::shipped(
+        &instances
+            .iter()
+            .map(|i| Backend {
+                name: i.name.clone(),
+                listen: i.listen,
+                admin: i.admin,
+            })
+            .collect::<Vec<_>>(),
+    );
     // The last replica is slow: its binlog reaches it SLOW_REPLICA late, so at quorum 1 the
     // other acknowledges most commits first, and a takeover that promotes must choose by what
     // each holds (a promote sabotaged to choose the one that received the least fails this:
@@ -486,7 +435,7 @@ fn instance_config(
          [durability]\nquorum = 1\nack_timeout = \"1h\"\non_timeout = \"block\"\n\
          [probe]\nuser = \"{probe_user}\"\npassword = \"{probe_password}\"\n\
          [failover]\nadmin_token_file = \"{}\"\nuser = \"{APP_USER}\"\npassword = \"{APP_PASSWORD}\"\n\
-         [cluster]\nendpoints = [{}]\nname = \"{name}\"\nlease_ttl = \"{TTL_SECS}s\"\nlease_margin = \"1s\"\n",
+         [cluster]\nendpoints = [{}]\nname = \"{name}\"\nadvertise = \"{listen}\"\nlease_ttl = \"{TTL_SECS}s\"\nlease_margin = \"1s\"\n",
         servers[0].1,
         token.display(),
         etcd.iter()

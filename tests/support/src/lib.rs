@@ -14,6 +14,7 @@ pub mod etcd;
 pub mod failover;
 pub mod failover_rounds;
 pub mod fake_replica;
+pub mod haproxy;
 pub mod ledger;
 pub mod logins;
 pub mod mariadb;

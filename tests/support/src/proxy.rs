@@ -257,7 +257,7 @@ impl ProxyProcess {
             &listen_text,
             "--primary",
             primary,
-            "--passthrough",
+            "--durability-passthrough",
         ];
         args.extend_from_slice(extra);
         (ProxyProcess::start(&args, &[], listen), listen)
@@ -345,12 +345,12 @@ impl Drop for ProxyProcess {
     }
 }
 
-/// `STRONGSYNC_SHARING=true` in the test's environment: the whole suite runs with
+/// `STRONGSYNC_SHARING_ENABLED=true` in the test's environment: the whole suite runs with
 /// `[sharing]` on. The binary reads the same variable (the proxies the tests start inherit it);
 /// in-process proxies start from it in their default configuration, which a test that chooses
 /// (tests/sharing.rs) overrides.
 pub fn sharing_everywhere() -> bool {
-    std::env::var("STRONGSYNC_SHARING").is_ok_and(|v| matches!(v.as_str(), "true" | "1"))
+    std::env::var("STRONGSYNC_SHARING_ENABLED").is_ok_and(|v| matches!(v.as_str(), "true" | "1"))
 }
 
 /// The `strongsync` binary of this build: cargo builds it beside the test executables when it

@@ -6,6 +6,8 @@
 //! end of the grace period, ends replica dumps and the admin port — replicas keep ACKing
 //! until then, so parked commits can still reach their quorum.
 
+pub mod preflight;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -108,6 +110,7 @@ impl ProxyBuilder {
     pub async fn start(self) -> Result<Proxy, StartError> {
         let ProxyBuilder { config, hook } = self;
         config.validate()?;
+        preflight::check_before_start(&config)?;
         tls::install_default_provider();
         let client_tls = ClientTls::new(&config.tls, config.failover.state_file.as_deref())?;
         match &client_tls {
