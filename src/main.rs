@@ -295,17 +295,21 @@ fn warn_of_former_names(matches: &ArgMatches) {
     for setting in &settings {
         if let (Some(former), Some(env)) = (setting.former_env(), setting.env()) {
             if std::env::var_os(&former).is_some() {
-                let used = if matches!(
+                if matches!(
                     subcommand_source(matches, setting.key),
                     Some(ValueSource::EnvVariable | ValueSource::CommandLine)
                 ) {
-                    "not read: the flag or"
+                    eprintln!("strongsync: {former} is not read: {env} or its flag is given");
                 } else {
-                    "read for now; rename it to"
-                };
-                eprintln!("strongsync: {former} is {used} {env}");
+                    eprintln!("strongsync: {former} is read for now; rename it to {env}");
+                }
             }
         }
+    }
+    if std::env::var_os("STRONGSYNC_ADMIN").is_some() {
+        eprintln!(
+            "strongsync: STRONGSYNC_ADMIN is read for now by the operator's commands; rename it to STRONGSYNC_ADMIN_LISTEN"
+        );
     }
 }
 

@@ -9,7 +9,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_yaml_ng::Value;
-use support::deploy::{alert_rules, dashboard_queries, deploy_path, metrics_of, read, DASHBOARD};
+use support::deploy::{
+    alert_rules, container_args, dashboard_queries, deploy_path, image_tag, kubernetes_mode,
+    metrics_of, read, DASHBOARD,
+};
 use support::proxy::run_strongsync;
 
 /// `shutdown_grace` of deploy/strongsync.toml.
@@ -29,6 +32,9 @@ fn alert_rules_parse_and_cover_what_an_operator_is_paged_for() {
         "StrongsyncAckLatencyHigh",
         "StrongsyncReplicaLagging",
         "StrongsyncPrimaryUnreachable",
+        "StrongsyncStateFileWritesFailing",
+        "StrongsyncLeaseRenewalsFailing",
+        "StrongsyncPoolWaitTimeouts",
     ] {
         assert!(names.contains(wanted), "no {wanted} alert in {names:?}");
     }
@@ -60,22 +66,30 @@ fn alert_rules_parse_and_cover_what_an_operator_is_paged_for() {
     }
 }
 
-/// Prometheus's own checker and the rules' unit tests (deploy/prometheus/*.test.yml), when
-/// promtool is on the PATH (`tests/run` provides it; without it the checks above still parse
-/// the rules and their PromQL).
+/// Prometheus's own checker and the rules' unit tests (deploy/prometheus/*.test.yml): every
+/// alert has a test that fires it. `tests/run` puts promtool on the PATH, unpacked from
+/// Debian's prometheus package.
 #[test]
-fn promtool_checks_and_unit_tests_the_alert_rules_when_available() {
+fn promtool_checks_and_unit_tests_the_alert_rules() {
     let promtool = |args: &[&str]| {
         Command::new("promtool")
             .args(args)
             .current_dir(deploy_path("prometheus"))
             .output()
     };
-    let Ok(version) = promtool(&["--version"]) else {
-        eprintln!("promtool is not on the PATH; skipped");
-        return;
-    };
+    let version = promtool(&["--version"]).expect(
+        "promtool on the PATH (tests/run unpacks it from Debian's prometheus package into target/tools)",
+    );
     assert!(version.status.success());
+    // Every alert is fired by a unit test.
+    let tests = read("prometheus/strongsync-alerts.test.yml");
+    for rule in alert_rules() {
+        assert!(
+            tests.contains(&format!("alertname: {}\n", rule.alert)),
+            "{} has no unit test in strongsync-alerts.test.yml",
+            rule.alert
+        );
+    }
     for args in [
         &["check", "rules", "strongsync-alerts.yml"][..],
         &["check", "config", "prometheus.yml"],
@@ -118,6 +132,14 @@ fn dashboard_parses_and_every_query_is_valid_promql() {
         "strongsync_replica_ack_latency_seconds_bucket",
         "strongsync_parked_sessions",
         "strongsync_replica_lag_bytes",
+        "strongsync_fenced",
+        "strongsync_epoch",
+        "strongsync_leader",
+        "strongsync_lease_renewals_total",
+        "strongsync_state_file_writes_total",
+        "strongsync_pool_idle_connections",
+        "strongsync_sessions_pinned",
+        "strongsync_tls_logins_total",
     ] {
         assert!(queried.contains(family), "the dashboard shows {family}");
     }
@@ -209,6 +231,7 @@ fn kubernetes_sidecar_config_is_valid_and_probes_use_the_admin_port() {
         .expect("an admin port");
     assert_eq!(admin["containerPort"].as_u64(), Some(admin_port));
     assert_eq!(strongsync["readinessProbe"]["httpGet"]["path"], "/readyz");
+    pulls_the_built_image(&documents);
     assert_eq!(strongsync["readinessProbe"]["httpGet"]["port"], "admin");
     assert_eq!(strongsync["livenessProbe"]["httpGet"]["path"], "/healthz");
 
@@ -297,6 +320,11 @@ fn check_config_prints_every_setting_the_definitions_have_but_the_password() {
         let out = run_strongsync(&["check-config", "--skip-files", file.to_str().unwrap()]);
         assert!(out.success(), "{out}");
         assert!(!out.stdout.contains("s3cret"), "{out}");
+        assert!(
+            out.stdout
+                .contains("# tls.cert = /etc/tls.crt: not opened (--skip-files)"),
+            "{out}"
+        );
         printed = out.stdout.parse().expect("check-config prints TOML");
         printed_keys(&printed, "", &mut keys);
     }
@@ -338,24 +366,11 @@ fn check_config_prints_every_setting_the_definitions_have_but_the_password() {
 }
 
 /// The cluster's files: the instance's config is one strongsync accepts, and HAProxy accepts
-/// its routing, which checks each instance's /readyz on the admin port the config gives.
+/// its routing, which sends clients and replicas alike to the instance whose /leader passes on
+/// the admin port the config gives.
 #[test]
 fn the_cluster_layout_files_are_valid_and_route_by_leader() {
-    let dir = tempfile::tempdir().unwrap();
-    let text = read("cluster/strongsync.toml").replace("/etc/strongsync", "/nonexistent");
-    // The password files it names are the operator's: stand-ins here.
-    let text = text
-        .replace(
-            "/nonexistent/probe-password",
-            &dir.path().join("p").display().to_string(),
-        )
-        .replace(
-            "/nonexistent/failover-password",
-            &dir.path().join("p").display().to_string(),
-        );
-    std::fs::write(dir.path().join("p"), "secret\n").unwrap();
-    let file = dir.path().join("strongsync.toml");
-    std::fs::write(&file, text).unwrap();
+    let file = deploy_path("cluster/strongsync.toml");
     // Its secrets are the operator's: the settings are checked, and the files named unopened.
     let checked = run_strongsync(&["check-config", "--skip-files", file.to_str().unwrap()]);
     assert!(checked.success(), "{checked}");
@@ -426,36 +441,90 @@ fn the_cluster_systemd_drop_in_restarts_a_standby_and_follows_etcd() {
     assert!(drop_in.contains("strongsync.service.d/"), "{drop_in}");
 }
 
+/// The image the manifests pull is the one `deploy/Dockerfile` says to build, and its user.
+fn image_and_user() -> (String, u64) {
+    let user = read("Dockerfile")
+        .lines()
+        .find_map(|l| l.strip_prefix("USER "))
+        .and_then(|u| u.split(':').next())
+        .and_then(|u| u.parse().ok())
+        .expect("a numeric USER");
+    (image_tag(), user)
+}
+
+/// Every pod template's containers run the Dockerfile's image.
+fn pulls_the_built_image(documents: &[Value]) {
+    let (tag, _) = image_and_user();
+    let mut images = 0;
+    for doc in documents {
+        let spec = if doc["kind"] == "Job" || doc["kind"] == "StatefulSet" {
+            &doc["spec"]["template"]["spec"]
+        } else {
+            continue;
+        };
+        for c in spec["containers"].as_sequence().unwrap() {
+            if c["name"] != "mariadb" {
+                assert_eq!(c["image"].as_str(), Some(tag.as_str()), "{:?}", c["name"]);
+                images += 1;
+            }
+        }
+    }
+    assert!(images > 0);
+}
+
+/// The pod template of a Job or StatefulSet.
+fn pod_spec(doc: &Value) -> &Value {
+    &doc["spec"]["template"]["spec"]
+}
+
+/// Where `container` finds each volume of `pod`, by what the volume holds (`configMap NAME`,
+/// `secret NAME`).
+fn mounts(pod: &Value, container: &Value) -> Vec<(String, String)> {
+    container["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let volume = pod["volumes"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == m["name"])
+                .expect("a mounted volume");
+            let source = if let Some(name) = volume["configMap"]["name"].as_str() {
+                format!("configMap {name}")
+            } else {
+                format!(
+                    "secret {}",
+                    volume["secret"]["secretName"].as_str().unwrap()
+                )
+            };
+            (source, m["mountPath"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
 /// The cluster on Kubernetes: its config is one strongsync accepts, with each pod's name and
-/// address from the environment; a pod is ready only while it leads, and the one Service for
-/// applications and replicas selects the instances.
+/// address from the environment; a pod is ready only while it leads; the init Job creates the
+/// state from the instances' own ConfigMap; and the image's user can read every secret.
 #[test]
 fn kubernetes_cluster_routes_to_the_leader_and_its_config_is_valid() {
     let documents = yaml_documents("kubernetes/strongsync-cluster.yaml");
+    let init = yaml_documents("kubernetes/strongsync-cluster-init.yaml");
+    pulls_the_built_image(&documents);
+    pulls_the_built_image(&init);
     let of_kind = |kind: &str| of_kind(&documents, kind);
     let dir = tempfile::tempdir().unwrap();
-    let secret = dir.path().join("secret");
-    std::fs::write(&secret, "a-secret-of-more-than-16-bytes\n").unwrap();
-    let toml_text = of_kind("ConfigMap")[0]["data"]["strongsync.toml"]
-        .as_str()
-        .unwrap()
-        .replace(
-            "/etc/strongsync-secrets/probe-password",
-            secret.to_str().unwrap(),
-        )
-        .replace(
-            "/etc/strongsync-secrets/failover-password",
-            secret.to_str().unwrap(),
-        )
-        .replace(
-            "/etc/strongsync-secrets/admin-token",
-            secret.to_str().unwrap(),
-        );
+    let config_map = of_kind("ConfigMap")[0];
     let file = dir.path().join("strongsync.toml");
-    std::fs::write(&file, toml_text).unwrap();
+    std::fs::write(
+        &file,
+        config_map["data"]["strongsync.toml"].as_str().unwrap(),
+    )
+    .unwrap();
 
     let set = of_kind("StatefulSet")[0];
-    let container = &set["spec"]["template"]["spec"]["containers"][0];
+    let container = &pod_spec(set)["containers"][0];
     assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/leader");
     let env: Vec<(&str, &str)> = container["env"]
         .as_sequence()
@@ -463,24 +532,18 @@ fn kubernetes_cluster_routes_to_the_leader_and_its_config_is_valid() {
         .iter()
         .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
         .collect();
-    // The pod's own values, as the kubelet expands them.
-    let expanded: Vec<(&str, String)> = env
-        .iter()
-        .map(|(k, v)| {
-            (
-                *k,
-                v.replace("$(POD_NAME)", "strongsync-1")
-                    .replace("$(POD_IP)", "10.1.2.3"),
-            )
-        })
-        .collect();
+    // The pod's own values, as the kubelet expands them; the files are the pod's, not here.
     let mut command = support::proxy::strongsync_command(&[
         "check-config",
         "--skip-files",
         file.to_str().unwrap(),
     ]);
-    for (k, v) in &expanded {
-        command.env(k, v);
+    for (k, v) in &env {
+        command.env(
+            k,
+            v.replace("$(POD_NAME)", "strongsync-1")
+                .replace("$(POD_IP)", "10.1.2.3"),
+        );
     }
     let out = command.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -491,26 +554,90 @@ fn kubernetes_cluster_routes_to_the_leader_and_its_config_is_valid() {
     );
     let config: toml::Table = stdout.parse().unwrap();
     assert_one_certificate_for_the_cluster(&config);
-    // Every file the config names is in a volume the pod mounts.
-    let mounts: Vec<&str> = container["volumeMounts"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|m| m["mountPath"].as_str().unwrap())
-        .collect();
-    for path in ["tls.cert", "tls.key"] {
-        let (section, key) = path.split_once('.').unwrap();
-        let file = config[section][key].as_str().unwrap();
-        assert!(
-            mounts.iter().any(|m| file.starts_with(&format!("{m}/"))),
-            "{path} = {file} is in none of {mounts:?}"
-        );
-    }
     assert_eq!(config["cluster"]["name"].as_str(), Some("strongsync-1"));
     assert_eq!(
         config["cluster"]["advertise"].as_str(),
         Some("10.1.2.3:3307")
     );
+    // Every file the config names is in a volume the pod mounts.
+    let files: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("# ")?.split_once(" = ")?.1.split(':').next())
+        .collect();
+    assert!(files.len() >= 5, "{stdout}");
+    let set_mounts = mounts(pod_spec(set), container);
+    for file in &files {
+        assert!(
+            set_mounts
+                .iter()
+                .any(|(_, m)| file.starts_with(&format!("{m}/"))),
+            "{file} is in none of {set_mounts:?}"
+        );
+    }
+
+    // The init Job reads the same ConfigMap at the same place, with the secrets it names, and
+    // creates the state the instances read: under the ConfigMap's cluster.prefix.
+    let job = of_kind_in(&init, "Job");
+    let job_container = &pod_spec(job)["containers"][0];
+    let job_mounts = mounts(pod_spec(job), job_container);
+    let config_mount = set_mounts
+        .iter()
+        .find(|(source, _)| source.starts_with("configMap"))
+        .unwrap();
+    assert_eq!(
+        config_mount.0,
+        format!(
+            "configMap {}",
+            config_map["metadata"]["name"].as_str().unwrap()
+        )
+    );
+    let config_file = format!("{}/strongsync.toml", config_mount.1);
+    assert_eq!(
+        container_args(container),
+        ["--config", config_file.as_str()]
+    );
+    assert_eq!(
+        container_args(job_container),
+        ["init-state", "--config", config_file.as_str()]
+    );
+    assert!(job_mounts.contains(config_mount), "{job_mounts:?}");
+    for (key, file) in [
+        ("probe.password_file", &config["probe"]["password_file"]),
+        (
+            "failover.password_file",
+            &config["failover"]["password_file"],
+        ),
+    ] {
+        let file = file.as_str().unwrap();
+        assert!(
+            job_mounts
+                .iter()
+                .any(|(_, m)| file.starts_with(&format!("{m}/"))),
+            "init-state reads {key} = {file}: in none of {job_mounts:?}"
+        );
+    }
+
+    // The image's user, and a group the secrets are readable by and others' are not.
+    let (_, user) = image_and_user();
+    for pod in [pod_spec(set), pod_spec(job)] {
+        let security = &pod["securityContext"];
+        assert_eq!(security["runAsUser"].as_u64(), Some(user));
+        assert_eq!(security["fsGroup"].as_u64(), Some(user));
+        let secrets: Vec<&Value> = pod["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter(|v| v["secret"].is_mapping())
+            .collect();
+        assert!(!secrets.is_empty());
+        for volume in secrets {
+            let mode = kubernetes_mode(&volume["secret"]["defaultMode"])
+                .unwrap_or_else(|| panic!("a defaultMode: {volume:?}"));
+            assert_eq!(mode & 0o007, 0, "others read no secret: {mode:o}");
+            assert_eq!(mode & 0o040, 0o040, "the group reads it: {mode:o}");
+            assert_eq!(mode & 0o020, 0, "the group writes none: {mode:o}");
+        }
+    }
 
     let labels = &set["spec"]["template"]["metadata"]["labels"];
     let db = of_kind("Service")
@@ -524,4 +651,11 @@ fn kubernetes_cluster_routes_to_the_leader_and_its_config_is_valid() {
             "the db Service selects the instances"
         );
     }
+}
+
+/// The one document of `kind`.
+fn of_kind_in<'a>(documents: &'a [Value], kind: &str) -> &'a Value {
+    let found = of_kind(documents, kind);
+    assert_eq!(found.len(), 1, "one {kind}");
+    found[0]
 }

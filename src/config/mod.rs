@@ -138,8 +138,9 @@ settings! {
 
 settings! {
     /// strongsync's own account on the primary, for the probe (see [`crate::probe`]); without
-    /// it the probe is off. It needs no privilege: the probe only reads the primary's binlog
-    /// position. The password is never logged, printed or shown in `/status`.
+    /// it the probe is off. It only reads the primary's binlog position: no privilege on
+    /// MariaDB, `REPLICATION CLIENT` on MySQL. The password is never logged, printed or shown
+    /// in `/status`.
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct ProbeConfig in "probe" {
         /// strongsync's own account on the primary: no privilege on MariaDB, `REPLICATION
@@ -361,7 +362,7 @@ impl Config {
     /// How many threads run sessions and replica pipes: as configured, or one per four CPUs
     /// (at least one). A statement through the proxy costs a few socket calls and wake-ups,
     /// and each worker that runs out of work sleeps and must be woken again: measured on two
-    /// CPUs shared with the primary (docs/benchmarks.md), one worker spent half the CPU per
+    /// CPUs shared with the primary (docs/benchmarks-history.md, "The hop, next to HAProxy"), one worker spent half the CPU per
     /// statement that two did, and served more of them, as long as one core carried the load.
     pub fn worker_threads(&self) -> usize {
         self.worker_threads.unwrap_or_else(|| {

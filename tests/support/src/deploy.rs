@@ -121,3 +121,36 @@ impl ExprVisitor for Names {
         Ok(true)
     }
 }
+
+/// A file mode in a Kubernetes manifest (`defaultMode: 0440`): Kubernetes reads its YAML as
+/// YAML 1.1, where a leading 0 makes an octal number; a YAML 1.2 reader sees text, or a
+/// decimal number when a manifest was written as JSON.
+pub fn kubernetes_mode(value: &serde_yaml_ng::Value) -> Option<u32> {
+    match value {
+        serde_yaml_ng::Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+        serde_yaml_ng::Value::String(text) if text.starts_with('0') => {
+            u32::from_str_radix(text, 8).ok()
+        }
+        _ => None,
+    }
+}
+
+/// The arguments a Kubernetes container is given (`args:`).
+pub fn container_args(container: &serde_yaml_ng::Value) -> Vec<String> {
+    container["args"]
+        .as_sequence()
+        .expect("the container's args")
+        .iter()
+        .map(|a| a.as_str().expect("an argument as text").to_owned())
+        .collect()
+}
+
+/// The tag `deploy/Dockerfile`'s header builds the image as (`docker build … -t TAG`).
+pub fn image_tag() -> String {
+    read("Dockerfile")
+        .split_whitespace()
+        .skip_while(|w| *w != "-t")
+        .nth(1)
+        .expect("the Dockerfile's build command tags the image")
+        .to_owned()
+}
