@@ -402,6 +402,23 @@ impl Metrics {
         for why in PIN_REASONS {
             self.sessions_pinned.with_label_values(&[why]);
         }
+        for result in ["ok", "failed", "expired"] {
+            self.lease_renewals.with_label_values(&[result]);
+        }
+        for leg in ["client", "primary"] {
+            self.tls_logins.with_label_values(&[leg]);
+        }
+        for why in [
+            "clear_from_client",
+            "clear_to_primary",
+            "foreign_key",
+            "undecryptable",
+        ] {
+            self.passwords_refused.with_label_values(&[why]);
+        }
+        // Histograms without labels: their buckets from the start too.
+        self.state_write.with_label_values::<&str>(&[]);
+        self.pool_wait.with_label_values::<&str>(&[]);
     }
 
     /// Brings the state gauges up to date with strong sync's status.
