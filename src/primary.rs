@@ -2,7 +2,8 @@
 //! asks and the primary offers it, or its Unix socket when strongsync runs on the same host (a
 //! sidecar). The socket skips the TCP/IP stack on both ends of the busiest leg the proxy has:
 //! point selects through strongsync ran 9 % faster over it than over TCP loopback
-//! (docs/benchmarks.md); and like TLS it is a transport the primary trusts with a password.
+//! (docs/benchmarks-history.md, "The primary over its Unix socket"); and like TLS it is a
+//! transport the primary trusts with a password.
 
 use std::io;
 

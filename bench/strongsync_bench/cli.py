@@ -27,8 +27,8 @@ PROFILES = {
     "full": dict(workloads=ALL_WORKLOADS, threads=[1, 16, 64, 256, 500, 1000], delays=[0, 1, 5],
                  modes=ALL_MODES, thread_handling=THREAD_HANDLINGS, rounds=3, time=30, warmup=5,
                  tables=8, table_size=100_000),
-    # The cells docs/benchmarks.md's targets name, on one thread handling: hot rows and point_select
-    # at 64 threads are the key ones, HAProxy the reference for the hop.
+    # The cells the targets of docs/benchmarks.md and docs/benchmarks-history.md name, on one
+    # thread handling: hot rows and point_select at 64 threads are the key ones, HAProxy the reference for the hop.
     "quick": dict(workloads=["update_non_index", "hot", "point_select"], threads=[64, 500],
                   delays=[5], modes=["async", "semisync", "semisync-after-commit", "strongsync",
                                      "passthrough", "haproxy"],

@@ -1,5 +1,5 @@
 """Turns runs.csv into summary.csv, summary.md (tables, ratios, the targets docs/benchmarks.md
-names) and a chart: medians over the rounds of each (thread handling, delay, workload, threads,
+and docs/benchmarks-history.md name) and a chart: medians over the rounds of each (thread handling, delay, workload, threads,
 mode)."""
 
 import csv
@@ -170,7 +170,7 @@ def met(ok):
 
 
 def targets(summary, memory):
-    """The targets of docs/benchmarks.md, each with what this run measured (a row only where its cells ran)."""
+    """The targets of docs/benchmarks.md and docs/benchmarks-history.md, each with what this run measured (a row only where its cells ran)."""
     rows = []
 
     def at_least(cell, a, b, goal):
