@@ -133,6 +133,8 @@ impl Podman {
             .status()
             .is_ok_and(|s| s.success());
         if !linked {
+            // What a failed `cp -al` made would take the copy inside it.
+            debian::remove(&context.join("rust"));
             debian::copy(&sysroot, &context.join("rust"));
         }
         let _ = std::fs::remove_dir_all(context.join("rust/share/doc"));
