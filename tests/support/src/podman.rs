@@ -130,8 +130,8 @@ impl Podman {
             .arg("-al")
             .arg(&sysroot)
             .arg(context.join("rust"))
-            .status()
-            .is_ok_and(|s| s.success());
+            .output()
+            .is_ok_and(|out| out.status.success());
         if !linked {
             // What a failed `cp -al` made would take the copy inside it.
             debian::remove(&context.join("rust"));
