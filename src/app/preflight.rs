@@ -15,6 +15,17 @@ pub fn files_named(config: &Config) -> Vec<(&'static str, PathBuf)> {
         .into_iter()
         .flatten();
     let c = &config.cluster;
+    // The cluster's TLS files are read only when there is a cluster to reach (its password
+    // file, like every password file, when the configuration is loaded).
+    let cluster = c
+        .enabled()
+        .then_some([
+            ("cluster.ca", &c.ca),
+            ("cluster.cert", &c.cert),
+            ("cluster.key", &c.key),
+        ])
+        .into_iter()
+        .flatten();
     tls.chain([
         ("primary_tls_ca", &config.primary_tls_ca),
         ("probe.password_file", &config.probe.password_file),
@@ -24,11 +35,9 @@ pub fn files_named(config: &Config) -> Vec<(&'static str, PathBuf)> {
         ),
         ("failover.state_file", &config.failover.state_file),
         ("failover.password_file", &config.failover.password_file),
-        ("cluster.ca", &c.ca),
-        ("cluster.cert", &c.cert),
-        ("cluster.key", &c.key),
         ("cluster.password_file", &c.password_file),
     ])
+    .chain(cluster)
     .filter_map(|(key, path)| Some((key, path.clone()?)))
     .collect()
 }
