@@ -275,7 +275,7 @@ fn setting_args() -> Vec<Arg> {
 /// Says so when a flag or an environment variable is given by its former name (still taken for
 /// this release).
 fn warn_of_former_names(matches: &ArgMatches) {
-    let given = |flag: &str| {
+    let typed = |flag: &str| {
         std::env::args().any(|arg| {
             arg.strip_prefix("--")
                 .is_some_and(|a| a == flag || a.starts_with(&format!("{flag}=")))
@@ -286,7 +286,7 @@ fn warn_of_former_names(matches: &ArgMatches) {
         .iter()
         .filter_map(|s| Some((s.meta.former_flag?, s.flag()?)));
     for (former, flag) in renamed.chain(FORMER_ADMIN_FLAGS.map(|(f, n)| (f, n.to_owned()))) {
-        if given(former) {
+        if typed(former) {
             eprintln!(
                 "strongsync: --{former} is now --{flag}; the former name goes in the next release"
             );
@@ -295,10 +295,7 @@ fn warn_of_former_names(matches: &ArgMatches) {
     for setting in &settings {
         if let (Some(former), Some(env)) = (setting.former_env(), setting.env()) {
             if std::env::var_os(&former).is_some() {
-                if matches!(
-                    subcommand_source(matches, setting.key),
-                    Some(ValueSource::EnvVariable | ValueSource::CommandLine)
-                ) {
+                if given(matches, setting.key).is_some() {
                     eprintln!("strongsync: {former} is not read: {env} or its flag is given");
                 } else {
                     eprintln!("strongsync: {former} is read for now; rename it to {env}");
@@ -313,18 +310,25 @@ fn warn_of_former_names(matches: &ArgMatches) {
     }
 }
 
-/// Where the setting `key` came from, on the command or the subcommand that was run.
-fn subcommand_source(matches: &ArgMatches, key: &str) -> Option<ValueSource> {
-    let on = |m: &ArgMatches| {
-        m.try_get_raw(key)
-            .ok()
-            .flatten()
-            .and_then(|_| m.value_source(key))
-    };
-    matches
+/// The value of the setting `key` as a flag gives it, before the command or after it (which
+/// wins), or else as its environment variable gives it: a flag wins over the environment
+/// wherever it stands.
+fn given(matches: &ArgMatches, key: &str) -> Option<String> {
+    let levels: Vec<&ArgMatches> = matches
         .subcommand()
-        .and_then(|(_, sub)| on(sub))
-        .or_else(|| on(matches))
+        .map(|(_, sub)| sub)
+        .into_iter()
+        .chain([matches])
+        .collect();
+    [ValueSource::CommandLine, ValueSource::EnvVariable]
+        .into_iter()
+        .find_map(|source| {
+            levels.iter().find_map(|m| {
+                let here = m.try_get_raw(key).ok().flatten().is_some()
+                    && m.value_source(key) == Some(source);
+                here.then(|| m.get_one::<String>(key).cloned()).flatten()
+            })
+        })
 }
 
 /// `strongsync check-config FILE`: loads `file` as a start would, then checks each file its
@@ -487,28 +491,14 @@ fn init_state(file: Option<&std::path::Path>, flags: &Flags) -> ExitCode {
     }
 }
 
-/// The settings given as flags or environment variables, before the command or after it (which
-/// wins), or by an environment variable's former name.
+/// The settings given as flags or environment variables (see [`given`]), or by an environment
+/// variable's former name.
 fn flags_of(matches: &ArgMatches) -> Flags {
     Config::settings()
         .into_iter()
         .filter_map(|setting| {
             setting.flag()?;
-            let given = |m: &ArgMatches| {
-                matches!(
-                    m.try_get_raw(setting.key)
-                        .ok()
-                        .flatten()
-                        .and_then(|_| m.value_source(setting.key)),
-                    Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-                )
-                .then(|| m.get_one::<String>(setting.key).cloned())
-                .flatten()
-            };
-            let value = matches
-                .subcommand()
-                .and_then(|(_, sub)| given(sub))
-                .or_else(|| given(matches))
+            let value = given(matches, setting.key)
                 .or_else(|| std::env::var(setting.former_env()?).ok())?;
             Some((setting.key, value))
         })

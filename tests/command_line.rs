@@ -184,6 +184,34 @@ fn the_former_names_are_still_taken_with_a_warning_and_the_new_ones_win() {
 }
 
 #[test]
+fn a_flag_wins_over_the_environment_before_the_command_or_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "s.toml", "primary = \"db:3306\"\n");
+    for args in [
+        vec!["--durability-quorum", "2", "check-config", &file],
+        vec!["check-config", &file, "--durability-quorum", "2"],
+    ] {
+        let out = support::proxy::strongsync_command(&args)
+            .env("STRONGSYNC_DURABILITY_QUORUM", "3")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {stdout}");
+        assert_eq!(printed(&stdout, "durability", "quorum"), "2", "{args:?}");
+    }
+    // After the command wins over before it.
+    let out = run_strongsync(&[
+        "--durability-quorum",
+        "2",
+        "check-config",
+        &file,
+        "--durability-quorum",
+        "4",
+    ]);
+    assert_eq!(printed(&out.stdout, "durability", "quorum"), "4", "{out}");
+}
+
+#[test]
 fn config_is_taken_only_where_it_is_read() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "s.toml", "primary = \"db:3306\"\n");
