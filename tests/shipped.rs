@@ -20,7 +20,7 @@ use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER
 use support::nspawn::Booted;
 use support::podman::Podman;
 use support::ports::free_port;
-use support::proxy::{strongsync_bin, strongsync_command};
+use support::proxy::{strongsync_bin, strongsync_command_of};
 
 const PATIENCE: Duration = Duration::from_secs(120);
 
@@ -400,9 +400,13 @@ fn the_kubernetes_init_job_creates_the_state_its_instances_lead_from() {
     }
 
     // The Job's command, as the image's user, with the Job's own mounts (the same ConfigMap).
+    // The binary is copied where that user may run it: the checkout may be root's alone.
+    let bin = volumes.dir.path().join("strongsync");
+    std::fs::copy(strongsync_bin(), &bin).unwrap();
     let as_pod = |args: Vec<String>, env: &[(String, String)]| {
         let args: Vec<String> = args.iter().map(|a| volumes.rewrite(a)).collect();
-        let mut command = strongsync_command(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut command = strongsync_command_of(&bin, &args);
         // Its primary group is the fsGroup the Secrets are readable by.
         command.uid(user).gid(group);
         command.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));

@@ -367,7 +367,12 @@ pub fn strongsync_bin() -> PathBuf {
 
 /// The `strongsync` binary with a clean environment (no `STRONGSYNC_*`, no `RUST_LOG`).
 pub fn strongsync_command(args: &[&str]) -> Command {
-    let mut command = Command::new(strongsync_bin());
+    strongsync_command_of(&strongsync_bin(), args)
+}
+
+/// As [`strongsync_command`], running the binary at `bin` (a copy another user may run).
+pub fn strongsync_command_of(bin: &std::path::Path, args: &[&str]) -> Command {
+    let mut command = Command::new(bin);
     command.args(args).env_remove("RUST_LOG");
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("STRONGSYNC_") {
