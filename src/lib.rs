@@ -6,11 +6,18 @@
 //!   OK/EOF/ERR with session state, where each response ends.
 //! - [`conn`]: one socket with its buffers, read and written as packets (cancel-safe reads);
 //!   [`primary`]: the way to the primary (TCP, or its Unix socket beside it).
-//! - `frontend`: the SQL port. Each client gets its own connection to the primary; a login
+//! - `legs`: a client session's two connections, the client's and its own to the primary,
+//!   and the ways a session waits on one while watching the other; every write to the primary
+//!   passes the epoch's gate there.
+//! - `session`: the SQL port. Each client gets its own connection to the primary; a login
 //!   relays the authentication untouched (the proxy stores no passwords), then a session
 //!   switches on GTID tracking on the primary leg, relays every command and learns from each
 //!   response which GTIDs it committed; a connection whose binlog dump the primary accepts
 //!   becomes a replica pipe.
+//! - `sharing`: sessions without state share connections to the primary, through a `Share`.
+//! - `barrier`: the read barrier, which bounds what a response may reveal by the primary's
+//!   binlog position, and the SQL rules it reads statements by.
+//! - `replica`: the pipe that relays the binlog to a replica and reads its ACKs.
 //! - [`flavour`]: what differs between a MariaDB primary and a MySQL one (how commits are
 //!   reported and checked, what bounds a response, what a replica says it holds), behind one
 //!   type chosen at login.
@@ -53,7 +60,11 @@ pub mod stream;
 pub mod tls;
 pub mod tracking_defaults;
 
-mod frontend;
+mod barrier;
+mod legs;
+mod replica;
+mod session;
+mod sharing;
 
 pub use app::{Proxy, ProxyBuilder, ShutdownReport, StartError};
 pub use commit::{Commit, CommitHook, Release, WaitKind};

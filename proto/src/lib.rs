@@ -17,9 +17,9 @@
 //! | [`response`] | where each command's response ends, packet by packet |
 //! | [`position`] | positions in the primary's binlog and their order |
 //! | [`binlog`] | the dump stream: event headers, where transactions end, heartbeats |
+//! | [`dump_gtid`] | MySQL's `COM_BINLOG_DUMP_GTID` request and the GTID set it carries |
+//! | [`compress`] | the compressed protocol's frames |
 //! | [`semisync`] | semisync negotiation statements, the event header, ACKs |
-//! | [`reveals_nothing`] | statements whose answers reveal no data (a replica's setup, `BEGIN`, `COMMIT`) |
-//! | [`snapshot`] | statements and tracker states of a transaction that reads only its snapshot |
 //! | [`stmt`] | statement ids and parameter types of the binary protocol's commands, rewritten |
 //! | [`resultset`] | result sets and OKs for the statements the proxy answers itself |
 #![forbid(unsafe_code)]
@@ -39,9 +39,7 @@ pub mod packet;
 pub mod position;
 pub mod response;
 pub mod resultset;
-pub mod reveals_nothing;
 pub mod semisync;
-pub mod snapshot;
 pub mod stmt;
 pub mod wire;
 

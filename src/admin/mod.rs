@@ -43,7 +43,7 @@ pub struct Admin {
     /// This instance's part in its cluster, if it is one of one.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     /// The shared connections to the primary (`[sharing]`).
-    pub(crate) pools: Arc<crate::frontend::Pools>,
+    pub(crate) pools: Arc<crate::sharing::Pools>,
 }
 
 /// TLS on each leg, for `/status`.

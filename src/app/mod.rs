@@ -24,10 +24,11 @@ use crate::commit::CommitHook;
 use crate::config::{Config, ConfigError};
 use crate::durability::{Durability, WaitObserver};
 use crate::failover::{Control, ControlStartError};
-use crate::frontend::{self, InFlight, Shared};
 use crate::health::PrimaryHealth;
 use crate::metrics::Metrics;
 use crate::probe::Probe;
+use crate::session::{self, InFlight, Shared};
+use crate::sharing::Pools;
 use crate::tls::{self, ClientTls, PrimaryTlsConnector, TlsError};
 
 /// A running proxy.
@@ -42,7 +43,7 @@ pub struct Proxy {
     in_flight: Arc<InFlight>,
     tracker: TaskTracker,
     /// The shared connections to the primary, closed cleanly at the end.
-    pools: Arc<frontend::Pools>,
+    pools: Arc<Pools>,
 }
 
 /// Why the proxy could not start.
@@ -188,7 +189,7 @@ impl ProxyBuilder {
             }
             None => cluster::alone(),
         };
-        let pools = frontend::Pools::new(
+        let pools = Pools::new(
             config.sharing.clone(),
             Arc::clone(&durability),
             config.failover.fenced_reads,
@@ -215,7 +216,7 @@ impl ProxyBuilder {
             standing: standing.clone(),
             pools: Arc::clone(&pools),
         });
-        tracker.spawn(frontend::serve(
+        tracker.spawn(session::serve(
             listener,
             shared,
             soft.clone(),

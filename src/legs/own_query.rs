@@ -9,7 +9,7 @@ use strongsync_proto::packet::Sequence;
 use strongsync_proto::response::{PacketKind, ResponseReader};
 use strongsync_proto::resultset::text_row;
 
-use super::legs::Legs;
+use super::Legs;
 use crate::error::Error;
 use crate::flavour::{Answer, OwnQueries};
 

@@ -1,8 +1,11 @@
-//! Bounds read by the probe (strongsync's own connection to the primary): the primary's
-//! binlog position, read after a response arrived, holds everything the response may have
-//! committed or revealed. The read barrier (`visibility = "quorum"`) reads one before any part
-//! of a response goes to the client, asking again while the timeout policy allows; a response
-//! whose commits could not be learnt is bounded by one reading, or released as unresolved.
+//! Bounds read by the probe, strongsync's own connection to the primary, for one session's
+//! responses.
+
+// The primary's binlog position, read after a response arrived, holds everything the response
+// may have committed or revealed. The read barrier (`visibility = "quorum"`) reads one before
+// any part of a response goes to the client, asking again while the timeout policy allows; a
+// response whose commits could not be learnt is bounded by one reading, or released as
+// unresolved.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,22 +14,26 @@ use strongsync_proto::gtid::GtidPosition;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use super::commits::ResponseCommits;
-use super::legs::Legs;
-use super::Shared;
 use crate::commit::Unresolved;
 use crate::config::{DurabilityConfig, OnTimeout};
+use crate::durability::Durability;
 use crate::error::Error;
 use crate::flavour::Flavour;
-use crate::probe::{ProbeError, Reading};
+use crate::legs::Legs;
+use crate::metrics::Metrics;
+use crate::probe::{Probe, ProbeError, Reading};
 
 /// First pause before asking a failed probe again; it doubles up to [`RETRY_AT_MOST`].
 const RETRY_FIRST: Duration = Duration::from_millis(10);
 const RETRY_AT_MOST: Duration = Duration::from_secs(1);
 
 /// The bounds of one session's responses.
-pub(super) struct Bounds<'s> {
-    shared: &'s Shared,
+pub(crate) struct Bounds<'s> {
+    /// strongsync's own connection to the primary, if an account is configured.
+    probe: Option<&'s Probe>,
+    /// Its live timeout policy, which says how long a failing probe is asked again.
+    durability: &'s Durability,
+    metrics: &'s Metrics,
     flavour: Flavour,
     connection_id: u32,
 }
@@ -50,73 +57,63 @@ enum AfterFailure {
 // === impl Bounds ===
 
 impl<'s> Bounds<'s> {
-    pub(super) fn new(shared: &'s Shared, flavour: Flavour, connection_id: u32) -> Self {
+    pub(crate) fn new(
+        probe: Option<&'s Probe>,
+        durability: &'s Durability,
+        metrics: &'s Metrics,
+        flavour: Flavour,
+        connection_id: u32,
+    ) -> Self {
         Bounds {
-            shared,
+            probe,
+            durability,
+            metrics,
             flavour,
             connection_id,
         }
     }
 
     /// The primary's id for the session's connection.
-    pub(super) fn connection_id(&self) -> u32 {
+    pub(crate) fn connection_id(&self) -> u32 {
         self.connection_id
     }
 
     /// What is held must go before the session can say what it committed (or the session
-    /// cannot say): bounds it by the primary's binlog position, read on strongsync's own
-    /// connection, or — without one, or if it fails — releases it as unresolved for `reason`.
-    pub(super) async fn bound_or_give_up(
+    /// cannot say, for `reason`): the primary's binlog position, read once on strongsync's own
+    /// connection, bounds it; `None` without a probe, or if the reading failed.
+    pub(crate) async fn bound_once(
         &self,
         legs: &mut Legs,
-        commits: &mut ResponseCommits,
-        reason: Unresolved,
-    ) -> Result<(), Error> {
-        if let Some(probe) = self.shared.probe.as_deref() {
-            let reading = legs
-                .while_watching_client(probe.binlog_position(self.flavour))
-                .await?;
-            self.count(&reading);
-            match reading {
-                Ok(bound) => {
-                    debug!(connection_id = self.connection_id, %bound, %reason, "response bounded by the primary's binlog position");
-                    commits.bounded(&bound);
-                    return Ok(());
-                }
-                Err(error) => {
-                    warn!(connection_id = self.connection_id, %error, "the probe could not read the primary's binlog position");
-                }
+        reason: &Unresolved,
+    ) -> Result<Option<Arc<GtidPosition>>, Error> {
+        let Some(probe) = self.probe else {
+            return Ok(None);
+        };
+        let reading = legs
+            .while_watching_client(probe.binlog_position(self.flavour))
+            .await?;
+        self.count(&reading);
+        Ok(match reading {
+            Ok(bound) => {
+                debug!(connection_id = self.connection_id, %bound, %reason, "response bounded by the primary's binlog position");
+                Some(bound)
             }
-        }
-        commits.give_up(reason);
-        Ok(())
+            Err(error) => {
+                warn!(connection_id = self.connection_id, %error, "the probe could not read the primary's binlog position");
+                None
+            }
+        })
     }
 
-    /// Under the read barrier, bounds what is queued for the client by the primary's binlog
-    /// position; if no reading can be had, what is queued goes as unresolved (counted, logged,
-    /// listed in `/status`).
-    pub(super) async fn bound_read(
-        &self,
-        legs: &mut Legs,
-        commits: &mut ResponseCommits,
-    ) -> Result<(), Error> {
-        match self.read_bound(legs).await? {
-            Ok(bound) => commits.bounded_read(&bound),
-            Err(error) => commits.unbounded(Unresolved::ReadUnbounded {
-                error: error.to_string(),
-            }),
-        }
-        Ok(())
-    }
-
-    /// The primary's binlog position, read after everything queued arrived. A failed reading
-    /// is asked again (the probe reconnects) for as long as `ack_timeout` allows — forever
-    /// under `on_timeout = block`, which never lets a response go unbounded.
-    async fn read_bound(
+    /// Under the read barrier, the primary's binlog position, read after everything queued
+    /// arrived. A failed reading is asked again (the probe reconnects) for as long as
+    /// `ack_timeout` allows — forever under `on_timeout = block`, which never lets a response
+    /// go unbounded; the last error once it gives up.
+    pub(crate) async fn read_bound(
         &self,
         legs: &mut Legs,
     ) -> Result<Result<Arc<GtidPosition>, Arc<ProbeError>>, Error> {
-        let Some(probe) = self.shared.probe.as_deref() else {
+        let Some(probe) = self.probe else {
             // Configuration refuses the barrier without a probe account.
             return Ok(Err(Arc::new(ProbeError::NotConfigured)));
         };
@@ -131,7 +128,7 @@ impl<'s> Bounds<'s> {
                 Err(error) => error,
             };
             let first = retry.pause == RETRY_FIRST;
-            match retry.after_failure(&self.shared.durability.config(), Instant::now()) {
+            match retry.after_failure(&self.durability.config(), Instant::now()) {
                 AfterFailure::GiveUp => {
                     warn!(connection_id = self.connection_id, %error, waited = ?retry.since.elapsed(), "the probe could not read the primary's binlog position: the response goes unbounded");
                     return Ok(Err(error));
@@ -149,11 +146,7 @@ impl<'s> Bounds<'s> {
 
     fn count(&self, reading: &Reading) {
         let result = if reading.is_ok() { "ok" } else { "failed" };
-        self.shared
-            .metrics
-            .probe_bounds
-            .with_label_values(&[result])
-            .inc();
+        self.metrics.probe_bounds.with_label_values(&[result]).inc();
     }
 }
 

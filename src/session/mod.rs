@@ -1,26 +1,20 @@
 //! The SQL port: accepts client connections and runs one session per client, each with its
-//! own connection to the primary. A connection goes through phases, each a type that owns what
-//! it needs and hands it on: a [`login::Login`], then a [`session::Session`] that relays
-//! commands (one [`relay::ResponseRelay`] per response, with the session's commit tracker,
-//! snapshot cover and read barrier), and — if the primary accepts its binlog dump — a
-//! [`replica::ReplicaPipe`].
+//! own connection to the primary.
 
-mod bound;
+// A connection goes through phases, each a type that owns what it needs and hands it on: a
+// [`login::Login`], then a [`phases::Session`] that relays commands (one
+// [`relay::ResponseRelay`] per response, with the session's commit tracker, snapshot cover and
+// read barrier), and — if the primary accepts its binlog dump — a
+// [`crate::replica::ReplicaPipe`].
+
 mod commits;
+mod dump;
 mod in_flight;
-mod legs;
 mod listener;
 mod login;
-mod own_query;
-mod pin;
-mod pool;
+mod phases;
 mod relay;
-mod replica;
 mod retired;
-mod session;
-mod share;
-mod snapshot;
-mod statements;
 
 use std::sync::Arc;
 
@@ -38,7 +32,9 @@ use crate::tracking_defaults::SessionDefaults;
 
 pub(crate) use in_flight::InFlight;
 pub(crate) use listener::serve;
-pub(crate) use pool::Pools;
+
+use crate::replica::PipeContext;
+use crate::sharing::Pools;
 
 /// What every session of one proxy shares. Sessions hold it behind an `Arc`: nothing in it
 /// changes after the proxy starts.
@@ -91,8 +87,8 @@ impl Shared {
     }
 
     /// What a replica pipe takes of it.
-    fn pipe_context(&self) -> replica::PipeContext {
-        replica::PipeContext {
+    fn pipe_context(&self) -> PipeContext {
+        PipeContext {
             durability: Arc::clone(&self.durability),
             metrics: Arc::clone(&self.metrics),
             write_timeout: self.config.timeouts.client_write,

@@ -1,7 +1,16 @@
-//! A client session's two connections — the client's and its own to the primary — with the
-//! sequence ids of the exchange in flight as each leg sees them, the client's time limits, and
-//! the ways the session waits on one leg while watching the other. The login and the relay own
-//! them in turn; a replica's pipe takes the two connections apart ([`Legs::into_dump`]).
+//! A client session's two connections, the client's and its own to the primary: the floor
+//! the session, sharing and the read barrier stand on.
+
+// Holds the sequence ids of the exchange in flight as each leg sees them, the client's time
+// limits, and the ways the session waits on one leg while watching the other. The login and
+// the relay own them in turn; a replica's dump takes the two connections apart
+// ([`Legs::into_parts`]).
+
+mod backend;
+mod own_query;
+
+pub(crate) use backend::Backend;
+use backend::Watched;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -13,9 +22,6 @@ use strongsync_proto::packet::{Packet, Sequence};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tracing::{debug, warn};
 
-use super::pool::Member;
-use super::replica::DumpLegs;
-use super::statements::ConnStatements;
 use crate::config::Timeouts;
 use crate::conn::{Conn, ReadDeadline};
 use crate::durability::{Durability, Epoch, OnEpoch};
@@ -28,39 +34,18 @@ use crate::stream::ClientStream;
 /// past this it stops reading the client until the response is done.
 const CLIENT_READ_AHEAD: usize = 256 * 1024;
 
-/// What [`Backend::watch`] saw.
-enum Watched {
-    Retired,
-    Filled(Result<usize, crate::conn::ConnError>),
-}
+const NO_BACKEND: &str = "a session talks to the primary only with a connection to it";
 
 /// A packet from one leg or the other.
-pub(super) enum Either {
+pub(crate) enum Either {
     Primary(Packet),
     Client(Packet),
-}
-
-/// A connection to the primary, with the epoch it belongs to.
-pub(super) struct Backend {
-    conn: Conn<PrimaryStream>,
-    /// The epoch the connection was opened in, counting the connection until it is dropped
-    /// with it; every write to it passes the gate of [`Durability::pass`].
-    epoch: OnEpoch,
-    /// Resolves once the epoch is over (made once, polled wherever the session waits on the
-    /// primary).
-    retired: Pin<Box<WaitForCancellationFutureOwned>>,
-    /// The primary's id for the connection (0 until its greeting is read).
-    id: u32,
-    /// Counts the connection as one of its pool's, under `[sharing]`.
-    member: Option<Member>,
-    /// The prepared statements on the connection, under `[sharing]`.
-    statements: ConnStatements,
 }
 
 /// The client's connection and the session's connection to the primary. Only a session that
 /// shares connections is ever without one: between giving it back after a response and
 /// taking one for its next command (see [`super::pool`]).
-pub(super) struct Legs {
+pub(crate) struct Legs {
     client: Conn<ClientStream>,
     primary: Option<Backend>,
     durability: Arc<Durability>,
@@ -79,7 +64,7 @@ pub(super) struct Legs {
 // === impl Legs ===
 
 impl Legs {
-    pub(super) fn new(
+    pub(crate) fn new(
         client: Conn<ClientStream>,
         primary: Conn<PrimaryStream>,
         epoch: OnEpoch,
@@ -100,41 +85,43 @@ impl Legs {
         }
     }
 
-    pub(super) fn client(&mut self) -> &mut Conn<ClientStream> {
+    pub(crate) fn client(&mut self) -> &mut Conn<ClientStream> {
         &mut self.client
     }
 
-    pub(super) fn primary(&mut self) -> &mut Conn<PrimaryStream> {
+    pub(crate) fn primary(&mut self) -> &mut Conn<PrimaryStream> {
         &mut self.backend().conn
     }
 
-    /// The connection to the primary. Every phase that talks to the primary has one: the
-    /// session takes one before it dispatches a command.
+    /// The connection to the primary. Every phase that talks to the primary has one (a
+    /// session that shares takes one before it dispatches a command), so a call without one
+    /// is a bug in the session's phases.
     fn backend(&mut self) -> &mut Backend {
-        self.primary
-            .as_mut()
-            .expect("a session talks to the primary only with a connection to it")
+        self.split().0
     }
 
     fn backend_ref(&self) -> &Backend {
-        self.primary
-            .as_ref()
-            .expect("a session talks to the primary only with a connection to it")
+        self.primary.as_ref().expect(NO_BACKEND)
+    }
+
+    /// The connection to the primary and the client's, apart, for waiting on both.
+    fn split(&mut self) -> (&mut Backend, &mut Conn<ClientStream>) {
+        (self.primary.as_mut().expect(NO_BACKEND), &mut self.client)
     }
 
     /// Whether the session has a connection to the primary now.
-    pub(super) fn has_backend(&self) -> bool {
+    pub(crate) fn has_backend(&self) -> bool {
         self.primary.is_some()
     }
 
     /// Gives up the connection to the primary (for the pool); the session has none until it
     /// takes one with [`Legs::attach`].
-    pub(super) fn detach(&mut self) -> Option<Backend> {
+    pub(crate) fn detach(&mut self) -> Option<Backend> {
         self.primary.take()
     }
 
     /// Takes `backend` as the connection to the primary.
-    pub(super) fn attach(&mut self, backend: Backend) {
+    pub(crate) fn attach(&mut self, backend: Backend) {
         debug_assert!(
             self.primary.is_none(),
             "one connection to the primary at a time"
@@ -142,31 +129,18 @@ impl Legs {
         self.primary = Some(backend);
     }
 
-    /// The connection to the primary becomes one of a pool's, as `member`.
-    pub(super) fn join_pool(&mut self, member: Member) {
-        self.backend().member = Some(member);
-    }
-
-    /// The connection to the primary is no longer one its pool may give out (it carries a
-    /// replica's binlog dump now).
-    pub(super) fn leave_pool(&mut self) {
-        if let Some(backend) = self.primary.as_mut() {
-            backend.member = None;
-        }
-    }
-
     /// The primary's greeting named the connection's id.
-    pub(super) fn set_primary_id(&mut self, id: u32) {
+    pub(crate) fn set_primary_id(&mut self, id: u32) {
         self.backend().id = id;
     }
 
     /// The client's connection, for reading what it says of itself.
-    pub(super) fn client_ref(&self) -> &Conn<ClientStream> {
+    pub(crate) fn client_ref(&self) -> &Conn<ClientStream> {
         &self.client
     }
 
     /// The connection to the primary, for reading what it is.
-    pub(super) fn primary_ref(&self) -> &Conn<PrimaryStream> {
+    pub(crate) fn primary_ref(&self) -> &Conn<PrimaryStream> {
         &self.backend_ref().conn
     }
 
@@ -175,7 +149,7 @@ impl Legs {
     ///
     /// # Errors
     /// [`Error::Password`] naming the plain leg.
-    pub(super) fn clear_password_may_pass(&self) -> Result<(), Error> {
+    pub(crate) fn clear_password_may_pass(&self) -> Result<(), Error> {
         if !self.client.get_ref().is_tls() {
             return Err(Error::Password(PasswordRefused::FromClient));
         }
@@ -187,12 +161,12 @@ impl Legs {
 
     /// The client's leg is plain and the primary's secure: a client that asks for the
     /// server's key gets strongsync's, since the primary wants the password in clear.
-    pub(super) fn answers_key_requests(&self) -> bool {
+    pub(crate) fn answers_key_requests(&self) -> bool {
         !self.client.get_ref().is_tls() && self.primary_ref().get_ref().is_secure()
     }
 
     /// The epoch of the connection to the primary.
-    pub(super) fn epoch(&self) -> &Arc<Epoch> {
+    pub(crate) fn epoch(&self) -> &Arc<Epoch> {
         self.backend_ref().epoch.arc()
     }
 
@@ -200,7 +174,7 @@ impl Legs {
     ///
     /// # Errors
     /// The fence's or the retired epoch's error.
-    pub(super) fn admitted(&self) -> Result<(), Error> {
+    pub(crate) fn admitted(&self) -> Result<(), Error> {
         self.durability
             .admits(self.backend_ref().epoch.number(), self.fenced_reads)
             .map_err(Error::from)
@@ -216,52 +190,47 @@ impl Legs {
 
     /// The client has sent its login, asking for `CLIENT_DEPRECATE_EOF` or not (see
     /// [`Legs::read_client_packet`]).
-    pub(super) fn logged_in(&mut self, deprecate_eof: bool) {
+    pub(crate) fn logged_in(&mut self, deprecate_eof: bool) {
         self.logged_in = true;
         self.deprecate_eof = deprecate_eof;
     }
 
     /// Whether result sets end in an OK packet rather than a legacy EOF, on both legs.
-    pub(super) fn deprecate_eof(&self) -> bool {
+    pub(crate) fn deprecate_eof(&self) -> bool {
         self.deprecate_eof
     }
 
     /// A new exchange (a command and its response) starts on both legs.
-    pub(super) fn new_exchange(&mut self) {
+    pub(crate) fn new_exchange(&mut self) {
         self.client_seq = Sequence::expecting(0);
         self.primary_seq = Sequence::expecting(0);
     }
 
     /// A new exchange starts on the primary's leg alone: one strongsync has with the primary
     /// within the client's (a statement prepared again before the client's execute).
-    pub(super) fn new_primary_exchange(&mut self) {
+    pub(crate) fn new_primary_exchange(&mut self) {
         self.primary_seq = Sequence::expecting(0);
-    }
-
-    /// The prepared statements on the connection to the primary.
-    pub(super) fn statements(&mut self) -> &mut ConnStatements {
-        &mut self.backend().statements
     }
 
     /// The primary's greeting came with sequence id `seq`: the login goes on from there on its
     /// leg, and from 0 on the client's.
-    pub(super) fn greeted(&mut self, seq: u8) {
+    pub(crate) fn greeted(&mut self, seq: u8) {
         self.primary_seq = Sequence::expecting(seq.wrapping_add(1));
         self.client_seq = Sequence::expecting(0);
     }
 
     /// The sequence id of the next packet to the client.
-    pub(super) fn next_client_seq(&mut self) -> u8 {
+    pub(crate) fn next_client_seq(&mut self) -> u8 {
         self.client_seq.advance()
     }
 
     /// The sequence id of the next packet to the primary.
-    pub(super) fn next_primary_seq(&mut self) -> u8 {
+    pub(crate) fn next_primary_seq(&mut self) -> u8 {
         self.primary_seq.advance()
     }
 
     /// Checks the sequence id of a packet from the primary.
-    pub(super) fn check_primary_seq(&mut self, packet: &Packet) -> Result<(), Error> {
+    pub(crate) fn check_primary_seq(&mut self, packet: &Packet) -> Result<(), Error> {
         self.primary_seq
             .check(packet.seq())
             .map_err(Error::PrimaryProtocol)
@@ -271,7 +240,7 @@ impl Legs {
     /// the sequence and a packet's own id follows its client's count of frames (servers do not
     /// check it there either): it is taken as it comes, and the connection numbers what goes
     /// back by its frames.
-    pub(super) fn take_client_seq(&mut self, packet: &Packet) -> Result<(), Error> {
+    pub(crate) fn take_client_seq(&mut self, packet: &Packet) -> Result<(), Error> {
         if self.client.is_compressed() {
             self.client_seq = Sequence::expecting(packet.seq().wrapping_add(1));
             return Ok(());
@@ -282,13 +251,13 @@ impl Legs {
     }
 
     /// Passes a packet on to the primary as the next of the exchange.
-    pub(super) fn pass_to_primary(&mut self, packet: &Packet) {
+    pub(crate) fn pass_to_primary(&mut self, packet: &Packet) {
         let seq = self.primary_seq.advance();
         self.backend().conn.forward_as(packet, seq);
     }
 
     /// Passes a packet on to the client as the next of the exchange.
-    pub(super) fn pass_to_client(&mut self, packet: &Packet) {
+    pub(crate) fn pass_to_client(&mut self, packet: &Packet) {
         let seq = self.client_seq.advance();
         self.client.forward_as(packet, seq);
     }
@@ -296,7 +265,7 @@ impl Legs {
     /// Reads the client's next packet of the current exchange. Once the client has logged in
     /// it owes the packet, so it must arrive within `timeouts.client_read`; before, the login
     /// as a whole has `timeouts.client_handshake` instead.
-    pub(super) async fn read_client_packet(&mut self) -> Result<Packet, Error> {
+    pub(crate) async fn read_client_packet(&mut self) -> Result<Packet, Error> {
         let read = if self.logged_in {
             let limit = self.timeouts.client_read;
             self.client
@@ -316,7 +285,7 @@ impl Legs {
     /// closing (`KILL`, `wait_timeout`, shutdown). What it sent stays buffered for the next
     /// response, as it would on a direct connection. `shutdown` is made once per session:
     /// a new wait at every command would register and unregister with the token each time.
-    pub(super) async fn next_command(
+    pub(crate) async fn next_command(
         &mut self,
         shutdown: Pin<&mut WaitForCancellationFutureOwned>,
     ) -> Result<Packet, Error> {
@@ -343,15 +312,12 @@ impl Legs {
 
     /// The next packet from whichever leg speaks first (an authentication exchange, where
     /// either may).
-    pub(super) async fn next_from_either(&mut self) -> Result<Either, Error> {
-        let backend = self
-            .primary
-            .as_mut()
-            .expect("an exchange is with the primary");
+    pub(crate) async fn next_from_either(&mut self) -> Result<Either, Error> {
+        let (backend, client) = self.split();
         let packet = tokio::select! {
             () = backend.retired.as_mut() => None,
             packet = backend.conn.read_packet() => Some(Either::Primary(packet.map_err(Error::from_primary)?)),
-            packet = self.client.read_packet() => Some(Either::Client(packet.map_err(Error::from_client)?)),
+            packet = client.read_packet() => Some(Either::Client(packet.map_err(Error::from_client)?)),
         };
         packet.ok_or_else(|| self.retired_error())
     }
@@ -359,17 +325,14 @@ impl Legs {
     /// The next packet from the primary. A client that hangs up meanwhile ends the session
     /// (dropping the primary connection, which rolls back anything uncommitted, as a direct
     /// disconnect would); bytes it pipelines meanwhile wait in its buffer.
-    pub(super) async fn next_primary_packet(&mut self) -> Result<Packet, Error> {
-        let backend = self
-            .primary
-            .as_mut()
-            .expect("a response comes from the primary");
+    pub(crate) async fn next_primary_packet(&mut self) -> Result<Packet, Error> {
+        let (backend, client) = self.split();
         loop {
             tokio::select! {
                 biased;
                 packet = backend.conn.read_packet() => return packet.map_err(Error::from_primary),
                 () = backend.retired.as_mut() => break,
-                filled = self.client.fill(), if self.client.buffered_len() < CLIENT_READ_AHEAD => {
+                filled = client.fill(), if client.buffered_len() < CLIENT_READ_AHEAD => {
                     if filled.map_err(Error::from_client)? == 0 {
                         return Err(Error::ClientClosed);
                     }
@@ -381,7 +344,7 @@ impl Legs {
 
     /// Runs `fut`, failing early if the client disconnects. A parked commit is not cut short
     /// by shutdown: it gets the shutdown's grace period like any other work in flight.
-    pub(super) async fn while_watching_client<T>(
+    pub(crate) async fn while_watching_client<T>(
         &mut self,
         fut: impl Future<Output = T>,
     ) -> Result<T, Error> {
@@ -401,11 +364,8 @@ impl Legs {
 
     /// Writes what is queued for the primary, if its epoch is in force and (unless
     /// `failover.fenced_reads`) not fenced: the fence waits for the write.
-    pub(super) async fn flush_primary(&mut self) -> Result<(), Error> {
-        let backend = self
-            .primary
-            .as_mut()
-            .expect("a session writes to the primary only with a connection to it");
+    pub(crate) async fn flush_primary(&mut self) -> Result<(), Error> {
+        let backend = self.primary.as_mut().expect(NO_BACKEND);
         let _pass = self
             .durability
             .pass(backend.epoch.number(), self.fenced_reads)?;
@@ -416,7 +376,7 @@ impl Legs {
     /// read from the primary either (the session is here, not reading), so a client that stops
     /// reading holds at most what is queued; after `timeouts.client_write` without progress
     /// the session ends.
-    pub(super) async fn flush_client(&mut self) -> Result<(), Error> {
+    pub(crate) async fn flush_client(&mut self) -> Result<(), Error> {
         let limit = self.timeouts.client_write;
         self.client
             .flush_within(limit)
@@ -429,7 +389,7 @@ impl Legs {
     /// logged in with protocol 4.1.
     /// Queues the primary's OK for the client, with the tracker data `filter` does not let
     /// through removed (the packet as it came when there is none).
-    pub(super) fn forward_ok(
+    pub(crate) fn forward_ok(
         &mut self,
         packet: &Packet,
         ok: &ok::OkPacket<'_>,
@@ -444,13 +404,13 @@ impl Legs {
         }
     }
 
-    pub(super) fn queue_client_error(&mut self, error: &Error) {
+    pub(crate) fn queue_client_error(&mut self, error: &Error) {
         let seq = self.client_seq.advance();
         queue_client_error(&mut self.client, seq, self.logged_in, error);
     }
 
     /// Adds what was written on both legs to the relayed-bytes counters.
-    pub(super) fn count_relayed_bytes(&mut self, metrics: &Metrics) {
+    pub(crate) fn count_relayed_bytes(&mut self, metrics: &Metrics) {
         metrics
             .relayed_to_primary
             .inc_by(self.primary.as_mut().map_or(0, |b| b.conn.take_written()));
@@ -459,7 +419,7 @@ impl Legs {
 
     /// Ends the session: logs why (`error`, if it ended on one) and tells the client, if there
     /// is anything to tell, then closes both connections.
-    pub(super) async fn close(mut self, error: Option<Error>, peer: SocketAddr, metrics: &Metrics) {
+    pub(crate) async fn close(mut self, error: Option<Error>, peer: SocketAddr, metrics: &Metrics) {
         if let Some(error) = &error {
             if let Some(kind) = error.malformed_kind() {
                 metrics.malformed(kind);
@@ -499,7 +459,7 @@ impl Legs {
     /// The session's epoch is over: the connection to the retired primary is closed now
     /// (reset, nothing queued sent); the client's is kept, for the error its next command
     /// gets, with the sequence id the exchange would go on with.
-    pub(super) fn retire(mut self) -> (Conn<ClientStream>, Error) {
+    pub(crate) fn retire(mut self) -> (Conn<ClientStream>, Error) {
         let error = self.retired_error();
         if let Some(backend) = &mut self.primary {
             primary::reset_on_close(&mut backend.conn);
@@ -507,95 +467,25 @@ impl Legs {
         (self.client, error)
     }
 
-    /// The two connections, for a replica's pipe: the client's with the sequence id of the
-    /// next packet to it, the primary's, and the epoch they belong to.
-    pub(super) fn into_dump(mut self) -> DumpLegs {
-        let seq = self.client_seq.advance();
-        let backend = self
-            .primary
-            .expect("a dump is relayed on a connection to the primary");
-        DumpLegs {
-            replica: self.client,
-            seq,
-            primary: backend.conn,
-            epoch: backend.epoch,
-        }
-    }
-}
-
-// === impl Backend ===
-
-impl Backend {
-    fn new(conn: Conn<PrimaryStream>, epoch: OnEpoch) -> Self {
-        Backend {
-            conn,
-            retired: Box::pin(epoch.retired()),
-            epoch,
-            id: 0,
-            member: None,
-            statements: ConnStatements::default(),
-        }
-    }
-
-    /// The primary's id for the connection.
-    pub(super) fn id(&self) -> u32 {
-        self.id
-    }
-
-    /// The connection itself.
-    pub(super) fn conn(&mut self) -> &mut Conn<PrimaryStream> {
-        &mut self.conn
-    }
-
-    /// Resolves once the connection's epoch is over.
-    pub(super) fn retired_wait(&self) -> WaitForCancellationFutureOwned {
-        self.epoch.retired()
-    }
-
-    /// The number of the epoch the connection belongs to.
-    pub(super) fn epoch_number(&self) -> u64 {
-        self.epoch.number()
-    }
-
-    /// Whether the connection's epoch is over.
-    pub(super) fn is_retired(&self) -> bool {
-        self.epoch.arc().is_retired()
-    }
-
-    /// Whether the primary closed the connection, or said anything on it, while it was not
-    /// in use (`wait_timeout`, `KILL`): between commands it has nothing to say.
-    pub(super) fn spoke_unasked(&mut self) -> bool {
-        self.conn.buffered_len() > 0 || self.conn.readable_now()
-    }
-
-    /// Closes the connection: cleanly (`COM_QUIT`, then the end of the stream) if it may
-    /// still be written to, else at once with a reset, so that no byte of it reaches the
-    /// primary after a fence or a follow.
-    pub(super) async fn close(&mut self, durability: &Durability, fenced_reads: bool) {
-        match durability.pass(self.epoch.number(), fenced_reads) {
-            Ok(_pass) => self.conn.shutdown().await,
-            Err(_) => primary::reset_on_close(&mut self.conn),
-        }
-    }
-
-    /// Watches an idle connection: its epoch ending, or the primary sending something
-    /// ([`Conn::fill`]); waits forever without a connection.
-    async fn watch(backend: &mut Option<Backend>) -> Watched {
-        let Some(backend) = backend else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            biased;
-            () = backend.retired.as_mut() => Watched::Retired,
-            filled = backend.conn.fill() => Watched::Filled(filled),
-        }
+    /// The two connections, for a replica's dump: the client's with the sequence id of the
+    /// next packet to it, and the connection to the primary.
+    pub(crate) fn into_parts(self) -> (Conn<ClientStream>, u8, Backend) {
+        let Legs {
+            client,
+            primary,
+            mut client_seq,
+            ..
+        } = self;
+        let seq = client_seq.advance();
+        let backend = primary.expect(NO_BACKEND);
+        (client, seq, backend)
     }
 }
 
 /// Queues the ERR packet that tells the client about `error`, if it has one. The SQLSTATE
 /// marker is only understood once the client has logged in with protocol 4.1; before the
 /// greeting nothing has been negotiated.
-pub(super) fn queue_client_error(
+pub(crate) fn queue_client_error(
     client: &mut Conn<ClientStream>,
     seq: u8,
     logged_in: bool,

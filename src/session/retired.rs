@@ -7,7 +7,7 @@ use strongsync_proto::command::COM_QUIT;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
-use super::legs::{queue_client_error, Legs};
+use crate::legs::{queue_client_error, Legs};
 
 /// Serves what is left of the session: the client's next command, answered with the error.
 pub(super) async fn serve(legs: Legs, cancel: &CancellationToken) {

@@ -1,9 +1,8 @@
-//! A client that wants to be a replica: the semisync negotiation, which the proxy answers itself
-//! (the proxy, not the primary, is the replica's semisync master), and its binlog dump request.
+//! The session's dump phase: a client that wants to be a replica negotiates semisync with
+//! strongsync (its semisync master) and asks for the binlog, which the primary may accept.
 
 use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::command::{COM_BINLOG_DUMP, COM_QUERY};
-use strongsync_proto::gtid::GtidPosition;
 use strongsync_proto::packet::Packet;
 use strongsync_proto::resultset::{self, Layout};
 use strongsync_proto::semisync::Negotiation;
@@ -11,8 +10,9 @@ use tracing::{debug, info};
 
 use crate::error::{Error, ReplicaSetupError};
 use crate::flavour::{Answer, Flavour, OwnQueries};
-use crate::frontend::legs::Legs;
+use crate::legs::Legs;
 use crate::metrics::Metrics;
+use crate::replica::AcceptedDump;
 
 /// A replica's setup, as far as the proxy cares.
 ///
@@ -22,54 +22,24 @@ use crate::metrics::Metrics;
 /// does not have, …) leaves a log line and a counter, and the connection goes on as an ordinary
 /// client.
 ///
-/// [`ReplicaPipe`]: super::ReplicaPipe
+/// [`ReplicaPipe`]: crate::replica::ReplicaPipe
 #[derive(Debug, Default)]
-pub(in crate::frontend) struct ReplicaSetup {
+pub(super) struct ReplicaSetup {
     /// It sent `SET @rpl_semi_sync_slave = 1`: it will ACK flagged events.
     semisync: bool,
-}
-
-/// A dump the primary accepted: what the replica pipe starts from.
-#[derive(Debug)]
-pub(in crate::frontend) struct AcceptedDump {
-    /// The replica's `server_id` (from its dump request).
-    server_id: u32,
-    /// It negotiated semisync with the proxy.
-    semisync: bool,
-    /// The GTIDs the primary was told it has.
-    connect_state: GtidPosition,
-    /// The primary's first packet of the dump, not relayed yet.
-    first: Packet,
-}
-
-// === impl AcceptedDump ===
-
-impl AcceptedDump {
-    pub(in crate::frontend) fn server_id(&self) -> u32 {
-        self.server_id
-    }
-
-    pub(in crate::frontend) fn semisync(&self) -> bool {
-        self.semisync
-    }
-
-    /// What the replica holds by its connect state, and the dump's first packet.
-    pub(in crate::frontend) fn into_start(self) -> (GtidPosition, Packet) {
-        (self.connect_state, self.first)
-    }
 }
 
 // === impl ReplicaSetup ===
 
 impl ReplicaSetup {
     /// Recognises a semisync negotiation statement (to answer, not forward).
-    pub(in crate::frontend) fn negotiation(&self, payload: &[u8]) -> Option<Negotiation> {
+    pub(super) fn negotiation(&self, payload: &[u8]) -> Option<Negotiation> {
         Negotiation::recognise(payload.strip_prefix(&[COM_QUERY])?)
     }
 
     /// Answers a semisync negotiation statement as a semisync-enabled primary would, laid out
     /// as the client reads result sets, its terminator carrying `status`.
-    pub(in crate::frontend) async fn answer(
+    pub(super) async fn answer(
         &mut self,
         negotiation: Negotiation,
         legs: &mut Legs,
@@ -107,7 +77,7 @@ impl ReplicaSetup {
     /// Asks the primary for the binlog on the client's behalf. The connection is handed over
     /// to a replica pipe only if the primary accepts (its first event comes back); if it
     /// refuses, the client gets the primary's error and stays an ordinary client (`None`).
-    pub(in crate::frontend) async fn request_dump(
+    pub(super) async fn request_dump(
         &self,
         dump: &Packet,
         legs: &mut Legs,

@@ -19,23 +19,23 @@
 //! positions, files), which semisync `AFTER_SYNC` reveals as well, the binlog holding a
 //! transaction before the replicas' ACKs.
 
-use crate::reveals_nothing::normalized;
+use super::reveals_nothing::normalized;
 
 /// What the proxy sends in place of a plain `BEGIN`: the same transaction, its snapshot taken
 /// now rather than at its first read (which `REPEATABLE READ` allows).
-pub const START_WITH_SNAPSHOT: &[u8] = b"START TRANSACTION WITH CONSISTENT SNAPSHOT";
+pub(crate) const START_WITH_SNAPSHOT: &[u8] = b"START TRANSACTION WITH CONSISTENT SNAPSHOT";
 
 /// The transaction characteristics MariaDB reports for [`START_WITH_SNAPSHOT`] when nothing
 /// else (a one-shot isolation level, `READ ONLY`) was asked for the transaction.
-pub const SNAPSHOT_CHARACTERISTICS: &[u8] = b"START TRANSACTION WITH CONSISTENT SNAPSHOT;";
+pub(crate) const SNAPSHOT_CHARACTERISTICS: &[u8] = b"START TRANSACTION WITH CONSISTENT SNAPSHOT;";
 
 /// The transaction-state report right after [`START_WITH_SNAPSHOT`]: an explicit transaction
 /// that has read (the snapshot) and done nothing else.
-pub const SNAPSHOT_TAKEN: &[u8] = b"T_R_____";
+pub(crate) const SNAPSHOT_TAKEN: &[u8] = b"T_R_____";
 
 /// How a statement starts a transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Start {
+pub(crate) enum Start {
     /// `BEGIN`, `BEGIN WORK` or `START TRANSACTION`: the snapshot is taken at the first read.
     Plain,
     /// `START TRANSACTION WITH CONSISTENT SNAPSHOT`: the snapshot is taken now.
@@ -44,7 +44,7 @@ pub enum Start {
 
 /// How `sql` (a `COM_QUERY`'s text) starts a transaction, if it is one of the plain forms.
 /// Only blanks and letter case may differ.
-pub fn transaction_start(sql: &[u8]) -> Option<Start> {
+pub(crate) fn transaction_start(sql: &[u8]) -> Option<Start> {
     normalized::<64, _>(sql, |norm| match norm {
         b"begin" | b"beginwork" | b"starttransaction" => Some(Start::Plain),
         b"starttransactionwithconsistentsnapshot" => Some(Start::WithSnapshot),
@@ -57,7 +57,7 @@ pub fn transaction_start(sql: &[u8]) -> Option<Start> {
 /// reads, directly or through views and functions, shows in the transaction tracker's state.
 /// Anything else — another statement, several, one that starts with a comment, or
 /// parenthesised — may read what the tracker does not flag.
-pub fn reads_snapshot_only(sql: &[u8]) -> bool {
+pub(crate) fn reads_snapshot_only(sql: &[u8]) -> bool {
     let start = sql.trim_ascii_start();
     let word_len = start.iter().take_while(|b| b.is_ascii_alphabetic()).count();
     let word = &start[..word_len];
@@ -84,7 +84,7 @@ pub fn reads_snapshot_only(sql: &[u8]) -> bool {
 /// Whether a `SESSION_TRACK_TRANSACTION_STATE` value says the session is in an explicit
 /// transaction that so far has read only transactional tables, written nothing and locked no
 /// tables (a result set sent, or a statement unsafe for statement-based replication, is fine).
-pub fn state_reads_snapshot_only(state: &[u8]) -> bool {
+pub(crate) fn state_reads_snapshot_only(state: &[u8]) -> bool {
     let &[explicit, non_trx_read, _read, non_trx_write, write, _unsafe, _result, locked] = state
     else {
         return false;

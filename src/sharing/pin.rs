@@ -166,7 +166,7 @@ impl Pins {
             // A cursor lives on the connection that opened it, and so do parameters sent
             // ahead of their execute.
             COM_STMT_EXECUTE | COM_STMT_SEND_LONG_DATA | COM_STMT_FETCH => {
-                if super::statements::lives_on_connection(payload) {
+                if lives_on_connection(payload) {
                     self.stick(Pin::Prepared);
                 }
             }
@@ -332,6 +332,19 @@ pub(crate) fn asks_last_insert_id(sql: &[u8]) -> Option<&[u8]> {
         .map(u8::to_ascii_uppercase)
         .collect();
     (squeezed == b"LAST_INSERT_ID()").then_some(expression)
+}
+
+/// Whether statement command `payload` leaves something on the connection that runs it: a
+/// cursor (an execute that opens one, or a fetch from it) or parameters sent ahead of their
+/// execute. Its session keeps that connection, and the connection its statement.
+pub(crate) fn lives_on_connection(payload: &[u8]) -> bool {
+    match payload.first() {
+        Some(&COM_STMT_EXECUTE) => payload
+            .get(5)
+            .is_some_and(|flags| flags & CURSOR_TYPE_READ_ONLY != 0),
+        Some(&(COM_STMT_SEND_LONG_DATA | COM_STMT_FETCH)) => true,
+        _ => false,
+    }
 }
 
 /// The lists of statement words, by their bit in [`words_in`]'s answer.

@@ -66,7 +66,7 @@ const TRANSACTION_CONTROL: &[&[u8]] = &[
 
 /// Whether `sql` (a `COM_QUERY`'s text) is one of the replica's setup statements. Only blanks
 /// and letter case may differ; a comment or anything else makes it an ordinary statement.
-pub fn replica_setup(sql: &[u8]) -> bool {
+pub(crate) fn replica_setup(sql: &[u8]) -> bool {
     normalized::<LONGEST, _>(sql, |norm| {
         STATEMENTS.iter().any(|template| matches(template, norm))
     })
@@ -74,14 +74,14 @@ pub fn replica_setup(sql: &[u8]) -> bool {
 
 /// Whether `sql` is a plain `BEGIN`, `START TRANSACTION`, `COMMIT` or `ROLLBACK` (with or
 /// without `WORK`). Only blanks and letter case may differ.
-pub fn transaction_control(sql: &[u8]) -> bool {
+pub(crate) fn transaction_control(sql: &[u8]) -> bool {
     normalized::<32, _>(sql, |norm| TRANSACTION_CONTROL.contains(&norm))
 }
 
 /// `sql` in lower case without blanks (and without one trailing `;`), given to `check`; the
 /// default answer (`false`, `None`) if it is longer than `N` bytes (longer than anything the
 /// caller recognises).
-pub(crate) fn normalized<const N: usize, R: Default>(
+pub(super) fn normalized<const N: usize, R: Default>(
     sql: &[u8],
     check: impl FnOnce(&[u8]) -> R,
 ) -> R {

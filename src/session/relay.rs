@@ -9,16 +9,14 @@ use strongsync_proto::packet::Packet;
 use strongsync_proto::response::{PacketKind, ResponseReader};
 use strongsync_proto::stmt::PrepareOk;
 
-use super::bound::Bounds;
 use super::commits::{Mark, ResponseCommits};
-use super::legs::Legs;
-use super::share::Share;
-use super::snapshot::SnapshotCover;
-use super::statements;
 use super::Shared;
+use crate::barrier::{Bounds, SnapshotCover};
 use crate::commit::{Release, Unresolved};
 use crate::error::Error;
 use crate::flavour::{CheckReason, Tracker, Unlearnt};
+use crate::legs::Legs;
+use crate::sharing::Share;
 
 /// Queued response bytes that trigger a write to the client even if more packets are
 /// already buffered from the primary.
@@ -177,7 +175,7 @@ impl<'s> ResponseRelay<'s> {
                 }
                 PacketKind::Err => {
                     if let Some(share) = &mut self.share {
-                        share.on_err(self.legs);
+                        share.on_err();
                     }
                     // An error may have ended the transaction (a deadlock, a row changed
                     // since the snapshot) and never carries its state.
@@ -196,8 +194,8 @@ impl<'s> ResponseRelay<'s> {
             self.check(reason).await?;
             self.commits.hold_if_news();
         }
-        if self.share.is_some() {
-            statements::close_surplus(self.legs, &self.shared.metrics).await?;
+        if let Some(share) = &mut self.share {
+            share.close_surplus(self.legs).await?;
         }
         debug_assert!(
             !self.commits.holding(),
@@ -211,7 +209,10 @@ impl<'s> ResponseRelay<'s> {
             }
         }
         self.release(true).await?;
-        self.cover.after_response(&self.commits);
+        self.cover.after_response(
+            self.commits.snapshot_taken(),
+            self.commits.leaves_snapshot(),
+        );
         Ok(self.status)
     }
 
@@ -244,7 +245,7 @@ impl<'s> ResponseRelay<'s> {
     fn relay_prepare_ok(&mut self, packet: &Packet, seq: u8) -> Result<(), Error> {
         let ok = PrepareOk::parse(packet.payload()).map_err(Error::PrimaryProtocol)?;
         let id = match &mut self.share {
-            Some(share) => share.prepared(ok, self.legs),
+            Some(share) => share.prepared(ok),
             None => ok.id,
         };
         self.cover.prepared(id);
@@ -275,16 +276,36 @@ impl<'s> ResponseRelay<'s> {
         }
         match checked.unlearnt {
             None => Ok(()),
-            Some(Unlearnt::Bound(reason)) => {
-                self.bounds
-                    .bound_or_give_up(self.legs, &mut self.commits, reason)
-                    .await
-            }
+            Some(Unlearnt::Bound(reason)) => self.bound_or_give_up(reason).await,
             Some(Unlearnt::Unresolved(reason)) => {
                 self.commits.give_up(reason);
                 Ok(())
             }
         }
+    }
+
+    /// What is held must go before the session can say what it committed (or the session
+    /// cannot say): bounds it by the primary's binlog position, read on strongsync's own
+    /// connection, or — without one, or if it fails — releases it as unresolved for `reason`.
+    async fn bound_or_give_up(&mut self, reason: Unresolved) -> Result<(), Error> {
+        match self.bounds.bound_once(self.legs, &reason).await? {
+            Some(bound) => self.commits.bounded(&bound),
+            None => self.commits.give_up(reason),
+        }
+        Ok(())
+    }
+
+    /// Under the read barrier, bounds what is queued for the client by the primary's binlog
+    /// position; if no reading can be had, what is queued goes as unresolved (counted, logged,
+    /// listed in `/status`).
+    async fn bound_read(&mut self) -> Result<(), Error> {
+        match self.bounds.read_bound(self.legs).await? {
+            Ok(bound) => self.commits.bounded_read(&bound),
+            Err(error) => self.commits.unbounded(Unresolved::ReadUnbounded {
+                error: error.to_string(),
+            }),
+        }
+        Ok(())
     }
 
     /// Releases what has been queued for the client: first reports the commits it announces
@@ -302,12 +323,7 @@ impl<'s> ResponseRelay<'s> {
             if self.legs.client().pending_write() <= limit {
                 return Ok(());
             }
-            self.bounds
-                .bound_or_give_up(
-                    self.legs,
-                    &mut self.commits,
-                    Unresolved::HeldPastLimit { limit },
-                )
+            self.bound_or_give_up(Unresolved::HeldPastLimit { limit })
                 .await?;
         }
         let pending = self.legs.client().pending_write();
@@ -316,9 +332,12 @@ impl<'s> ResponseRelay<'s> {
             if !done && pending < chunk {
                 return Ok(());
             }
-            let by_snapshot = done && self.cover.answers(&self.commits, &self.shared.durability);
+            let by_snapshot = done
+                && self
+                    .cover
+                    .answers(self.commits.snapshot(), &self.shared.durability);
             if !by_snapshot {
-                self.bounds.bound_read(self.legs, &mut self.commits).await?;
+                self.bound_read().await?;
             }
         }
         if self.commits.has_news() {
@@ -360,8 +379,7 @@ impl<'s> ResponseRelay<'s> {
     async fn answer_infile_request(&mut self) -> Result<(), Error> {
         self.commits.not_whole();
         if self.commits.holding() {
-            self.bounds
-                .bound_or_give_up(self.legs, &mut self.commits, Unresolved::HiddenBeforeInfile)
+            self.bound_or_give_up(Unresolved::HiddenBeforeInfile)
                 .await?;
         }
         self.release(true).await?;

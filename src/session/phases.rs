@@ -16,26 +16,21 @@ use strongsync_proto::handshake::ChangeUser;
 use strongsync_proto::packet::Packet;
 use strongsync_proto::response::ResponseReader;
 use strongsync_proto::resultset;
-use strongsync_proto::reveals_nothing;
-use strongsync_proto::snapshot;
-use strongsync_proto::stmt;
 use strongsync_proto::ProtoError;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::debug;
 
-use super::bound::Bounds;
+use super::dump::ReplicaSetup;
 use super::in_flight::InFlightGuard;
-use super::legs::Legs;
 use super::login::{relay_auth, Auth, ClientCaps, LoggedIn};
-use super::pin::{asks_last_insert_id, Pin as Pinned};
 use super::relay::{Command, ResponseRelay, SessionParts};
-use super::replica::{AcceptedDump, ReplicaPipe, ReplicaSetup};
-use super::share::Share;
-use super::snapshot::{Replacement, SnapshotCover};
-use super::statements::{self, Routed};
 use super::Shared;
+use crate::barrier::{reveals_nothing, snapshot, Bounds, Replacement, SnapshotCover};
 use crate::error::Error;
 use crate::flavour::{Flavour, ProxyState, Tracker, TrackerContext};
+use crate::legs::Legs;
+use crate::replica::{AcceptedDump, DumpLegs, ReplicaPipe};
+use crate::sharing::{Routed, Share};
 
 /// One logged-in client and its connection to the primary.
 pub(super) struct Session {
@@ -123,9 +118,8 @@ impl Session {
         let primary_tracks = logged_in.primary_tracks();
         let scramble = logged_in.scramble();
         let last_status = logged_in.status();
-        let mut legs = logged_in.into_legs();
+        let legs = logged_in.into_legs();
         let share = pool_key.map(|key| {
-            legs.join_pool(shared.pools.join(&key));
             Share::new(
                 Arc::clone(&shared.pools),
                 key,
@@ -189,13 +183,19 @@ impl Session {
                 // ends it (the hard stop) once the parked commits it may be acknowledging are
                 // done.
                 self.in_flight = None;
-                // Nor a session that shares: it leaves its pool, and the pinned-sessions count.
+                // Nor a session that shares: its connection leaves its pool, and the session
+                // the pinned-sessions count.
                 self.share = None;
-                self.legs.leave_pool();
                 let cx = self.shared.pipe_context();
-                if let Some((pipe, first)) =
-                    ReplicaPipe::admit(cx, self.legs.into_dump(), dump, peer)
-                {
+                let (replica, seq, backend) = self.legs.into_parts();
+                let (primary, epoch) = backend.into_parts();
+                let legs = DumpLegs {
+                    replica,
+                    seq,
+                    primary,
+                    epoch,
+                };
+                if let Some((pipe, first)) = ReplicaPipe::admit(cx, legs, dump, peer) {
                     pipe.run(first).await;
                 }
             }
@@ -218,7 +218,7 @@ impl Session {
         self.shared.take_in_quorum(&mut self.tracker);
         if let Some(share) = &mut self.share {
             if !self.tracker.tracks_from_defaults() {
-                share.fix(Pinned::Tracking);
+                share.tracked_by_own_settings();
             }
         }
         Ok(Phase::Idle)
@@ -310,7 +310,7 @@ impl Session {
             .note_command(packet.payload(), !packet.continues(), may_start)
         {
             Replacement::None => match &mut self.share {
-                Some(share) if statements::renumbered(cmd) => {
+                Some(share) if Share::renumbers(cmd) => {
                     match share.forward_statement(&mut self.legs, &packet).await? {
                         Routed::Forwarded => self.forward_rest(&packet).await?,
                         Routed::Answered => return Ok(Phase::Idle),
@@ -348,26 +348,24 @@ impl Session {
         let Some(share) = &mut self.share else {
             return Ok(None);
         };
-        if cmd == COM_STMT_PREPARE {
-            if let Err(error) = share.may_prepare() {
-                statements::refuse(&mut self.legs, packet, error).await?;
-                return Ok(Some(Phase::Idle));
-            }
+        if cmd == COM_STMT_PREPARE
+            && share
+                .refuse_prepare_past_limit(&mut self.legs, packet)
+                .await?
+        {
+            return Ok(Some(Phase::Idle));
         }
         if cmd == COM_STMT_CLOSE && !self.legs.has_backend() {
             // Its statement is prepared on connections other sessions use too: it stays.
-            if let Some(id) = stmt::statement_id(packet.payload()) {
-                share.close_unattached(id);
-            }
+            share.close_unattached(packet.payload());
             self.cover.note_command(packet.payload(), true, false);
             return Ok(Some(Phase::Idle));
         }
         // A session with a connection of its own (pinned) asks the primary.
         let sql = (cmd == COM_QUERY && !self.legs.has_backend()).then(|| &packet.payload()[1..]);
-        if let Some(expression) = sql.and_then(asks_last_insert_id) {
-            let name = String::from_utf8_lossy(expression);
+        if let Some((name, value)) = sql.and_then(|sql| share.last_insert_id_answer(sql)) {
             let layout = self.client.layout();
-            let (value, status) = (share.last_insert_id(), self.last_status);
+            let status = self.last_status;
             let seq = self.legs.next_client_seq();
             self.legs.client().queue(|buf| {
                 resultset::put_unsigned_result(buf, seq, layout, &name, value, status)
@@ -379,10 +377,6 @@ impl Session {
         match share.take(&mut self.legs, epoch).await {
             Ok(()) => {
                 share.on_command(packet.payload(), !packet.continues());
-                if matches!(cmd, COM_RESET_CONNECTION | COM_CHANGE_USER) {
-                    // The primary closes the connection's statements.
-                    self.legs.statements().forget();
-                }
                 Ok(None)
             }
             Err(error @ Error::PoolExhausted { .. }) => {
@@ -421,14 +415,21 @@ impl Session {
 
     /// Relays one response, then sets the trackers up again if the command reset them.
     async fn relay_response(&mut self, command: Command) -> Result<Phase, Error> {
-        let bounds = Bounds::new(&self.shared, self.flavour, self.connection_id);
+        let shared = &*self.shared;
+        let bounds = Bounds::new(
+            shared.probe.as_deref(),
+            &shared.durability,
+            &shared.metrics,
+            self.flavour,
+            self.connection_id,
+        );
         let parts = SessionParts {
             legs: &mut self.legs,
             tracker: &mut self.tracker,
             cover: &mut self.cover,
             share: self.share.as_mut(),
         };
-        let status = ResponseRelay::new(command, &self.shared, parts, bounds, self.primary_tracks)
+        let status = ResponseRelay::new(command, shared, parts, bounds, self.primary_tracks)
             .run()
             .await?;
         if let Some(status) = status {

@@ -17,8 +17,9 @@ use strongsync_proto::packet::Packet;
 use strongsync_proto::response::{PacketKind, ResponseReader};
 use strongsync_proto::stmt::{self, PrepareOk, Types, LAST_PREPARED};
 
-use super::legs::Legs;
+use super::pin::{lives_on_connection, words_in};
 use crate::error::Error;
+use crate::legs::Legs;
 use crate::metrics::Metrics;
 
 /// The statements a session prepared, by the ids it gave its client.
@@ -42,7 +43,7 @@ struct Statement {
     params: u16,
     /// The parameter types the client sent last (empty before it sent any).
     types: Vec<u8>,
-    /// The pin words of its text (see [`super::pin::words_in`]).
+    /// The pin words of its text (see [`words_in`]).
     words: u8,
 }
 
@@ -95,7 +96,7 @@ struct Prepared {
 }
 
 /// What became of a statement command.
-pub(super) enum Routed {
+pub(crate) enum Routed {
     /// It is queued for the primary, renumbered (a close of a shared statement: nothing is),
     /// and the rest of it follows, then its response if it has one.
     Forwarded,
@@ -129,19 +130,6 @@ pub(super) fn renumbered(cmd: u8) -> bool {
     )
 }
 
-/// Whether statement command `payload` leaves something on the connection that runs it: a
-/// cursor (an execute that opens one, or a fetch from it) or parameters sent ahead of their
-/// execute. Its session keeps that connection, and the connection its statement.
-pub(super) fn lives_on_connection(payload: &[u8]) -> bool {
-    match payload.first() {
-        Some(&command::COM_STMT_EXECUTE) => payload
-            .get(5)
-            .is_some_and(|flags| flags & command::CURSOR_TYPE_READ_ONLY != 0),
-        Some(&(command::COM_STMT_SEND_LONG_DATA | command::COM_STMT_FETCH)) => true,
-        _ => false,
-    }
-}
-
 // === impl SessionStatements ===
 
 impl SessionStatements {
@@ -152,7 +140,7 @@ impl SessionStatements {
         let keep = whole && self.bytes + text.len() <= limits.bytes;
         self.preparing = Some(Preparing {
             text: keep.then(|| Arc::from(text)),
-            words: super::pin::words_in(text),
+            words: words_in(text),
         });
         keep
     }
@@ -259,6 +247,7 @@ impl SessionStatements {
     pub(super) async fn forward(
         &mut self,
         legs: &mut Legs,
+        conn: &mut ConnStatements,
         first: &Packet,
         limits: StatementLimits,
         metrics: &Metrics,
@@ -299,7 +288,7 @@ impl SessionStatements {
         }
         let (id, text) = match &statement.text {
             Text::Own(own) => (*own, None),
-            Text::Shared(text) => match prepare_here(legs, text, limits, metrics).await? {
+            Text::Shared(text) => match prepare_here(legs, conn, text, limits, metrics).await? {
                 Ok(id) => (id, Some(Arc::clone(text))),
                 Err(refusal) => {
                     drain(legs, first).await?;
@@ -311,10 +300,9 @@ impl SessionStatements {
                 }
             },
         };
-        write_closes(legs, metrics);
+        write_closes(legs, conn, metrics);
         let seq = legs.next_primary_seq();
         let types = Types::of(payload, statement.params).ok().flatten();
-        let conn = legs.statements();
         conn.executing.clone_from(&text);
         if let Some(text) = text.as_ref().filter(|_| lives_on_connection(payload)) {
             conn.hold(text);
@@ -448,11 +436,12 @@ impl ConnStatements {
 /// `Err` holds the primary's refusal.
 async fn prepare_here(
     legs: &mut Legs,
+    conn: &mut ConnStatements,
     text: &Arc<[u8]>,
     limits: StatementLimits,
     metrics: &Metrics,
 ) -> Result<Result<u32, Packet>, Error> {
-    if let Some(id) = legs.statements().touch(text) {
+    if let Some(id) = conn.touch(text) {
         return Ok(Ok(id));
     }
     // Each command is an exchange of its own, from sequence id 0.
@@ -484,15 +473,15 @@ async fn prepare_here(
     let outcome = outcome.expect("a finished prepare response began with PREPARE_OK or ERR");
     if let Ok(id) = outcome {
         metrics.statements_reprepared.inc();
-        legs.statements().insert(Arc::clone(text), id, limits);
+        conn.insert(Arc::clone(text), id, limits);
     }
     Ok(outcome)
 }
 
 /// Queues the closes of the statements the connection is to close, each an exchange of its
 /// own (from sequence id 0, with no response), before the next command.
-fn write_closes(legs: &mut Legs, metrics: &Metrics) {
-    let mut to_close = std::mem::take(&mut legs.statements().to_close);
+fn write_closes(legs: &mut Legs, conn: &mut ConnStatements, metrics: &Metrics) {
+    let mut to_close = std::mem::take(&mut conn.to_close);
     if to_close.is_empty() {
         return;
     }
@@ -503,7 +492,7 @@ fn write_closes(legs: &mut Legs, metrics: &Metrics) {
     }
     // The vector goes back, to be filled again without an allocation.
     to_close.clear();
-    legs.statements().to_close = to_close;
+    conn.to_close = to_close;
 }
 
 /// Closes the statements the connection is to close (see [`ConnStatements::insert`]), once
@@ -511,11 +500,15 @@ fn write_closes(legs: &mut Legs, metrics: &Metrics) {
 ///
 /// # Errors
 /// The legs' errors.
-pub(super) async fn close_surplus(legs: &mut Legs, metrics: &Metrics) -> Result<(), Error> {
-    if legs.statements().to_close.is_empty() {
+pub(super) async fn close_surplus(
+    legs: &mut Legs,
+    conn: &mut ConnStatements,
+    metrics: &Metrics,
+) -> Result<(), Error> {
+    if conn.to_close.is_empty() {
         return Ok(());
     }
-    write_closes(legs, metrics);
+    write_closes(legs, conn, metrics);
     legs.flush_primary().await
 }
 

@@ -19,15 +19,15 @@ use strongsync_proto::resultset::Layout;
 use strongsync_proto::ProtoError;
 use tracing::debug;
 
-use super::legs::{Either, Legs};
-use super::pool::PoolKey;
 use super::Shared;
 use crate::conn::Conn;
 use crate::durability::OnEpoch;
 use crate::error::{Error, PasswordRefused};
 use crate::flavour::Flavour;
+use crate::legs::{Either, Legs};
 use crate::metrics::Metrics;
 use crate::primary::{self, PrimaryStream};
+use crate::sharing::PoolKey;
 use crate::stream::ClientStream;
 use crate::tls::{PasswordKey, PrimaryTlsConnector};
 

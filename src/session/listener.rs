@@ -11,13 +11,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{error, info_span, warn, Instrument};
 
-use super::legs::queue_client_error;
 use super::login::{connect_primary, Login};
-use super::session::Session;
+use super::phases::Session;
 use super::Shared;
 use crate::conn::Conn;
 use crate::error::Error;
 use crate::health::Unreachable;
+use crate::legs::queue_client_error;
 use crate::stream::ClientStream;
 
 /// Longest pause after repeated accept failures (e.g. out of file descriptors).

@@ -1,13 +1,14 @@
-//! The replica side of a connection: its semisync negotiation and dump request, then the pipe
-//! that relays the binlog to it and reads its ACKs, knowing nothing of the client session.
+//! The replica relay: once the primary accepted a replica's binlog dump, a pipe relays the
+//! binlog to the replica and reads its ACKs for strong sync, knowing nothing of the session.
 
 mod held_back;
 mod pipe;
-mod setup;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use strongsync_proto::gtid::GtidPosition;
+use strongsync_proto::packet::Packet;
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::Conn;
@@ -16,11 +17,10 @@ use crate::metrics::Metrics;
 use crate::primary::PrimaryStream;
 use crate::stream::ClientStream;
 
-pub(super) use pipe::ReplicaPipe;
-pub(super) use setup::{AcceptedDump, ReplicaSetup};
+pub(crate) use pipe::ReplicaPipe;
 
 /// What a replica pipe needs of the proxy, and nothing more.
-pub(super) struct PipeContext {
+pub(crate) struct PipeContext {
     /// Strong sync, which the pipe reports the replica's stream and ACKs to.
     pub durability: Arc<Durability>,
     pub metrics: Arc<Metrics>,
@@ -34,9 +34,22 @@ pub(super) struct PipeContext {
 
 /// The connections a dump goes on: the replica's, with the sequence id of the next packet to
 /// it, and the one to the primary, with its epoch.
-pub(super) struct DumpLegs {
+pub(crate) struct DumpLegs {
     pub replica: Conn<ClientStream>,
     pub seq: u8,
     pub primary: Conn<PrimaryStream>,
     pub epoch: OnEpoch,
+}
+
+/// A dump the primary accepted: what the replica pipe starts from.
+#[derive(Debug)]
+pub(crate) struct AcceptedDump {
+    /// The replica's `server_id` (from its dump request).
+    pub server_id: u32,
+    /// It negotiated semisync with the proxy.
+    pub semisync: bool,
+    /// The GTIDs the primary was told it has.
+    pub connect_state: GtidPosition,
+    /// The primary's first packet of the dump, not relayed yet.
+    pub first: Packet,
 }

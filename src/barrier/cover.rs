@@ -8,10 +8,9 @@ use strongsync_proto::command::{
     COM_STMT_PREPARE,
 };
 use strongsync_proto::gtid::GtidPosition;
-use strongsync_proto::snapshot::{self, Start};
 use strongsync_proto::stmt::statement_id;
 
-use super::commits::ResponseCommits;
+use super::snapshot::{self, Start};
 use crate::durability::{Durability, QuorumRule};
 
 /// Prepared statements remembered as single `SELECT`s per session; past this, a new one is
@@ -29,7 +28,7 @@ const MAX_PREPARED_READS: usize = 1024;
 /// Anything else — an error, another state, a check, a statement of another kind — is bounded as
 /// before, and most of them end the snapshot's cover (see [`strongsync_proto::snapshot`]).
 #[derive(Debug, Default)]
-pub(super) struct SnapshotCover {
+pub(crate) struct SnapshotCover {
     /// The transaction in progress started with a consistent snapshot taken before the
     /// primary's binlog was at this position (its `BEGIN` was bounded by it).
     bound: Option<Arc<GtidPosition>>,
@@ -46,7 +45,7 @@ pub(super) struct SnapshotCover {
 }
 
 /// What the session sends in place of a command.
-pub(super) enum Replacement {
+pub(crate) enum Replacement {
     /// The command as the client sent it.
     None,
     /// A plain `BEGIN`, sent as [`snapshot::START_WITH_SNAPSHOT`].
@@ -58,13 +57,13 @@ pub(super) enum Replacement {
 impl SnapshotCover {
     /// The bound of the snapshot the response to the command in flight reads from, if it
     /// reads only from it.
-    pub(super) fn for_response(&self) -> Option<Arc<GtidPosition>> {
+    pub(crate) fn for_response(&self) -> Option<Arc<GtidPosition>> {
         self.bound.clone().filter(|_| self.reading)
     }
 
     /// Remembers the statement a `PREPARE_OK` announced (as the client knows it) if the
     /// command in flight prepared a single `SELECT`.
-    pub(super) fn prepared(&mut self, id: u32) {
+    pub(crate) fn prepared(&mut self, id: u32) {
         if self.preparing_read && self.prepared_reads.len() < MAX_PREPARED_READS {
             self.prepared_reads.insert(id);
         } else {
@@ -73,11 +72,12 @@ impl SnapshotCover {
         }
     }
 
-    /// Takes in what a response said about its transaction.
-    pub(super) fn after_response(&mut self, commits: &ResponseCommits) {
+    /// Takes in what a response said about its transaction: the bound of the snapshot it
+    /// `took`, if it started one the read barrier bounded, and whether it `left` its snapshot.
+    pub(crate) fn after_response(&mut self, took: Option<&Arc<GtidPosition>>, left: bool) {
         if std::mem::take(&mut self.starting) {
-            self.cover(commits.snapshot_taken().cloned());
-        } else if commits.leaves_snapshot() {
+            self.cover(took.cloned());
+        } else if left {
             self.cover(None);
         }
     }
@@ -97,7 +97,7 @@ impl SnapshotCover {
     /// command (a statement of 16 MiB or more comes in several packets, and is never taken for
     /// a single `SELECT`: its text is not all here). `may_start`: a transaction the command
     /// starts may be covered by its snapshot (see [`crate::config::Visibility::Snapshot`]).
-    pub(super) fn note_command(
+    pub(crate) fn note_command(
         &mut self,
         payload: &[u8],
         whole: bool,
@@ -144,9 +144,14 @@ impl SnapshotCover {
     }
 
     /// Whether what is queued may go without a bound of its own: the whole response is in,
-    /// it read only its transaction's snapshot, and the quorum holds that snapshot.
-    pub(super) fn answers(&mut self, commits: &ResponseCommits, durability: &Durability) -> bool {
-        let Some(bound) = commits.snapshot() else {
+    /// it read only its transaction's snapshot (whose bound is `read_only`), and the quorum
+    /// holds that snapshot.
+    pub(crate) fn answers(
+        &mut self,
+        read_only: Option<&GtidPosition>,
+        durability: &Durability,
+    ) -> bool {
+        let Some(bound) = read_only else {
             return false;
         };
         match durability.read_in_snapshot(bound, self.held_under) {

@@ -52,7 +52,7 @@ const FLAGGED_KEPT: usize = 4096;
 ///
 /// A replica without semisync gets the events as the primary sent them, once the quorum holds them
 /// under `async_replicas = "after_quorum"` (see [`HeldBack`]).
-pub(in crate::frontend) struct ReplicaPipe {
+pub(crate) struct ReplicaPipe {
     cx: PipeContext,
     replica: Conn<ClientStream>,
     primary: Conn<PrimaryStream>,
@@ -109,7 +109,7 @@ impl ReplicaPipe {
     /// admitted to strong sync now, holding what the primary was told it has — unless the
     /// dump's epoch was fenced or is over meanwhile: then both connections close (the replica
     /// asks again, and is let in once strongsync follows a primary).
-    pub(in crate::frontend) fn admit(
+    pub(crate) fn admit(
         cx: PipeContext,
         legs: DumpLegs,
         dump: AcceptedDump,
@@ -121,8 +121,12 @@ impl ReplicaPipe {
             mut primary,
             epoch,
         } = legs;
-        let (server_id, semisync) = (dump.server_id(), dump.semisync());
-        let (connect_state, first) = dump.into_start();
+        let AcceptedDump {
+            server_id,
+            semisync,
+            connect_state,
+            first,
+        } = dump;
         let handle = match cx.durability.admit(
             epoch.number(),
             server_id,
@@ -173,7 +177,7 @@ impl ReplicaPipe {
 
     /// Relays the dump, starting with its first packet, until either side ends it; then
     /// closes both connections (the replica leaves strong sync when the pipe is dropped).
-    pub(in crate::frontend) async fn run(mut self, first: Packet) {
+    pub(crate) async fn run(mut self, first: Packet) {
         let result = self.relay(first).await;
         if let Err(error) = &result {
             if let Some(kind) = error.malformed_kind() {

@@ -12,18 +12,18 @@ use strongsync_proto::command::COM_QUIT;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::legs::Backend;
-use super::statements::StatementLimits;
+use super::statements::{ConnStatements, StatementLimits};
 use crate::config::SharingConfig;
 use crate::durability::Durability;
 use crate::error::Error;
+use crate::legs::Backend;
 use crate::metrics::Metrics;
 use crate::primary;
 
 /// What makes two logins' connections interchangeable: the account, the schema they started
 /// in, and everything the login settled on the primary's side.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct PoolKey {
+pub(crate) struct PoolKey {
     /// The login's user name and schema, as sent.
     pub user: Vec<u8>,
     pub schema: Vec<u8>,
@@ -56,7 +56,7 @@ pub(crate) struct Pools {
 /// that share them.
 #[derive(Default)]
 struct Pool {
-    free: Vec<Backend>,
+    free: Vec<Pooled>,
     members: Arc<Members>,
     /// Sessions that logged in sharing and have not ended: once none is left, the free
     /// connections serve nobody.
@@ -74,6 +74,24 @@ struct Members {
 /// Counts a connection as one of its pool's, from the login that opened it until it closes:
 /// a pool with none left anywhere can never give one out again.
 pub(super) struct Member(Arc<Members>);
+
+/// A connection to the primary as a pool keeps it.
+pub(super) struct Pooled {
+    pub backend: Backend,
+    pub kept: Kept,
+}
+
+/// What a pooled connection carries besides itself: its count among its pool's connections
+/// and the statements prepared on it. While a session uses the connection its legs hold the
+/// connection and its [`super::Share`] this, and they go back to the pool together.
+pub(super) struct Kept {
+    #[expect(
+        dead_code,
+        reason = "held for its drop, which takes the connection off the count"
+    )]
+    pub member: Member,
+    pub statements: ConnStatements,
+}
 
 // === impl Pools ===
 
@@ -162,7 +180,7 @@ impl Pools {
 
     /// Closes free connections taken out of their pools (`COM_QUIT`, then the end of the
     /// stream) in a task of their own: the callers may not wait.
-    fn close_later(self: &Arc<Self>, backends: Vec<Backend>, why: &'static str) {
+    fn close_later(self: &Arc<Self>, backends: Vec<Pooled>, why: &'static str) {
         if backends.is_empty() {
             return;
         }
@@ -181,12 +199,15 @@ impl Pools {
         }
     }
 
-    /// Counts a login's connection as one of `key`'s pool.
-    pub(super) fn join(&self, key: &PoolKey) -> Member {
+    /// Counts a login's connection as one of `key`'s pool, with no statement on it yet.
+    pub(super) fn join(&self, key: &PoolKey) -> Kept {
         let mut pools = self.lock();
         let members = &pool_of(&mut pools, key).members;
         members.count.fetch_add(1, Ordering::AcqRel);
-        Member(Arc::clone(members))
+        Kept {
+            member: Member(Arc::clone(members)),
+            statements: ConnStatements::default(),
+        }
     }
 
     /// A free connection of `key`'s pool, `own` (the id of the one the session had last)
@@ -196,7 +217,7 @@ impl Pools {
     /// # Errors
     /// [`Error::PoolExhausted`] when none came free in time; [`Error::PoolGone`] when the
     /// pool has no connection left anywhere (the primary closed them while they were free).
-    pub(super) async fn acquire(&self, key: &PoolKey, own: u32) -> Result<Backend, Error> {
+    pub(super) async fn acquire(&self, key: &PoolKey, own: u32) -> Result<Pooled, Error> {
         let config = self.config();
         let deadline = Instant::now() + config.max_wait;
         let mut waited: Option<Instant> = None;
@@ -205,15 +226,15 @@ impl Pools {
             let freed = {
                 let mut pools = self.lock();
                 let pool = pool_of(&mut pools, key);
-                while let Some(mut backend) = pool.take(own) {
+                while let Some(mut pooled) = pool.take(own) {
                     self.metrics.pool_idle.dec();
-                    if backend.is_retired() || backend.spoke_unasked() {
-                        dead.push(backend);
+                    if pooled.backend.is_retired() || pooled.backend.spoke_unasked() {
+                        dead.push(pooled);
                         continue;
                     }
                     drop(pools);
                     self.close_dead(dead);
-                    if backend.id() == own {
+                    if pooled.backend.id() == own {
                         self.checkouts_own.inc();
                     } else {
                         self.checkouts_other.inc();
@@ -224,7 +245,7 @@ impl Pools {
                             .with_label_values::<&str>(&[])
                             .observe(since.elapsed().as_secs_f64());
                     }
-                    return Ok(backend);
+                    return Ok(pooled);
                 }
                 if pool.members.count.load(Ordering::Acquire) == 0 {
                     drop(pools);
@@ -252,25 +273,25 @@ impl Pools {
 
     /// Takes `backend` back into `key`'s pool, or closes it if its epoch is over or the pool
     /// already has `sharing.pool_size` free connections.
-    pub(super) async fn give_back(self: &Arc<Self>, key: &PoolKey, mut backend: Backend) {
-        if backend.is_retired() {
+    pub(super) async fn give_back(self: &Arc<Self>, key: &PoolKey, mut pooled: Pooled) {
+        if pooled.backend.is_retired() {
             self.closed("retired");
-            primary::reset_on_close(backend.conn());
+            primary::reset_on_close(pooled.backend.conn());
             return;
         }
-        self.watch_epoch(&backend);
+        self.watch_epoch(&pooled.backend);
         {
             let mut pools = self.lock();
             let pool = pool_of(&mut pools, key);
             if pool.free.len() < self.pool_size() {
-                pool.free.push(backend);
+                pool.free.push(pooled);
                 pool.members.freed.notify_one();
                 self.metrics.pool_idle.inc();
                 return;
             }
         }
         self.closed("surplus");
-        self.quit(vec![backend]).await;
+        self.quit(vec![pooled]).await;
     }
 
     /// Closes the free connections of epochs that are over, so that none outlives the follow
@@ -282,22 +303,22 @@ impl Pools {
             for pool in pools.values_mut() {
                 let (gone, kept) = std::mem::take(&mut pool.free)
                     .into_iter()
-                    .partition(|backend| backend.is_retired());
+                    .partition(|pooled| pooled.backend.is_retired());
                 pool.free = kept;
-                retired.extend::<Vec<Backend>>(gone);
+                retired.extend::<Vec<Pooled>>(gone);
             }
         }
-        for mut backend in retired {
+        for mut pooled in retired {
             self.metrics.pool_idle.dec();
             self.closed("retired");
-            primary::reset_on_close(backend.conn());
+            primary::reset_on_close(pooled.backend.conn());
         }
     }
 
     /// Closes every free connection (`COM_QUIT`, then the end of the stream), at shutdown:
     /// the primary sees clients leave rather than connections drop.
     pub(crate) async fn close_all(&self) {
-        let free: Vec<Backend> = self
+        let free: Vec<Pooled> = self
             .lock()
             .values_mut()
             .flat_map(|pool| std::mem::take(&mut pool.free))
@@ -309,8 +330,8 @@ impl Pools {
     }
 
     /// Closes connections as a client leaves: `COM_QUIT`, then the end of the stream.
-    async fn quit(&self, backends: Vec<Backend>) {
-        for mut backend in backends {
+    async fn quit(&self, pooled: Vec<Pooled>) {
+        for Pooled { mut backend, .. } in pooled {
             backend.conn().write_packet(0, &[COM_QUIT]);
             backend.close(&self.durability, self.fenced_reads).await;
         }
@@ -338,8 +359,8 @@ impl Pools {
 
     /// Closes connections found dead on the way out of a pool (reset: the primary is gone
     /// from them, or their epoch is over).
-    fn close_dead(&self, dead: Vec<Backend>) {
-        for mut backend in dead {
+    fn close_dead(&self, dead: Vec<Pooled>) {
+        for Pooled { mut backend, .. } in dead {
             let why = if backend.is_retired() {
                 "retired"
             } else {
@@ -410,8 +431,12 @@ impl Pool {
 
     /// The free connection with id `own` if there is one, else the one given back last
     /// (the likeliest still in the primary's caches).
-    fn take(&mut self, own: u32) -> Option<Backend> {
-        match self.free.iter().position(|backend| backend.id() == own) {
+    fn take(&mut self, own: u32) -> Option<Pooled> {
+        match self
+            .free
+            .iter()
+            .position(|pooled| pooled.backend.id() == own)
+        {
             Some(at) => Some(self.free.swap_remove(at)),
             None => self.free.pop(),
         }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use strongsync_proto::gtid::{Gtid, GtidPosition};
 use strongsync_proto::ok::OkPacket;
-use strongsync_proto::snapshot;
 
+use crate::barrier::snapshot;
 use crate::commit::{Commit, Unresolved, WaitKind};
 use crate::flavour::CheckReason;
 
@@ -34,7 +34,7 @@ pub(super) struct ResponseCommits {
     /// The client was told the commit failed: the rest of the response is not relayed.
     discard: bool,
     /// The bound of the snapshot the response reads from, if it is a single `SELECT` in a
-    /// transaction covered by one (see [`super::snapshot`]).
+    /// transaction covered by one (see [`crate::barrier`]).
     snapshot: Option<Arc<GtidPosition>>,
     /// Something in the response says its transaction may not read only its snapshot (or
     /// cannot say): an error, a state with other flags, an insert id, a check.
@@ -247,5 +247,28 @@ impl ResponseCommits {
             epoch,
         };
         (commit, self.hold.take())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_reads_only_its_snapshot_until_something_says_otherwise() {
+        let bound = Arc::new(GtidPosition::default());
+        let reads = ResponseCommits::new(true, Some(Arc::clone(&bound)));
+        assert_eq!(reads.snapshot(), Some(&*bound));
+        let mut left = ResponseCommits::new(true, Some(Arc::clone(&bound)));
+        left.leave_snapshot();
+        assert_eq!(
+            left.snapshot(),
+            None,
+            "an error, another state, an insert id"
+        );
+        let mut news = ResponseCommits::new(true, Some(bound));
+        news.reported(Gtid::parse(b"0-1-8").unwrap());
+        assert_eq!(news.snapshot(), None, "news to wait for");
+        assert_eq!(ResponseCommits::new(true, None).snapshot(), None);
     }
 }

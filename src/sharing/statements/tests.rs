@@ -5,7 +5,9 @@ use strongsync_proto::command::{
 };
 use strongsync_proto::stmt::{PrepareOk, LAST_PREPARED};
 
-use super::{lives_on_connection, ConnStatements, SessionStatements, StatementLimits, Text};
+use crate::sharing::pin::lives_on_connection;
+
+use super::{ConnStatements, SessionStatements, StatementLimits, Text};
 
 const LIMITS: StatementLimits = StatementLimits {
     per_connection: 128,
