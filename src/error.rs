@@ -7,8 +7,8 @@ use std::time::Duration;
 use strongsync_proto::ProtoError;
 use thiserror::Error;
 
-use crate::commit::Cutoff;
 use crate::conn::ConnError;
+use crate::durability::Cutoff;
 
 /// The kinds of malformed input [`Error::malformed_kind`] names.
 pub const MALFORMED_KINDS: [&str; 7] = [
@@ -143,7 +143,7 @@ pub enum Error {
     },
     /// A commit did not reach its quorum in time (`on_timeout = error`); the session goes on.
     #[error("{0}")]
-    NotAcknowledged(#[from] crate::commit::NotAcknowledged),
+    NotAcknowledged(#[from] crate::durability::NotAcknowledged),
     /// A replica broke the replication protocol.
     #[error("replica misbehaved: {0}")]
     Replica(#[from] ReplicaError),
@@ -178,12 +178,12 @@ pub enum Error {
     },
 }
 
-impl From<crate::durability::Refused> for Error {
-    fn from(refused: crate::durability::Refused) -> Self {
+impl From<crate::gate::Refused> for Error {
+    fn from(refused: crate::gate::Refused) -> Self {
         match refused {
-            crate::durability::Refused::Fenced { epoch } => Error::Fenced { epoch },
-            crate::durability::Refused::Retired { epoch, now } => Error::Retired { epoch, now },
-            crate::durability::Refused::NotLeading { .. } => Error::NotLeading { leader: None },
+            crate::gate::Refused::Fenced { epoch } => Error::Fenced { epoch },
+            crate::gate::Refused::Retired { epoch, now } => Error::Retired { epoch, now },
+            crate::gate::Refused::NotLeading { .. } => Error::NotLeading { leader: None },
         }
     }
 }

@@ -21,10 +21,12 @@
 //! - [`flavour`]: what differs between a MariaDB primary and a MySQL one (how commits are
 //!   reported and checked, what bounds a response, what a replica says it holds), behind one
 //!   type chosen at login.
-//! - [`commit`]: the hook a session calls with those GTIDs before it releases the response.
+//! - [`commit`]: what a response reported about commits, which a session hands strong sync.
+//! - [`gate`]: the epoch in force, the fence's flag and the lease clock, which every write to
+//!   the primary passes.
 //! - [`durability`]: strong sync. Replica pipes report the transactions they relay and the
 //!   ACKs they send; commits park until a quorum of replicas has them, under the
-//!   timeout policy and the STRONG/DEGRADED state.
+//!   timeout policy and the STRONG/DEGRADED state. Sessions reach it through its `Door`.
 //! - [`failover`]: the fence, the primary followed and its epoch, the state file that keeps
 //!   them (and strong sync's positions) across a restart, and the admin token.
 //! - [`cluster`]: several instances with one leader, by a lease in etcd.
@@ -51,6 +53,7 @@ pub mod durability;
 pub mod error;
 pub mod failover;
 pub mod flavour;
+pub mod gate;
 pub mod health;
 pub mod metrics;
 pub mod operator;
@@ -67,5 +70,6 @@ mod session;
 mod sharing;
 
 pub use app::{Proxy, ProxyBuilder, ShutdownReport, StartError};
-pub use commit::{Commit, CommitHook, Release, WaitKind};
+pub use commit::{Commit, WaitKind};
 pub use config::{Config, ConfigError, Limits, Timeouts};
+pub use durability::{CommitHook, Release};

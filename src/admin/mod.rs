@@ -406,7 +406,7 @@ async fn metrics(AppState(admin): AppState<Admin>) -> Response {
 /// 200 on the instance that acts (the leader, or one alone), whatever its primary and
 /// replicas do: where replicas are routed, since the leader's `/readyz` waits for them.
 async fn leader(AppState(admin): AppState<Admin>) -> Response {
-    if admin.durability.lease().may_act() {
+    if admin.durability.gate().lease().may_act() {
         (StatusCode::OK, "leading\n").into_response()
     } else {
         let standing = admin.standing.borrow().label();
@@ -416,7 +416,7 @@ async fn leader(AppState(admin): AppState<Admin>) -> Response {
 
 async fn readyz(AppState(admin): AppState<Admin>) -> Response {
     // Only the leader serves: a load balancer, a Service or a VIP routes to it alone.
-    if !admin.durability.lease().may_act() {
+    if !admin.durability.gate().lease().may_act() {
         let standing = admin.standing.borrow().clone();
         let leader = standing
             .leader()
@@ -778,7 +778,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
             State::Strong => "strong",
             State::Degraded => "degraded",
         },
-        fenced: admin.durability.fenced(),
+        fenced: admin.durability.gate().fenced(),
         epoch: admin.control.epoch(),
         unacknowledged_tail: admin.durability.tail().to_string(),
         quorum: config.quorum,
@@ -879,7 +879,7 @@ async fn status(AppState(admin): AppState<Admin>) -> Response {
                     Standing::Leading { lease, ttl } => Some(LeaseStatus {
                         id: format!("{lease:x}"),
                         ttl_seconds: ttl.as_secs(),
-                        acting: admin.durability.lease().may_act(),
+                        acting: admin.durability.gate().lease().may_act(),
                     }),
                     _ => None,
                 },

@@ -20,13 +20,13 @@ use tracing::{info, warn};
 
 use crate::admin::{self, Admin};
 use crate::cluster::{self, Cluster, ClusterError};
-use crate::commit::CommitHook;
 use crate::config::{Config, ConfigError};
-use crate::durability::{Durability, WaitObserver};
+use crate::durability::{CommitHook, Door, Durability, WaitObserver};
 use crate::failover::{Control, ControlStartError};
 use crate::health::PrimaryHealth;
 use crate::metrics::Metrics;
 use crate::probe::Probe;
+use crate::replica::PipeContext;
 use crate::session::{self, InFlight, Shared};
 use crate::sharing::Pools;
 use crate::tls::{self, ClientTls, PrimaryTlsConnector, TlsError};
@@ -189,9 +189,10 @@ impl ProxyBuilder {
             }
             None => cluster::alone(),
         };
+        let door = Door::new(Arc::clone(&durability), hook(Arc::clone(&durability)));
         let pools = Pools::new(
             config.sharing.clone(),
-            Arc::clone(&durability),
+            door.clone(),
             config.failover.fenced_reads,
             Arc::clone(&metrics),
         );
@@ -200,11 +201,17 @@ impl ProxyBuilder {
             tls,
             primary_tls: primary_tls.clone(),
             password_key: tls::PasswordKey::default(),
-            hook: hook(Arc::clone(&durability)),
-            durability: Arc::clone(&durability),
+            door,
+            replicas: PipeContext {
+                durability: Arc::clone(&durability),
+                gate: Arc::clone(durability.gate()),
+                metrics: Arc::clone(&metrics),
+                write_timeout: config.timeouts.client_write,
+                max_held_bytes: config.limits.max_async_held_bytes,
+                hard_stop: hard.clone(),
+            },
             metrics: Arc::clone(&metrics),
             primary_health: Arc::clone(&primary_health),
-            hard_stop: hard.clone(),
             in_flight: Arc::clone(&in_flight),
             probe: config.probe_account()?.map(|account| {
                 Arc::new(Probe::new(

@@ -16,7 +16,7 @@ use tracing::{debug, warn};
 
 use crate::commit::Unresolved;
 use crate::config::{DurabilityConfig, OnTimeout};
-use crate::durability::Durability;
+use crate::durability::Door;
 use crate::error::Error;
 use crate::flavour::Flavour;
 use crate::legs::Legs;
@@ -31,8 +31,8 @@ const RETRY_AT_MOST: Duration = Duration::from_secs(1);
 pub(crate) struct Bounds<'s> {
     /// strongsync's own connection to the primary, if an account is configured.
     probe: Option<&'s Probe>,
-    /// Its live timeout policy, which says how long a failing probe is asked again.
-    durability: &'s Durability,
+    /// Strong sync's live timeout policy, which says how long a failing probe is asked again.
+    door: &'s Door,
     metrics: &'s Metrics,
     flavour: Flavour,
     connection_id: u32,
@@ -59,14 +59,14 @@ enum AfterFailure {
 impl<'s> Bounds<'s> {
     pub(crate) fn new(
         probe: Option<&'s Probe>,
-        durability: &'s Durability,
+        door: &'s Door,
         metrics: &'s Metrics,
         flavour: Flavour,
         connection_id: u32,
     ) -> Self {
         Bounds {
             probe,
-            durability,
+            door,
             metrics,
             flavour,
             connection_id,
@@ -128,7 +128,7 @@ impl<'s> Bounds<'s> {
                 Err(error) => error,
             };
             let first = retry.pause == RETRY_FIRST;
-            match retry.after_failure(&self.durability.config(), Instant::now()) {
+            match retry.after_failure(&self.door.settings(), Instant::now()) {
                 AfterFailure::GiveUp => {
                     warn!(connection_id = self.connection_id, %error, waited = ?retry.since.elapsed(), "the probe could not read the primary's binlog position: the response goes unbounded");
                     return Ok(Err(error));

@@ -11,7 +11,7 @@ use strongsync_proto::gtid::GtidPosition;
 use strongsync_proto::stmt::statement_id;
 
 use super::snapshot::{self, Start};
-use crate::durability::{Durability, QuorumRule};
+use crate::durability::{Door, QuorumRule};
 
 /// Prepared statements remembered as single `SELECT`s per session; past this, a new one is
 /// bounded like any other statement.
@@ -146,15 +146,11 @@ impl SnapshotCover {
     /// Whether what is queued may go without a bound of its own: the whole response is in,
     /// it read only its transaction's snapshot (whose bound is `read_only`), and the quorum
     /// holds that snapshot.
-    pub(crate) fn answers(
-        &mut self,
-        read_only: Option<&GtidPosition>,
-        durability: &Durability,
-    ) -> bool {
+    pub(crate) fn answers(&mut self, read_only: Option<&GtidPosition>, door: &Door) -> bool {
         let Some(bound) = read_only else {
             return false;
         };
-        match durability.read_in_snapshot(bound, self.held_under) {
+        match door.read_in_snapshot(bound, self.held_under) {
             Some(rule) => {
                 self.held_under = Some(rule);
                 true

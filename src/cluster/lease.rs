@@ -191,7 +191,7 @@ impl Cluster {
                     // Acting from now until the deadline the last renewal set.
                     acting.store(true, Ordering::SeqCst);
                     let until = *deadline.lock().unwrap_or_else(|p| p.into_inner());
-                    self.durability.lease().allow_until(until);
+                    self.durability.gate().lease().allow_until(until);
                     self.metrics.leader.set(1);
                     info!(lease = id, name = %self.me.name, "leading the cluster");
                 }
@@ -226,7 +226,7 @@ impl Cluster {
         acting: &AtomicBool,
         cancel: &CancellationToken,
     ) -> Result<(), &'static str> {
-        let lease = self.durability.lease();
+        let lease = self.durability.gate().lease();
         let before_deadline =
             || Instant::now() < *deadline.lock().unwrap_or_else(|p| p.into_inner());
         let mut stream = None;

@@ -151,7 +151,7 @@ impl Cluster {
             admin: admin.to_string(),
         };
         let options = connect_options(config)?;
-        durability.lease().stop();
+        durability.gate().lease().stop();
         metrics.cluster_member.set(1);
         Ok(Arc::new(Cluster {
             endpoints: c.endpoints.clone(),

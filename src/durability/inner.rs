@@ -14,7 +14,6 @@ use tracing::warn;
 
 use super::counters::WaitObserver;
 use super::degraded::ReleasedWithoutQuorum;
-use super::epoch::{Epoch, Refused};
 use super::fence::{Fence, Fencing};
 use super::index::{self, GtidIndex, Lookup};
 use super::lag::LagBook;
@@ -28,6 +27,7 @@ use super::status::UnresolvedRelease;
 use super::waiters::{Until, Verdict, Waiters};
 use super::watermark::Watermark;
 use crate::config::{DurabilityConfig, Topology};
+use crate::gate::Refused;
 
 /// Releases without quorum of unknown GTIDs remembered for `/status`, the most recent ones.
 const UNRESOLVED_KEPT: usize = 32;
@@ -55,8 +55,9 @@ pub(super) struct Inner {
     /// Every commit acknowledged to its client without its quorum (DEGRADED, the timeout
     /// policy, a session that asked for none), kept for the commit outcome.
     pub(super) released_without_quorum: GtidSet,
-    /// The epoch in force: its number and primary, and what fires when it is fenced or over.
-    pub(super) epoch: Arc<Epoch>,
+    /// The number of the epoch in force, as strong sync's state has it (the gate holds the
+    /// epoch itself; its own number moves first when a follow begins).
+    pub(super) epoch_number: u64,
     /// Why commits cannot be named by GTID now, if they cannot.
     pub(super) untracked_why: Option<String>,
     /// The fence, while it is up, and the tail of every fence so far.
@@ -107,7 +108,7 @@ impl Inner {
             degraded_before: Duration::ZERO,
             unresolved: VecDeque::new(),
             released_without_quorum: GtidSet::default(),
-            epoch: Epoch::new(1, String::new()),
+            epoch_number: 1,
             untracked_why: None,
             fencing: Fencing::default(),
             version: 0,
@@ -307,7 +308,6 @@ impl Inner {
     pub(super) fn raise_fence(&mut self, epoch: u64, woken: &mut Vec<Waker>) -> (Fence, bool) {
         let (fence, raised) = self.fencing.raise(epoch);
         if raised {
-            self.epoch.mark_fenced();
             self.waiters.all(woken);
             self.changed();
         }
@@ -321,16 +321,11 @@ impl Inner {
         self.changed();
     }
 
-    /// Opens epoch `number` on `primary` and lifts the fence: every position known goes (the
-    /// index, the replicas' ACKed positions, the quorum position), parked commits look
-    /// again (and, of the old epoch, are refused). Returns the old epoch.
-    pub(super) fn open_epoch(
-        &mut self,
-        number: u64,
-        primary: String,
-        woken: &mut Vec<Waker>,
-    ) -> Arc<Epoch> {
-        let old = Epoch::replace(&mut self.epoch, number, primary);
+    /// Opens epoch `number` and lifts the fence: every position known goes (the index, the
+    /// replicas' ACKed positions, the quorum position), parked commits look again (and, of
+    /// the old epoch, are refused).
+    pub(super) fn open_epoch(&mut self, number: u64, woken: &mut Vec<Waker>) {
+        self.epoch_number = number;
         let capacity = self.config.gtid_index_capacity;
         self.index = GtidIndex::new(capacity);
         self.lag = LagBook::new(capacity);
@@ -340,7 +335,6 @@ impl Inner {
         self.fencing.lift();
         self.waiters.all(woken);
         self.changed();
-        old
     }
 
     /// Of `gtids`, those the configured quorum does not hold.
@@ -435,9 +429,6 @@ impl Inner {
             );
         }
         let fenced = self.fencing.restore(kept.fence, &kept.tail);
-        if fenced {
-            self.epoch.mark_fenced();
-        }
         self.changed();
         fenced
     }
@@ -456,10 +447,10 @@ impl Inner {
         connect_state: &GtidPosition,
         woken: &mut Vec<Waker>,
     ) -> Result<u64, Refused> {
-        if self.epoch.number() != epoch {
+        if self.epoch_number != epoch {
             return Err(Refused::Retired {
                 epoch,
-                now: self.epoch.number(),
+                now: self.epoch_number,
             });
         }
         if self.fencing.up().is_some() {

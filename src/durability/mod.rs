@@ -5,17 +5,17 @@
 mod counters;
 mod coverage;
 mod degraded;
-mod epoch;
+mod door;
 mod fence;
 mod index;
 mod inner;
 mod lag;
-mod lease;
 mod outcome;
 mod persisted;
 mod policy;
 mod quorum;
 mod registry;
+mod release;
 mod replica;
 mod status;
 mod wait;
@@ -38,22 +38,22 @@ use strongsync_proto::gtid::{Gtid, GtidPosition, GtidSet};
 use strongsync_proto::position::Position;
 use tracing::warn;
 
-use crate::commit::{Commit, CommitHook, Release};
+use crate::commit::Commit;
 use crate::config::{DurabilityConfig, Topology};
+use crate::gate::{Gate, Refused};
 use crate::tracking_defaults::SessionDefaults;
 use counters::Counters;
 pub use counters::WaitObserver;
 pub use coverage::StreamCoverage;
 pub use degraded::{DomainRange, ReleasedWithoutQuorum};
-use epoch::Gate;
-pub use epoch::{Epoch, OnEpoch, Pass, Refused};
+pub use door::{CommitHook, Door};
 pub use fence::Fence;
 use inner::{DurableState, Inner, Plan};
-pub use lease::LeaseClock;
 pub use outcome::GtidOutcome;
 pub use persisted::{Persisted, PersistedReplica};
 pub use policy::{Outcome, SessionQuorum, State, OUTCOMES};
 pub use quorum::{QuorumRule, Unmet};
+pub use release::{Cutoff, NotAcknowledged, Release};
 pub use replica::{AckError, ReplicaHandle};
 pub use status::{DurabilityStatus, NotCandidate, ReplicaStatus, UnresolvedRelease};
 use waiters::waking;
@@ -83,8 +83,9 @@ pub struct Durability {
     inner: Mutex<Inner>,
     /// What it counts, and the observer it tells.
     counters: Counters,
-    /// The gate writes to the primary pass: the epoch in force, the fence and the lease.
-    gate: Gate,
+    /// The gate writes to the primary pass: the epoch in force, the fence's flag and the
+    /// lease. Strong sync raises and lifts the flag with the fence's state, under its lock.
+    gate: Arc<Gate>,
     shutting_down: AtomicBool,
     /// Parked commits are being released with an error: the shutdown's grace is over.
     releasing: AtomicBool,
@@ -134,7 +135,7 @@ impl Durability {
             fast: FastSettings::of(&config),
             inner: Mutex::new(Inner::new(config, observer.clone())),
             counters: Counters::new(observer),
-            gate: Gate::new(),
+            gate: Arc::new(Gate::new()),
             shutting_down: AtomicBool::new(false),
             releasing: AtomicBool::new(false),
             untracked: AtomicBool::new(false),
@@ -342,58 +343,21 @@ impl Durability {
 
     // --- epochs and the gate (epoch.rs) ---
 
-    /// The epoch in force, with its primary.
-    pub fn epoch(&self) -> Arc<Epoch> {
-        Arc::clone(&self.lock().epoch)
-    }
-
-    /// Until when this instance may relay and release (the cluster's lease keeper moves it).
-    pub fn lease(&self) -> &LeaseClock {
-        self.gate.lease()
-    }
-
-    /// The number of the epoch in force (one atomic read).
-    pub fn epoch_number(&self) -> u64 {
-        self.gate.epoch_number()
+    /// The gate every write to the primary passes, which sessions and replica pipes hold.
+    pub fn gate(&self) -> &Arc<Gate> {
+        &self.gate
     }
 
     /// Sets the epoch strongsync starts in (from the state file, or the first), before anything
     /// connects.
     pub fn start_epoch(&self, number: u64, primary: String) {
         let mut inner = self.lock();
-        inner.epoch = Epoch::new(number, primary);
-        self.gate.start(number);
-        if inner.fencing.up().is_some() {
-            inner.epoch.mark_fenced();
-        }
-    }
-
-    /// Lets a write to the primary of `epoch` go, unless that epoch is over or (without
-    /// `fenced_reads`) fenced. The fence and the follow wait for every pass given before them
-    /// to be dropped.
-    ///
-    /// # Errors
-    /// [`Refused`]: nothing may be written to that primary.
-    pub fn pass(&self, epoch: u64, fenced_reads: bool) -> Result<Pass<'_>, Refused> {
-        self.gate.pass(epoch, fenced_reads)
-    }
-
-    /// Whether a statement may go to the primary of `epoch` now: the check of
-    /// [`pass`](Self::pass), without counting a write (three atomic reads and, in a cluster,
-    /// the clock).
-    ///
-    /// # Errors
-    /// [`Refused`].
-    pub fn admits(&self, epoch: u64, fenced_reads: bool) -> Result<(), Refused> {
-        self.gate.admits(epoch, fenced_reads)
+        inner.epoch_number = number;
+        let fenced = inner.fencing.up().is_some();
+        self.gate.start(number, primary, fenced);
     }
 
     // --- the fence (raised and drained in inner.rs; its state: fence.rs) ---
-
-    /// Whether strong sync is fenced (read by every command and every relayed batch).
-    pub fn fenced(&self) -> bool {
-        self.gate.fenced()
-    }
 
     /// The fence in force, if any.
     pub fn fence_state(&self) -> Option<Fence> {
@@ -417,7 +381,7 @@ impl Durability {
         waking(|woken| {
             let mut inner = self.lock();
             let raised = inner.raise_fence(epoch, woken);
-            self.gate.set_fenced(true);
+            self.gate.fence_up();
             raised
         })
     }
@@ -471,9 +435,8 @@ impl Durability {
         let drained = self.gate.end_writes(number, drain).await;
         let old = waking(|woken| {
             let mut inner = self.lock();
-            let old = inner.open_epoch(number, primary, woken);
-            self.gate.set_fenced(false);
-            old
+            inner.open_epoch(number, woken);
+            self.gate.open(number, primary)
         });
         // Each session and pipe of the old epoch closes its connection to the old primary
         // (a reset: nothing it queued is sent) as soon as it runs; once they all have, nothing
@@ -515,7 +478,7 @@ impl Durability {
     /// departed ones, its watermark, its releases, and its fence.
     pub fn restore(&self, kept: Persisted) {
         if self.lock().restore(kept) {
-            self.gate.set_fenced(true);
+            self.gate.fence_up();
         }
     }
 

@@ -148,7 +148,7 @@ impl ReplicaHandle {
     /// Whether its epoch is still the one in force; if not, what it reports is counted and
     /// ignored.
     fn current(&self, inner: &Inner) -> bool {
-        let current = inner.epoch.number() == self.epoch;
+        let current = inner.epoch_number == self.epoch;
         if !current {
             self.durability.counters.stale_report();
         }

@@ -25,7 +25,7 @@ pub(super) fn admit_replica(
     connect_state: GtidPosition,
 ) -> ReplicaHandle {
     d.admit(
-        d.epoch_number(),
+        d.gate().epoch_number(),
         server_id,
         address,
         semisync,

@@ -373,7 +373,7 @@ async fn shutdown_releases_parked_commits_with_an_error_naming_it() {
     d.release_for_shutdown();
     match waiting.await.unwrap() {
         Release::Fail(e) => {
-            assert_eq!(e.cause, crate::commit::Cutoff::Shutdown);
+            assert_eq!(e.cause, crate::durability::Cutoff::Shutdown);
             let message = e.to_string();
             assert!(message.starts_with("proxy shutting down"), "{message}");
             assert!(message.contains("0-1-4"), "{message}");
@@ -1055,7 +1055,7 @@ async fn a_fence_fails_parked_commits_and_keeps_what_it_cut_off() {
     assert_eq!((fence.epoch, newly), (7, true));
     match waiting.await.unwrap() {
         Release::Fail(error) => {
-            assert_eq!(error.cause, crate::commit::Cutoff::Fenced { epoch: 7 });
+            assert_eq!(error.cause, crate::durability::Cutoff::Fenced { epoch: 7 });
             assert_eq!(error.gtids, gtid(5).to_string());
         }
         other => panic!("{other:?}"),
@@ -1086,7 +1086,7 @@ async fn a_fence_fails_parked_commits_and_keeps_what_it_cut_off() {
     drop((a, b));
     let again = service(2, OnTimeout::Block);
     again.restore(kept);
-    assert!(again.fenced());
+    assert!(again.gate().fenced());
     assert_eq!(again.outcome(&gtid(6)), GtidOutcome::Tail);
     assert_eq!(again.outcome(&gtid(4)), GtidOutcome::Acknowledged);
     let status = again.status();
@@ -1106,7 +1106,10 @@ async fn a_new_primary_starts_the_positions_again() {
         d.open_epoch(2, "db2:3306".into(), Duration::from_millis(10))
             .await
     );
-    assert_eq!((d.epoch_number(), d.epoch().primary()), (2, "db2:3306"));
+    assert_eq!(
+        (d.gate().epoch_number(), d.gate().epoch().primary()),
+        (2, "db2:3306")
+    );
     assert_eq!(d.status().quorum_position, None);
     // The replica's dump of the new epoch: the new primary's binlog starts low, and 500
     // there is not 500 of the old one, which the replica had passed. A commit waits for an
@@ -1145,7 +1148,7 @@ async fn a_commit_of_a_retired_epoch_is_never_acknowledged() {
     // The new replica holds 0-1-11 by its connect state; still, it was committed in epoch 1.
     match Arc::clone(&d).wait(commit(&[11])).await {
         Release::Fail(error) => {
-            assert_eq!(error.cause, crate::commit::Cutoff::Fenced { epoch: 1 });
+            assert_eq!(error.cause, crate::durability::Cutoff::Fenced { epoch: 1 });
         }
         other => panic!("{other:?}"),
     }
@@ -1158,10 +1161,16 @@ async fn a_commit_of_a_retired_epoch_is_never_acknowledged() {
 #[tokio::test(start_paused = true)]
 async fn the_fence_waits_for_writes_under_way_and_refuses_new_ones() {
     let d = service(1, OnTimeout::Block);
-    let pass = d.pass(1, false).expect("epoch 1, not fenced");
+    let pass = d.gate().pass(1, false).expect("epoch 1, not fenced");
     d.raise_fence(1);
-    assert_eq!(d.pass(1, false).err(), Some(Refused::Fenced { epoch: 1 }));
-    assert!(d.pass(1, true).is_ok(), "fenced_reads: statements go on");
+    assert_eq!(
+        d.gate().pass(1, false).err(),
+        Some(Refused::Fenced { epoch: 1 })
+    );
+    assert!(
+        d.gate().pass(1, true).is_ok(),
+        "fenced_reads: statements go on"
+    );
     // The write under way holds the drain until it is done (or the drain runs out).
     assert!(!d.drain_fence(Duration::from_millis(20), true).await);
     let drained = tokio::spawn({
@@ -1175,10 +1184,10 @@ async fn the_fence_waits_for_writes_under_way_and_refuses_new_ones() {
     d.open_epoch(2, "db2:3306".into(), Duration::from_millis(10))
         .await;
     assert_eq!(
-        d.pass(1, true).err(),
+        d.gate().pass(1, true).err(),
         Some(Refused::Retired { epoch: 1, now: 2 })
     );
-    assert!(d.pass(2, false).is_ok());
+    assert!(d.gate().pass(2, false).is_ok());
     // A dump of the old epoch is not admitted.
     assert!(d
         .admit(1, 2, addr(), true, GtidPosition::default())
@@ -1233,29 +1242,34 @@ async fn even_relaying_only_nothing_of_a_fenced_primary_is_acknowledged() {
 async fn without_its_lease_an_instance_relays_nothing_and_releases_nothing() {
     let d = service(1, OnTimeout::Block);
     let a = admit_replica(&d, 2, addr(), true, GtidPosition::default());
-    d.lease()
+    d.gate()
+        .lease()
         .allow_until(tokio::time::Instant::now() + Duration::from_secs(8));
-    assert!(d.pass(1, false).is_ok());
+    assert!(d.gate().pass(1, false).is_ok());
     let waiting = park(&d, commit(&[5])).await;
     // The lease lapses while the commit waits (nothing renewed it: a pause, a partition);
     // then its quorum comes.
     tokio::time::advance(Duration::from_secs(9)).await;
     assert_eq!(
-        d.pass(1, false).err(),
-        Some(crate::durability::Refused::NotLeading { epoch: 1 })
+        d.gate().pass(1, false).err(),
+        Some(crate::gate::Refused::NotLeading { epoch: 1 })
     );
     a.transaction_relayed(Some(gtid(5)), at(500));
     a.acked(at(500), Some(at(500)), None).unwrap();
     match waiting.await.unwrap() {
         Release::Fail(error) => {
-            assert_eq!(error.cause, crate::commit::Cutoff::NotLeading { epoch: 1 });
+            assert_eq!(
+                error.cause,
+                crate::durability::Cutoff::NotLeading { epoch: 1 }
+            );
             assert!(error.to_string().contains("strongsync outcome 0-1-5"));
         }
         other => panic!("released without the lease: {other:?}"),
     }
     assert_eq!(d.status().released["not_leading"], 1);
     // Renewed: it acts again.
-    d.lease()
+    d.gate()
+        .lease()
         .allow_until(tokio::time::Instant::now() + Duration::from_secs(8));
     assert_eq!(Arc::clone(&d).wait(commit(&[5])).await, Release::Proceed);
     // A commit parked when the keeper gives the lease up is answered at once, not left to wait
@@ -1264,7 +1278,10 @@ async fn without_its_lease_an_instance_relays_nothing_and_releases_nothing() {
     d.stopped_leading();
     match waiting.await.unwrap() {
         Release::Fail(error) => {
-            assert_eq!(error.cause, crate::commit::Cutoff::NotLeading { epoch: 1 });
+            assert_eq!(
+                error.cause,
+                crate::durability::Cutoff::NotLeading { epoch: 1 }
+            );
         }
         other => panic!("released without the lease: {other:?}"),
     }

@@ -19,8 +19,9 @@ use tracing::{debug, warn};
 use super::inner::{DurableState, Inner, Plan};
 use super::status::UnresolvedRelease;
 use super::waiters::{waking, Gtids, Verdict};
+use super::{Cutoff, NotAcknowledged, Release};
 use super::{Durability, Outcome};
-use crate::commit::{Commit, Cutoff, NotAcknowledged, Release, WaitKind};
+use crate::commit::{Commit, WaitKind};
 use crate::config::{DurabilityConfig, OnTimeout, WithoutQuorum};
 
 /// What a look at the shared state decided.
@@ -207,7 +208,7 @@ impl Park<'_> {
     ) -> (Look, Arc<DurabilityConfig>, usize) {
         let config = Arc::clone(&inner.config);
         let k = config.session_quorum(self.asked).get();
-        let look = if inner.epoch.number() != self.epoch {
+        let look = if inner.epoch_number != self.epoch {
             // Committed on a primary strongsync no longer follows (the session's statement was
             // on its way when the follow came): never acknowledged, part of the old epoch's
             // tail. Its epoch was fenced before it ended.
@@ -244,7 +245,7 @@ impl Park<'_> {
         if !self.durability.gate.lease().may_act() {
             // This instance does not lead now: whatever the quorum holds, it releases nothing.
             let cause = Cutoff::NotLeading {
-                epoch: inner.epoch.number(),
+                epoch: inner.epoch_number,
             };
             return cut_off(gtids, kind, k, Outcome::NotLeading, cause);
         }

@@ -341,7 +341,7 @@ impl Control {
                 () = cancel.cancelled() => break,
                 _ = every.tick() => {}
             }
-            if self.durability.fenced() {
+            if self.durability.gate().fenced() {
                 continue;
             }
             let addr = self.primary();
@@ -513,7 +513,7 @@ impl Control {
     /// under `failover.fenced_reads` add to the tail between changes).
     pub fn refresh_metrics(&self) {
         let m = &self.metrics;
-        m.fenced.set(i64::from(self.durability.fenced()));
+        m.fenced.set(i64::from(self.durability.gate().fenced()));
         m.epoch.set(i64::try_from(self.epoch()).unwrap_or(i64::MAX));
         m.tail_gtids
             .set(i64::try_from(self.durability.tail().len()).unwrap_or(i64::MAX));

@@ -47,10 +47,13 @@ async fn the_state_file_wins_over_the_configured_primary_and_a_retired_one_stays
         ("10.0.0.2:3306", 3)
     );
     assert_eq!(
-        (durability.epoch_number(), durability.epoch().primary()),
+        (
+            durability.gate().epoch_number(),
+            durability.gate().epoch().primary()
+        ),
         (3, "10.0.0.2:3306")
     );
-    assert!(durability.fenced());
+    assert!(durability.gate().fenced());
     let back = Follow {
         primary: "10.0.0.1:3306".into(),
         ..Follow::default()
@@ -104,7 +107,7 @@ async fn a_missing_or_unreadable_state_file_stops_the_start() {
         (control.epoch(), control.primary()),
         (1, config.primary.clone())
     );
-    assert!(!durability.fenced());
+    assert!(!durability.gate().fenced());
     assert!(matches!(
         init_state(&config),
         Err(ControlStartError::Exists(_))
@@ -117,7 +120,7 @@ async fn without_a_state_file_a_fence_says_nothing_was_persisted() {
     let (control, durability) = start(&config_with(None)).unwrap();
     let report = control.fence("test").await.unwrap();
     assert!(report.newly && !report.persisted);
-    assert!(durability.fenced());
+    assert!(durability.gate().fenced());
     assert!(!control.persists());
 }
 

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use crate::conn::Conn;
-use crate::durability::{Durability, OnEpoch};
+use crate::gate::{Gate, OnEpoch};
 use crate::primary::{self, PrimaryStream};
 
 /// What [`Backend::watch`] saw.
@@ -18,7 +18,7 @@ pub(super) enum Watched {
 pub(crate) struct Backend {
     pub(super) conn: Conn<PrimaryStream>,
     /// The epoch the connection was opened in, counting the connection until it is dropped
-    /// with it; every write to it passes the gate of [`Durability::pass`].
+    /// with it; every write to it passes the [`Gate`].
     pub(super) epoch: OnEpoch,
     /// Resolves once the epoch is over (made once, polled wherever the session waits on the
     /// primary).
@@ -78,8 +78,8 @@ impl Backend {
     /// Closes the connection: cleanly (`COM_QUIT`, then the end of the stream) if it may
     /// still be written to, else at once with a reset, so that no byte of it reaches the
     /// primary after a fence or a follow.
-    pub(crate) async fn close(&mut self, durability: &Durability, fenced_reads: bool) {
-        match durability.pass(self.epoch.number(), fenced_reads) {
+    pub(crate) async fn close(&mut self, gate: &Gate, fenced_reads: bool) {
+        match gate.pass(self.epoch.number(), fenced_reads) {
             Ok(_pass) => self.conn.shutdown().await,
             Err(_) => primary::reset_on_close(&mut self.conn),
         }

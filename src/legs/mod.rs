@@ -24,8 +24,8 @@ use tracing::{debug, warn};
 
 use crate::config::Timeouts;
 use crate::conn::{Conn, ReadDeadline};
-use crate::durability::{Durability, Epoch, OnEpoch};
 use crate::error::{Error, PasswordRefused};
+use crate::gate::{Epoch, Gate, OnEpoch};
 use crate::metrics::Metrics;
 use crate::primary::{self, PrimaryStream};
 use crate::stream::ClientStream;
@@ -48,7 +48,7 @@ pub(crate) enum Either {
 pub(crate) struct Legs {
     client: Conn<ClientStream>,
     primary: Option<Backend>,
-    durability: Arc<Durability>,
+    gate: Arc<Gate>,
     /// `failover.fenced_reads`: statements may still go to a fenced primary.
     fenced_reads: bool,
     client_seq: Sequence,
@@ -68,14 +68,14 @@ impl Legs {
         client: Conn<ClientStream>,
         primary: Conn<PrimaryStream>,
         epoch: OnEpoch,
-        durability: Arc<Durability>,
+        gate: Arc<Gate>,
         fenced_reads: bool,
         timeouts: Timeouts,
     ) -> Self {
         Legs {
             client,
             primary: Some(Backend::new(primary, epoch)),
-            durability,
+            gate,
             fenced_reads,
             client_seq: Sequence::expecting(0),
             primary_seq: Sequence::expecting(0),
@@ -175,7 +175,7 @@ impl Legs {
     /// # Errors
     /// The fence's or the retired epoch's error.
     pub(crate) fn admitted(&self) -> Result<(), Error> {
-        self.durability
+        self.gate
             .admits(self.backend_ref().epoch.number(), self.fenced_reads)
             .map_err(Error::from)
     }
@@ -184,7 +184,7 @@ impl Legs {
     fn retired_error(&self) -> Error {
         Error::Retired {
             epoch: self.backend_ref().epoch.number(),
-            now: self.durability.epoch_number(),
+            now: self.gate.epoch_number(),
         }
     }
 
@@ -366,9 +366,7 @@ impl Legs {
     /// `failover.fenced_reads`) not fenced: the fence waits for the write.
     pub(crate) async fn flush_primary(&mut self) -> Result<(), Error> {
         let backend = self.primary.as_mut().expect(NO_BACKEND);
-        let _pass = self
-            .durability
-            .pass(backend.epoch.number(), self.fenced_reads)?;
+        let _pass = self.gate.pass(backend.epoch.number(), self.fenced_reads)?;
         backend.conn.flush().await.map_err(Error::PrimaryIo)
     }
 
@@ -452,7 +450,7 @@ impl Legs {
     /// byte of it reaches the old primary after the fence or the follow.
     async fn close_primary(&mut self) {
         if let Some(backend) = &mut self.primary {
-            backend.close(&self.durability, self.fenced_reads).await;
+            backend.close(&self.gate, self.fenced_reads).await;
         }
     }
 

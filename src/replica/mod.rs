@@ -12,7 +12,8 @@ use strongsync_proto::packet::Packet;
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::Conn;
-use crate::durability::{Durability, OnEpoch};
+use crate::durability::Durability;
+use crate::gate::{Gate, OnEpoch};
 use crate::metrics::Metrics;
 use crate::primary::PrimaryStream;
 use crate::stream::ClientStream;
@@ -20,9 +21,13 @@ use crate::stream::ClientStream;
 pub(crate) use pipe::ReplicaPipe;
 
 /// What a replica pipe needs of the proxy, and nothing more.
+#[derive(Clone)]
 pub(crate) struct PipeContext {
     /// Strong sync, which the pipe reports the replica's stream and ACKs to.
     pub durability: Arc<Durability>,
+    /// The gate: the pipe relays nothing once its epoch is fenced or over, or this instance
+    /// may not act.
+    pub gate: Arc<Gate>,
     pub metrics: Arc<Metrics>,
     /// How long a write to the replica may take.
     pub write_timeout: Duration,

@@ -23,8 +23,9 @@ use super::held_back::HeldBack;
 use super::{AcceptedDump, DumpLegs, PipeContext};
 use crate::conn::Conn;
 use crate::deadline;
-use crate::durability::{OnEpoch, ReplicaHandle, StreamCoverage};
+use crate::durability::{ReplicaHandle, StreamCoverage};
 use crate::error::{Error, ReplicaError};
+use crate::gate::OnEpoch;
 use crate::primary::{self, PrimaryStream};
 use crate::stream::ClientStream;
 
@@ -580,9 +581,9 @@ impl ReplicaPipe {
         // The one way out to the replica: nothing passes once the epoch is fenced or over, or
         // the cluster's lease lapsed, not even the rest of a large write under way (the gate
         // of every write to the primary, checked before every write).
-        let durability = &self.cx.durability;
+        let gate = &self.cx.gate;
         let number = self.epoch.number();
-        let open = || durability.admits(number, false).is_ok();
+        let open = || gate.admits(number, false).is_ok();
         let flushed = self
             .replica
             .flush_within_while(limit, open, self.fenced.as_mut())
@@ -596,7 +597,7 @@ impl ReplicaPipe {
     }
 
     fn fenced_error(&self) -> Error {
-        if self.cx.durability.lease().may_act() {
+        if self.cx.gate.lease().may_act() {
             Error::Fenced {
                 epoch: self.epoch.number(),
             }

@@ -82,7 +82,7 @@ async fn handle(tcp: TcpStream, peer: SocketAddr, shared: Arc<Shared>, cancel: C
         ClientStream::Plain(tcp),
         shared.config.limits.max_handshake_packet_size,
     );
-    if !shared.durability.lease().may_act() {
+    if !shared.door.gate().lease().may_act() {
         // Another instance leads the cluster (or none does): the client is told which.
         let leader = shared
             .standing
@@ -95,9 +95,10 @@ async fn handle(tcp: TcpStream, peer: SocketAddr, shared: Arc<Shared>, cancel: C
         return;
     }
     if let Some(fence) = shared
-        .durability
+        .door
+        .gate()
         .fenced()
-        .then(|| shared.durability.fence_state())
+        .then(|| shared.door.fence_state())
         .flatten()
         .filter(|_| !shared.config.failover.fenced_reads)
     {

@@ -21,9 +21,9 @@ use tracing::debug;
 
 use super::Shared;
 use crate::conn::Conn;
-use crate::durability::OnEpoch;
 use crate::error::{Error, PasswordRefused};
 use crate::flavour::Flavour;
+use crate::gate::OnEpoch;
 use crate::legs::{Either, Legs};
 use crate::metrics::Metrics;
 use crate::primary::{self, PrimaryStream};
@@ -93,7 +93,7 @@ pub(super) async fn connect_primary(
     shared: &Shared,
 ) -> Result<(Conn<PrimaryStream>, Packet, OnEpoch), Error> {
     let config = &shared.config;
-    let epoch = shared.durability.epoch();
+    let epoch = shared.door.gate().epoch();
     let addr = &epoch.primary().to_owned();
     let attempt = async {
         let stream = primary::connect(addr)
@@ -142,7 +142,7 @@ impl Login {
             client,
             primary,
             epoch,
-            Arc::clone(&shared.durability),
+            Arc::clone(shared.door.gate()),
             shared.config.failover.fenced_reads,
             shared.config.timeouts.clone(),
         );

@@ -19,11 +19,9 @@ mod retired;
 use std::sync::Arc;
 
 use tokio_rustls::TlsAcceptor;
-use tokio_util::sync::CancellationToken;
 
-use crate::commit::CommitHook;
 use crate::config::Config;
-use crate::durability::{Durability, SessionQuorum};
+use crate::durability::{Door, SessionQuorum};
 use crate::flavour::{ProxyState, Tracker};
 use crate::health::PrimaryHealth;
 use crate::metrics::Metrics;
@@ -48,15 +46,14 @@ pub(crate) struct Shared {
     /// The RSA key clients on plain connections encrypt their passwords with where the
     /// primary wants them in clear.
     pub password_key: crate::tls::PasswordKey,
-    /// Decides when a response that reported a commit may be released.
-    pub hook: Arc<dyn CommitHook>,
-    /// Strong sync: replica pipes report to it.
-    pub durability: Arc<Durability>,
+    /// The one way into strong sync: a commit's wait, the policy, the write gate.
+    pub door: Door,
+    /// What a connection that becomes a replica pipe is given (strong sync, which the pipe
+    /// reports to, among it).
+    pub replicas: PipeContext,
     pub metrics: Arc<Metrics>,
     /// Whether the primary answered lately, as far as sessions and health checks have seen.
     pub primary_health: Arc<PrimaryHealth>,
-    /// Fires at the end of the shutdown grace period (replica dumps stop then).
-    pub hard_stop: CancellationToken,
     /// Client sessions in flight, for the shutdown to wait on.
     pub in_flight: Arc<InFlight>,
     /// strongsync's own connection to the primary, if an account is configured.
@@ -77,7 +74,7 @@ impl Shared {
         let Some(asked) = tracker.quorum_change() else {
             return;
         };
-        let applies = self.durability.config().session_quorum(asked);
+        let applies = self.door.session_quorum(asked);
         match applies {
             SessionQuorum::BelowFloor(_) => self.metrics.session_quorum_refused("below_floor"),
             SessionQuorum::AboveMax(_) => self.metrics.session_quorum_refused("above_max"),
@@ -85,33 +82,22 @@ impl Shared {
         }
         tracing::debug!(?asked, applies = applies.get(), "session quorum");
     }
-
-    /// What a replica pipe takes of it.
-    fn pipe_context(&self) -> PipeContext {
-        PipeContext {
-            durability: Arc::clone(&self.durability),
-            metrics: Arc::clone(&self.metrics),
-            write_timeout: self.config.timeouts.client_write,
-            max_held_bytes: self.config.limits.max_async_held_bytes,
-            hard_stop: self.hard_stop.clone(),
-        }
-    }
 }
 
-// === impl ProxyState for Durability ===
+// === impl ProxyState for Door ===
 
 /// Where the flavour and strong sync meet: a session's tracker reads strong sync's live state
-/// through this, and sees nothing else of it.
-impl ProxyState for Durability {
+/// through its door, and sees nothing else of it.
+impl ProxyState for Door {
     fn snapshot_reads(&self) -> bool {
-        Durability::snapshot_reads(self)
+        Door::snapshot_reads(self)
     }
 
     fn commits_untracked(&self) -> bool {
-        Durability::commits_untracked(self)
+        Door::commits_untracked(self)
     }
 
     fn session_defaults(&self) -> &SessionDefaults {
-        &self.session_defaults
+        Door::session_defaults(self)
     }
 }

@@ -110,7 +110,7 @@ impl Session {
             // can bound one per snapshot.
             snapshot_vars: shared.probe.is_some() && client.deprecate_eof(),
             metrics: Arc::clone(&shared.metrics),
-            proxy: Arc::clone(&shared.durability) as Arc<dyn ProxyState>,
+            proxy: Arc::new(shared.door.clone()) as Arc<dyn ProxyState>,
         });
         let pool_key = logged_in.pool_key().filter(|_| shared.pools.enabled());
         let connection_id = logged_in.connection_id();
@@ -186,7 +186,7 @@ impl Session {
                 // Nor a session that shares: its connection leaves its pool, and the session
                 // the pinned-sessions count.
                 self.share = None;
-                let cx = self.shared.pipe_context();
+                let cx = self.shared.replicas.clone();
                 let (replica, seq, backend) = self.legs.into_parts();
                 let (primary, epoch) = backend.into_parts();
                 let legs = DumpLegs {
@@ -298,11 +298,11 @@ impl Session {
         // The OK of a ping or a reset carries nothing but status flags (and the reset
         // trackers' state). Only the read barrier asks; without it nothing is looked at.
         let mut reveals_nothing = self.setup_only
-            || (self.shared.durability.reads_wait()
+            || (self.shared.door.reads_wait()
                 && (matches!(cmd, COM_PING | COM_RESET_CONNECTION)
                     || sql.is_some_and(reveals_nothing::transaction_control)));
         // Result sets must end with an OK (not a legacy EOF) for their state to be seen.
-        let may_start = self.shared.durability.snapshot_reads()
+        let may_start = self.shared.door.snapshot_reads()
             && self.tracker.snapshot_ready()
             && self.client.deprecate_eof();
         match self
@@ -373,7 +373,7 @@ impl Session {
             self.legs.flush_client().await?;
             return Ok(Some(Phase::Idle));
         }
-        let epoch = self.shared.durability.epoch_number();
+        let epoch = self.shared.door.gate().epoch_number();
         match share.take(&mut self.legs, epoch).await {
             Ok(()) => {
                 share.on_command(packet.payload(), !packet.continues());
@@ -418,7 +418,7 @@ impl Session {
         let shared = &*self.shared;
         let bounds = Bounds::new(
             shared.probe.as_deref(),
-            &shared.durability,
+            &shared.door,
             &shared.metrics,
             self.flavour,
             self.connection_id,

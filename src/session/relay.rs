@@ -12,7 +12,8 @@ use strongsync_proto::stmt::PrepareOk;
 use super::commits::{Mark, ResponseCommits};
 use super::Shared;
 use crate::barrier::{Bounds, SnapshotCover};
-use crate::commit::{Release, Unresolved};
+use crate::commit::Unresolved;
+use crate::durability::Release;
 use crate::error::Error;
 use crate::flavour::{CheckReason, Tracker, Unlearnt};
 use crate::legs::Legs;
@@ -102,7 +103,7 @@ impl<'s> ResponseRelay<'s> {
             cover,
             share,
         } = parts;
-        let barrier = shared.durability.reads_wait() && !command.reveals_nothing;
+        let barrier = shared.door.reads_wait() && !command.reveals_nothing;
         let mut commits = ResponseCommits::new(barrier, cover.for_response());
         if let Some(reason) = command.check {
             commits.need_check(reason);
@@ -335,7 +336,7 @@ impl<'s> ResponseRelay<'s> {
             let by_snapshot = done
                 && self
                     .cover
-                    .answers(self.commits.snapshot(), &self.shared.durability);
+                    .answers(self.commits.snapshot(), &self.shared.door);
             if !by_snapshot {
                 self.bound_read().await?;
             }
@@ -346,7 +347,7 @@ impl<'s> ResponseRelay<'s> {
                     .take(self.connection_id, self.tracker.quorum(), self.epoch);
             // Once the client has its error, later commits of the batch wait for no one.
             if !self.commits.discarded() {
-                let wait = self.shared.hook.on_commit(commit);
+                let wait = self.shared.door.wait(commit);
                 if let Release::Fail(error) = self.legs.while_watching_client(wait).await? {
                     self.fail_held(hold, Error::NotAcknowledged(error));
                     self.commits.discard();

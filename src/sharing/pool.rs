@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::statements::{ConnStatements, StatementLimits};
 use crate::config::SharingConfig;
-use crate::durability::Durability;
+use crate::durability::Door;
 use crate::error::Error;
 use crate::legs::Backend;
 use crate::metrics::Metrics;
@@ -41,7 +41,8 @@ pub(crate) struct Pools {
     /// What a reload may change live.
     config: RwLock<SharingConfig>,
     pools: Mutex<HashMap<PoolKey, Pool>>,
-    durability: Arc<Durability>,
+    /// Strong sync's door: the gate a connection is closed through, the primary's defaults.
+    door: Door,
     fenced_reads: bool,
     metrics: Arc<Metrics>,
     /// The last epoch whose end the pools watch for (to close their connections of it).
@@ -98,14 +99,14 @@ pub(super) struct Kept {
 impl Pools {
     pub(crate) fn new(
         config: SharingConfig,
-        durability: Arc<Durability>,
+        door: Door,
         fenced_reads: bool,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         Arc::new(Pools {
             config: RwLock::new(config),
             pools: Mutex::new(HashMap::new()),
-            durability,
+            door,
             fenced_reads,
             checkouts_own: metrics.pool_checkouts.with_label_values(&["own"]),
             checkouts_other: metrics.pool_checkouts.with_label_values(&["other"]),
@@ -333,7 +334,7 @@ impl Pools {
     async fn quit(&self, pooled: Vec<Pooled>) {
         for Pooled { mut backend, .. } in pooled {
             backend.conn().write_packet(0, &[COM_QUIT]);
-            backend.close(&self.durability, self.fenced_reads).await;
+            backend.close(self.door.gate(), self.fenced_reads).await;
         }
     }
 
@@ -377,9 +378,7 @@ impl Pools {
 
     /// Whether `SET NAMES charset` gives `collation` on the primary, as its last look found.
     pub(super) fn names_give(&self, charset: &str, collation: &str) -> bool {
-        self.durability
-            .session_defaults
-            .names_give(charset, collation)
+        self.door.session_defaults().names_give(charset, collation)
     }
 
     /// `sharing.pool_size`.

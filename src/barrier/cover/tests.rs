@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::config::{DurabilityConfig, Visibility};
+use crate::durability::Durability;
 
 fn query(sql: &str) -> Vec<u8> {
     [&[COM_QUERY], sql.as_bytes()].concat()
@@ -92,7 +93,7 @@ fn a_response_goes_by_its_snapshot_once_the_quorum_holds_it() {
         visibility: Visibility::Snapshot,
         ..DurabilityConfig::default()
     };
-    let durability = Durability::new(snapshot);
+    let durability = Door::of(Durability::new(snapshot));
     // Held: nothing in the snapshot is beyond what the (empty) quorum holds.
     let bound = Arc::new(GtidPosition::default());
     let mut cover = SnapshotCover::default();
@@ -103,9 +104,9 @@ fn a_response_goes_by_its_snapshot_once_the_quorum_holds_it() {
         "not a read of the snapshot"
     );
     // Under visibility = "quorum" every response has a bound of its own.
-    let quorum = Durability::new(DurabilityConfig {
+    let quorum = Door::of(Durability::new(DurabilityConfig {
         visibility: Visibility::Quorum,
         ..DurabilityConfig::default()
-    });
+    }));
     assert!(!SnapshotCover::default().answers(Some(&bound), &quorum));
 }

@@ -2,14 +2,12 @@
 //! the primary, a replica pipe's dump — belongs to the epoch it was opened in.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
-
-use super::LeaseClock;
 
 /// One epoch: its number, the primary followed in it, and what fires when it ends.
 ///
@@ -18,9 +16,9 @@ use super::LeaseClock;
 /// much alive. Each epoch has two tokens its connections wait on, and the number of the epoch in
 /// force is one atomic read for the checks on every command.
 ///
-/// Writes to the primary pass a gate ([`Durability::pass`](super::Durability::pass)): the fence
-/// (and the follow after it) waits until no command that passed before it is still being
-/// written, so that once it returns nothing more goes to the old primary.
+/// Writes to the primary pass the [`Gate`](super::Gate): the fence (and the follow after it)
+/// waits until no command that passed before it is still being written, so that once it
+/// returns nothing more goes to the old primary.
 #[derive(Debug)]
 pub struct Epoch {
     number: u64,
@@ -63,29 +61,10 @@ pub enum Refused {
     },
 }
 
-/// A write to the primary under way; the fence waits for it.
-#[must_use = "the write is covered only while the pass lives"]
-pub struct Pass<'a>(&'a Gate);
-
-/// The gate every write to the primary passes ([`Durability::pass`](super::Durability::pass)):
-/// the epoch in force, the fence and the lease, each one atomic read for the checks on every
-/// command, and the writes under way, which the fence and the follow wait for.
-pub(super) struct Gate {
-    /// Mirrors the fence in force (strong sync's state, under its lock).
-    fenced: AtomicBool,
-    /// Mirrors the number of the epoch in force.
-    epoch_now: AtomicU64,
-    /// Writes to the primary under way.
-    writing: AtomicUsize,
-    /// Until when this instance may relay and release: always alone, while it holds the
-    /// lease in a cluster.
-    lease: LeaseClock,
-}
-
 // === impl Epoch ===
 
 impl Epoch {
-    pub(super) fn new(number: u64, primary: String) -> Arc<Self> {
+    pub(crate) fn new(number: u64, primary: String) -> Arc<Self> {
         Arc::new(Epoch {
             number,
             primary,
@@ -104,7 +83,7 @@ impl Epoch {
 
     /// Waits up to `limit` until no connection to its primary is open; false if some still
     /// were.
-    pub(super) async fn connections_closed(&self, limit: Duration) -> bool {
+    pub(crate) async fn connections_closed(&self, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             // Registered before the count is read, so a close in between is not missed.
@@ -167,92 +146,6 @@ impl Epoch {
     }
 }
 
-// === impl Gate ===
-
-impl Gate {
-    pub(super) fn new() -> Self {
-        Gate {
-            fenced: AtomicBool::new(false),
-            epoch_now: AtomicU64::new(1),
-            writing: AtomicUsize::new(0),
-            lease: LeaseClock::always(),
-        }
-    }
-
-    /// The number of the epoch in force.
-    pub(super) fn epoch_number(&self) -> u64 {
-        self.epoch_now.load(Ordering::SeqCst)
-    }
-
-    /// Whether the epoch in force is fenced.
-    pub(super) fn fenced(&self) -> bool {
-        self.fenced.load(Ordering::SeqCst)
-    }
-
-    /// The fence goes up (`true`) or lifts.
-    pub(super) fn set_fenced(&self, fenced: bool) {
-        self.fenced.store(fenced, Ordering::SeqCst);
-    }
-
-    /// Epoch `number` is in force, before anything connects.
-    pub(super) fn start(&self, number: u64) {
-        self.epoch_now.store(number, Ordering::SeqCst);
-    }
-
-    pub(super) fn lease(&self) -> &LeaseClock {
-        &self.lease
-    }
-
-    /// See [`Durability::pass`](super::Durability::pass).
-    pub(super) fn pass(&self, epoch: u64, fenced_reads: bool) -> Result<Pass<'_>, Refused> {
-        // Counted before it looks: a fence that then sets its flag either is seen here or sees
-        // this pass and waits for it.
-        self.writing.fetch_add(1, Ordering::SeqCst);
-        let pass = Pass(self);
-        self.admits(epoch, fenced_reads)?;
-        Ok(pass)
-    }
-
-    /// See [`Durability::admits`](super::Durability::admits).
-    pub(super) fn admits(&self, epoch: u64, fenced_reads: bool) -> Result<(), Refused> {
-        let now = self.epoch_now.load(Ordering::SeqCst);
-        if now != epoch {
-            return Err(Refused::Retired { epoch, now });
-        }
-        if self.fenced.load(Ordering::SeqCst) && !fenced_reads {
-            return Err(Refused::Fenced { epoch });
-        }
-        if !self.lease.may_act() {
-            return Err(Refused::NotLeading { epoch });
-        }
-        Ok(())
-    }
-
-    /// Waits (up to `limit`) until no write that passed the gate is under way; false if some
-    /// still were. Only a fence or a follow waits, so it looks every millisecond rather than
-    /// have every write wake it.
-    pub(super) async fn writes_done(&self, limit: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + limit;
-        loop {
-            if self.writing.load(Ordering::SeqCst) == 0 {
-                return true;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
-
-    /// Refuses every write to the primary of the epoch in force from now on (the follow that
-    /// ends it has begun: `next` is in force), and waits up to `drain` for those under way;
-    /// false if some still were.
-    pub(super) async fn end_writes(&self, next: u64, drain: Duration) -> bool {
-        self.epoch_now.store(next, Ordering::SeqCst);
-        self.writes_done(drain).await
-    }
-}
-
 impl OnEpoch {
     /// The epoch itself.
     pub fn arc(&self) -> &Arc<Epoch> {
@@ -273,12 +166,6 @@ impl Drop for OnEpoch {
         if self.0.open.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.all_closed.notify_waiters();
         }
-    }
-}
-
-impl Drop for Pass<'_> {
-    fn drop(&mut self) {
-        self.0.writing.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
