@@ -331,6 +331,51 @@ fn imports_of(module: &str, text: &str, modules: &BTreeSet<String>) -> BTreeSet<
     found
 }
 
+/// Every `.rs` file under `dir`, unit tests' own files (`tests.rs`) left out: unit tests may
+/// reach anywhere.
+fn source_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.file_name().is_some_and(|n| n != "tests.rs")
+            {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// A file's code: comments may name any module (a doc link is no import), and an inline test
+/// module may reach anywhere. A test-only module declared on its own line
+/// (`#[cfg(test)] mod testing;`) ends nothing: the imports after it count.
+fn code_of(file: &Path) -> String {
+    let text = fs::read_to_string(file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let tests_at = lines
+        .windows(2)
+        .position(|w| {
+            w[0].trim() == "#[cfg(test)]"
+                && w[1].trim_start().starts_with("mod ")
+                && w[1].trim_end().ends_with('{')
+        })
+        .unwrap_or(lines.len());
+    lines[..tests_at]
+        .iter()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The import graph of `src/`'s top-level modules, as the code has it.
 fn module_graph() -> BTreeSet<(String, String)> {
     let src = repo().join("src");
@@ -345,51 +390,186 @@ fn module_graph() -> BTreeSet<(String, String)> {
     let mut edges = BTreeSet::new();
     for module in &modules {
         let mut files = vec![src.join(format!("{module}.rs"))];
-        let mut dirs = vec![src.join(module)];
-        while let Some(dir) = dirs.pop() {
-            let Ok(entries) = fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    files.push(path);
-                }
-            }
-        }
-        for file in files {
-            // Unit tests may reach anywhere.
-            if file.file_name().is_some_and(|n| n == "tests.rs") {
-                continue;
-            }
-            let Ok(text) = fs::read_to_string(&file) else {
-                continue;
-            };
-            // Code only: comments may name any module (a doc link is no import), and an
-            // inline test module may reach anywhere. A test-only module declared on its own
-            // line (`#[cfg(test)] mod testing;`) ends nothing: the imports after it count.
-            let lines: Vec<&str> = text.lines().collect();
-            let tests_at = lines
-                .windows(2)
-                .position(|w| {
-                    w[0].trim() == "#[cfg(test)]"
-                        && w[1].trim_start().starts_with("mod ")
-                        && w[1].trim_end().ends_with('{')
-                })
-                .unwrap_or(lines.len());
-            let code: String = lines[..tests_at]
-                .iter()
-                .map(|line| line.split("//").next().unwrap_or(""))
-                .collect::<Vec<_>>()
-                .join("\n");
-            for to in imports_of(module, &code, &modules) {
+        files.extend(source_files(&src.join(module)));
+        for file in files.iter().filter(|f| f.exists()) {
+            for to in imports_of(module, &code_of(file), &modules) {
                 edges.insert((module.clone(), to));
             }
         }
     }
     edges
+}
+
+/// The module a file under `src` is (`a/b.rs` and `a/b/mod.rs` are `a::b`).
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let relative = file.strip_prefix(src).unwrap().with_extension("");
+    let mut path: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if path
+        .last()
+        .is_some_and(|last| last == "mod" || last == "lib")
+    {
+        path.pop();
+    }
+    path
+}
+
+/// The file that holds module `path` or, for an item, the module the item is in: the longest
+/// prefix of `path` that is a file (`None` for the crate's root).
+fn file_of(src: &Path, path: &[String]) -> Option<PathBuf> {
+    (1..=path.len()).rev().find_map(|n| {
+        let dir = src.join(path[..n].join("/"));
+        [dir.with_extension("rs"), dir.join("mod.rs")]
+            .into_iter()
+            .find(|f| f.exists())
+    })
+}
+
+/// The paths a file's code names from `crate`, `super` or `self` or from a module it declares,
+/// each made absolute, with `use` trees (`a::{b, c::d}`) spread out.
+fn paths_named(module: &[String], code: &str) -> Vec<Vec<String>> {
+    let children: BTreeSet<&str> = code
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let line = line
+                .strip_prefix("pub(crate) ")
+                .or_else(|| line.strip_prefix("pub "))
+                .unwrap_or(line);
+            line.strip_prefix("mod ")?.strip_suffix(';')
+        })
+        .collect();
+    // `use` trees spread into one path each; everything else read word by word.
+    let mut paths = Vec::new();
+    let mut rest = code;
+    let mut words = String::new();
+    while let Some(at) = rest.find("use ") {
+        let starts_word = at == 0 || !rest.as_bytes()[at - 1].is_ascii_alphanumeric();
+        words.push_str(&rest[..at]);
+        let Some(end) = rest[at..].find(';').filter(|_| starts_word) else {
+            words.push_str(&rest[at..at + 4]);
+            rest = &rest[at + 4..];
+            continue;
+        };
+        let tree: String = rest[at + 4..at + end]
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        spread("", &tree, &mut paths);
+        rest = &rest[at + end..];
+    }
+    words.push_str(rest);
+    paths.extend(
+        words
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .filter(|w| w.contains("::"))
+            .map(str::to_owned),
+    );
+    paths
+        .iter()
+        .filter_map(|path| {
+            let mut segments = path.split("::").filter(|s| !s.is_empty());
+            let first = segments.next()?;
+            let mut absolute: Vec<String> = match first {
+                "crate" => Vec::new(),
+                "self" => module.to_vec(),
+                "super" => module[..module.len().saturating_sub(1)].to_vec(),
+                child if children.contains(child) => {
+                    let mut m = module.to_vec();
+                    m.push(child.to_owned());
+                    m
+                }
+                _ => return None,
+            };
+            for segment in segments {
+                match segment {
+                    "super" => {
+                        absolute.pop();
+                    }
+                    "self" | "*" => {}
+                    name => absolute.push(name.split(" as ").next()?.to_owned()),
+                }
+            }
+            Some(absolute)
+        })
+        .collect()
+}
+
+/// Spreads a `use` tree: `a::{b, c::{d, e}}` under `prefix` gives `a::b`, `a::c::d`, `a::c::e`.
+fn spread(prefix: &str, tree: &str, out: &mut Vec<String>) {
+    let Some(open) = tree.find('{') else {
+        out.push(format!(
+            "{prefix}{}",
+            tree.split("as").next().unwrap_or(tree)
+        ));
+        return;
+    };
+    let head = format!("{prefix}{}", &tree[..open]);
+    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let mut depth = 0;
+    let mut from = 0;
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                spread(&head, &inner[from..i], out);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if from < inner.len() {
+        spread(&head, &inner[from..], out);
+    }
+}
+
+/// The import graph between the files under `src`, as their code has it: a file imports the
+/// file of every module or item it names (what a `mod.rs` re-exports counts as its own). A
+/// `mod.rs` reaching into its own folder is the folder's door to its rooms, not an import:
+/// its files may use what it defines.
+fn file_graph(src: &Path) -> BTreeSet<(PathBuf, PathBuf)> {
+    let mut edges = BTreeSet::new();
+    for file in source_files(src) {
+        let module = module_of(src, &file);
+        let folder = (file
+            .file_name()
+            .is_some_and(|n| n == "mod.rs" || n == "lib.rs"))
+        .then(|| file.parent().unwrap().to_owned());
+        for path in paths_named(&module, &code_of(&file)) {
+            let Some(to) = file_of(src, &path) else {
+                continue;
+            };
+            let inward = folder.as_ref().is_some_and(|dir| to.starts_with(dir));
+            if to != file && !inward {
+                edges.insert((file.clone(), to));
+            }
+        }
+    }
+    edges
+}
+
+/// The nodes on or between circles of `edges` (none when the graph has no circle): a node
+/// that imports nothing left, or that nothing left imports, is taken away until none is.
+fn on_circles<T: Ord + Clone>(edges: &BTreeSet<(T, T)>) -> BTreeSet<T> {
+    let mut left: BTreeSet<T> = edges
+        .iter()
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect();
+    let live = |left: &BTreeSet<T>, (a, b): &(T, T)| left.contains(a) && left.contains(b);
+    while let Some(end) = left
+        .iter()
+        .find(|m| {
+            !edges.iter().any(|e| live(&left, e) && e.0 == **m)
+                || !edges.iter().any(|e| live(&left, e) && e.1 == **m)
+        })
+        .cloned()
+    {
+        left.remove(&end);
+    }
+    left
 }
 
 fn mermaid(edges: &BTreeSet<(String, String)>) -> String {
@@ -404,25 +584,75 @@ fn mermaid(edges: &BTreeSet<(String, String)>) -> String {
 #[test]
 fn the_architecture_page_shows_the_module_graph_and_it_has_no_circle() {
     let edges = module_graph();
-    // No circle: every module can be put below the ones that import it.
-    let mut left: BTreeSet<String> = edges
-        .iter()
-        .flat_map(|(a, b)| [a.clone(), b.clone()])
-        .collect();
-    while !left.is_empty() {
-        let leaf = left
-            .iter()
-            .find(|m| !edges.iter().any(|(a, b)| a == *m && left.contains(b)))
-            .cloned();
-        let Some(leaf) = leaf else {
-            panic!("an import circle among {left:?}: {edges:?}");
-        };
-        left.remove(&leaf);
-    }
+    let circle = on_circles(&edges);
+    assert!(
+        circle.is_empty(),
+        "an import circle among {circle:?}: {edges:?}"
+    );
     holds_to(
         &repo().join("docs/architecture.md"),
         "<!-- module graph: drawn from the imports in src/ (tests/docs.rs checks it) -->",
         "<!-- end of module graph -->",
         &mermaid(&edges),
     );
+}
+
+#[test]
+fn no_file_of_src_imports_a_file_that_imports_it_back() {
+    let src = repo().join("src");
+    let edges = file_graph(&src);
+    // The graph is read at all: the session imports sharing's door and the legs below it.
+    for (from, to) in [
+        ("session/phases.rs", "sharing/mod.rs"),
+        ("session/phases.rs", "legs/mod.rs"),
+        ("sharing/statements.rs", "sharing/pin.rs"),
+        ("legs/own_query.rs", "legs/mod.rs"),
+    ] {
+        assert!(
+            edges.contains(&(src.join(from), src.join(to))),
+            "{from} -> {to} not seen"
+        );
+    }
+    let circle = on_circles(&edges);
+    let ties: Vec<_> = edges
+        .iter()
+        .filter(|(a, b)| circle.contains(a) && circle.contains(b))
+        .map(|(a, b)| format!("{} -> {}", a.display(), b.display()))
+        .collect();
+    assert!(circle.is_empty(), "files on an import circle: {ties:#?}");
+}
+
+/// The control: two files that import each other, in a tree of their own, are a circle the
+/// check finds; by an item, by a `use` tree and by a relative path alike.
+#[test]
+fn the_file_check_finds_a_circle_put_there() {
+    let dir = std::env::temp_dir().join(format!("strongsync-circle-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(dir.join("room")).unwrap();
+    let write = |name: &str, text: &str| fs::write(dir.join(name), text).unwrap();
+    write("lib.rs", "mod room;\nmod floor;\n");
+    write("floor.rs", "pub(crate) fn f() {}\n");
+    write(
+        "room/mod.rs",
+        "mod a;\nmod b;\nuse a::A;\npub(crate) fn mod_item() {}\n",
+    );
+    for (a_imports, b_imports) in [
+        ("use super::b::B;", "use crate::room::a::A;"),
+        (
+            "use crate::room::{b::B, mod_item};",
+            "fn g() { super::a::h() }",
+        ),
+        ("// use super::b::B;", "use crate::room::a::A;"),
+    ] {
+        write("room/a.rs", &format!("{a_imports}\npub(crate) struct A;\n"));
+        write("room/b.rs", &format!("{b_imports}\nuse crate::floor::f;\n"));
+        let circle = on_circles(&file_graph(&dir));
+        let commented = a_imports.starts_with("//");
+        assert_eq!(
+            circle.is_empty(),
+            commented,
+            "{a_imports} / {b_imports}: {circle:?}"
+        );
+    }
+    fs::remove_dir_all(&dir).unwrap();
 }

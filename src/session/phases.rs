@@ -85,6 +85,14 @@ enum Phase {
     Closed,
 }
 
+/// What became of a command sent on.
+enum Sent {
+    /// Answered on the way (sharing refused or answered it): nothing follows.
+    Answered,
+    /// Sent to the primary; the response to relay, if it has one.
+    Command(Option<Command>),
+}
+
 /// How a session's loop ended.
 enum End {
     Closed,
@@ -239,7 +247,9 @@ impl Session {
         self.dispatch(packet).await
     }
 
-    /// Forwards a command to the primary and decides what follows it.
+    /// Forwards a command to the primary and decides what follows it, step by step: the
+    /// goodbye, a connection for a session that shares, the gate, the replica's set-up, then
+    /// the command itself.
     async fn dispatch(&mut self, packet: Packet) -> Result<Phase, Error> {
         self.legs.take_client_seq(&packet)?;
         let Some(&cmd) = packet.payload().first() else {
@@ -263,44 +273,74 @@ impl Session {
         if let Some(done) = self.take_connection(cmd, &packet).await? {
             return Ok(done);
         }
-        // Atomic reads: every command passes here. A fenced primary gets no statement (the
-        // session may wait for the next one); a retired one gets nothing, ever.
-        match self.legs.admitted() {
-            Ok(()) => {}
-            Err(error @ Error::Fenced { .. }) => {
-                self.legs.queue_client_error(&error);
-                self.legs.flush_client().await?;
-                return Ok(Phase::Idle);
-            }
-            Err(error) => return Err(error),
+        if let Some(done) = self.refused_by_gate().await? {
+            return Ok(done);
         }
         let passwords = (cmd == COM_CHANGE_USER)
             .then(|| self.change_user_passwords(packet.payload()))
             .transpose()?;
+        if let Some(done) = self.replica_setup(cmd, &packet).await? {
+            return Ok(done);
+        }
+        Ok(match (self.relay_command(cmd, &packet).await?, passwords) {
+            (Sent::Answered, _) => Phase::Idle,
+            (Sent::Command(_), Some(passwords)) => Phase::ChangingUser(passwords),
+            (Sent::Command(response), None) => response.map_or(Phase::Idle, Phase::Responding),
+        })
+    }
+
+    /// Atomic reads: every command passes here. A fenced primary gets no statement (the
+    /// session may wait for the next one: `Some(Idle)`); a retired one gets nothing, ever.
+    async fn refused_by_gate(&mut self) -> Result<Option<Phase>, Error> {
+        match self.legs.admitted() {
+            Ok(()) => Ok(None),
+            Err(error @ Error::Fenced { .. }) => {
+                self.legs.queue_client_error(&error);
+                self.legs.flush_client().await?;
+                Ok(Some(Phase::Idle))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// A replica's semisync negotiation (strongsync answers it) or its dump request (the
+    /// primary may accept it): `Some(phase)` if the command was one.
+    async fn replica_setup(&mut self, cmd: u8, packet: &Packet) -> Result<Option<Phase>, Error> {
         if let Some(negotiation) = self.replica.negotiation(packet.payload()) {
             let layout = self.client.layout();
             self.replica
                 .answer(negotiation, &mut self.legs, layout, self.last_status)
                 .await?;
-            return Ok(Phase::Idle);
+            return Ok(Some(Phase::Idle));
         }
-        if matches!(cmd, COM_BINLOG_DUMP | COM_BINLOG_DUMP_GTID) {
-            let accepted = self
-                .replica
-                .request_dump(&packet, &mut self.legs, self.flavour, &self.shared.metrics)
-                .await?;
-            return Ok(accepted.map_or(Phase::Idle, Phase::Dumping));
+        if !matches!(cmd, COM_BINLOG_DUMP | COM_BINLOG_DUMP_GTID) {
+            return Ok(None);
         }
-        let check = self.tracker.note_command(packet.payload());
-        let sql = (cmd == COM_QUERY).then(|| &packet.payload()[1..]);
+        let accepted = self
+            .replica
+            .request_dump(packet, &mut self.legs, self.flavour, &self.shared.metrics)
+            .await?;
+        Ok(Some(accepted.map_or(Phase::Idle, Phase::Dumping)))
+    }
+
+    /// Whether the response to `cmd` reveals no data, so the read barrier lets it through:
+    /// a replica's set-up so far, or (only the barrier asks) a ping, a reset or a plain
+    /// transaction statement, whose OK carries nothing but status flags.
+    fn reveals_nothing(&mut self, cmd: u8, sql: Option<&[u8]>) -> bool {
         self.setup_only = self.setup_only
             && (cmd == COM_REGISTER_SLAVE || sql.is_some_and(reveals_nothing::replica_setup));
-        // The OK of a ping or a reset carries nothing but status flags (and the reset
-        // trackers' state). Only the read barrier asks; without it nothing is looked at.
-        let mut reveals_nothing = self.setup_only
+        self.setup_only
             || (self.shared.door.reads_wait()
                 && (matches!(cmd, COM_PING | COM_RESET_CONNECTION)
-                    || sql.is_some_and(reveals_nothing::transaction_control)));
+                    || sql.is_some_and(reveals_nothing::transaction_control)))
+    }
+
+    /// Sends the command on (as it came, renumbered under sharing, or in its place a `BEGIN`
+    /// that takes its snapshot now), noting it for the tracker and the snapshot cover.
+    async fn relay_command(&mut self, cmd: u8, packet: &Packet) -> Result<Sent, Error> {
+        let check = self.tracker.note_command(packet.payload());
+        let sql = (cmd == COM_QUERY).then(|| &packet.payload()[1..]);
+        let mut reveals_nothing = self.reveals_nothing(cmd, sql);
         // Result sets must end with an OK (not a legacy EOF) for their state to be seen.
         let may_start = self.shared.door.snapshot_reads()
             && self.tracker.snapshot_ready()
@@ -311,12 +351,12 @@ impl Session {
         {
             Replacement::None => match &mut self.share {
                 Some(share) if Share::renumbers(cmd) => {
-                    match share.forward_statement(&mut self.legs, &packet).await? {
-                        Routed::Forwarded => self.forward_rest(&packet).await?,
-                        Routed::Answered => return Ok(Phase::Idle),
+                    match share.forward_statement(&mut self.legs, packet).await? {
+                        Routed::Forwarded => self.forward_rest(packet).await?,
+                        Routed::Answered => return Ok(Sent::Answered),
                     }
                 }
-                _ => self.forward_command(&packet).await?,
+                _ => self.forward_command(packet).await?,
             },
             Replacement::StartWithSnapshot => {
                 // Its OK is bounded: that bound covers every read of the snapshot.
@@ -329,15 +369,10 @@ impl Session {
                 self.legs.flush_primary().await?;
             }
         }
-        Ok(match passwords {
-            Some(passwords) => Phase::ChangingUser(passwords),
-            None => {
-                match ResponseReader::for_command(packet.payload(), self.client.deprecate_eof()) {
-                    Some(reader) => Phase::Responding(Command::new(reader, reveals_nothing, check)),
-                    None => Phase::Idle,
-                }
-            }
-        })
+        let reader = ResponseReader::for_command(packet.payload(), self.client.deprecate_eof());
+        Ok(Sent::Command(reader.map(|reader| {
+            Command::new(reader, reveals_nothing, check)
+        })))
     }
 
     /// Under `[sharing]`, gives the session a connection to the primary for its command, or

@@ -151,46 +151,67 @@ impl<'s> ResponseRelay<'s> {
             let offset = self.legs.client().pending_write();
             let mark = Mark::new(offset, self.legs.next_client_seq());
             self.commits.queued(mark);
-            match step.kind {
-                PacketKind::Ok | PacketKind::OkTerminator => {
-                    self.relay_ok(&packet, mark.seq())?;
-                    if let Some(reason) = check_every {
-                        self.commits.need_check(reason);
-                    }
-                }
-                PacketKind::Eof => {
-                    // A legacy EOF carries the state-changed flag but never the state itself.
-                    let eof = EofPacket::parse(packet.payload()).map_err(Error::PrimaryProtocol)?;
-                    let status = eof.status;
-                    if status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED) {
-                        self.commits.need_check(CheckReason::LegacyEof);
-                    }
-                    if let Some(reason) = check_every {
-                        self.commits.need_check(reason);
-                    }
-                    self.status = Some(status);
-                    if let Some(share) = &mut self.share {
-                        share.on_eof(status, eof.warnings);
-                    }
-                    self.forward_to_client(&packet, mark.seq());
-                }
-                PacketKind::Err => {
-                    if let Some(share) = &mut self.share {
-                        share.on_err();
-                    }
-                    // An error may have ended the transaction (a deadlock, a row changed
-                    // since the snapshot) and never carries its state.
-                    self.commits.leave_snapshot();
-                    self.forward_to_client(&packet, mark.seq());
-                }
-                PacketKind::PrepareOk => self.relay_prepare_ok(&packet, mark.seq())?,
-                _ => self.forward_to_client(&packet, mark.seq()),
-            }
+            self.relay_packet(&packet, step.kind, mark.seq(), check_every)?;
             self.commits.hold_if_news();
             if step.done {
                 break;
             }
         }
+        self.finish().await?;
+        Ok(self.status)
+    }
+
+    /// Passes one packet of the response on, taking in what it says (`kind`, as the reader
+    /// found it): commits, the session's state, a prepared statement's id.
+    fn relay_packet(
+        &mut self,
+        packet: &Packet,
+        kind: PacketKind,
+        seq: u8,
+        check_every: Option<CheckReason>,
+    ) -> Result<(), Error> {
+        match kind {
+            PacketKind::Ok | PacketKind::OkTerminator => {
+                self.relay_ok(packet, seq)?;
+                if let Some(reason) = check_every {
+                    self.commits.need_check(reason);
+                }
+            }
+            PacketKind::Eof => {
+                // A legacy EOF carries the state-changed flag but never the state itself.
+                let eof = EofPacket::parse(packet.payload()).map_err(Error::PrimaryProtocol)?;
+                let status = eof.status;
+                if status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED) {
+                    self.commits.need_check(CheckReason::LegacyEof);
+                }
+                if let Some(reason) = check_every {
+                    self.commits.need_check(reason);
+                }
+                self.status = Some(status);
+                if let Some(share) = &mut self.share {
+                    share.on_eof(status, eof.warnings);
+                }
+                self.forward_to_client(packet, seq);
+            }
+            PacketKind::Err => {
+                if let Some(share) = &mut self.share {
+                    share.on_err();
+                }
+                // An error may have ended the transaction (a deadlock, a row changed
+                // since the snapshot) and never carries its state.
+                self.commits.leave_snapshot();
+                self.forward_to_client(packet, seq);
+            }
+            PacketKind::PrepareOk => self.relay_prepare_ok(packet, seq)?,
+            _ => self.forward_to_client(packet, seq),
+        }
+        Ok(())
+    }
+
+    /// The response is read whole: it is checked if it must be, sharing's surplus statements
+    /// are closed, the connection goes back to the pool where it may, and what is left is
+    /// released.
+    async fn finish(&mut self) -> Result<(), Error> {
         if let Some(reason) = self.commits.take_check() {
             self.check(reason).await?;
             self.commits.hold_if_news();
@@ -214,7 +235,7 @@ impl<'s> ResponseRelay<'s> {
             self.commits.snapshot_taken(),
             self.commits.leaves_snapshot(),
         );
-        Ok(self.status)
+        Ok(())
     }
 
     /// Passes an OK to the client with the tracker data it did not ask for removed, noting any

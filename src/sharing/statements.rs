@@ -301,51 +301,76 @@ impl SessionStatements {
             },
         };
         write_closes(legs, conn, metrics);
-        let seq = legs.next_primary_seq();
-        let types = Types::of(payload, statement.params).ok().flatten();
-        conn.executing.clone_from(&text);
-        if let Some(text) = text.as_ref().filter(|_| lives_on_connection(payload)) {
-            conn.hold(text);
-        }
-        let Some(types) = types else {
-            legs.primary()
-                .forward_patched(first, seq, 1, &id.to_le_bytes());
-            return Ok(Routed::Forwarded);
-        };
-        let bulk = cmd != command::COM_STMT_EXECUTE;
-        if let Some(sent) = types.sent {
-            if statement.types != sent {
-                statement.types = sent.to_vec();
-            }
-            if let Some(text) = &text {
-                conn.bound(text, if bulk { &[] } else { sent });
-            }
-            legs.primary()
-                .forward_patched(first, seq, 1, &id.to_le_bytes());
-            return Ok(Routed::Forwarded);
-        }
-        // The connection has the client's last types for it (its own connection always has).
-        let has_types = text
-            .as_ref()
-            .is_none_or(|text| conn.has_bound(text, &statement.types));
-        if has_types || statement.types.is_empty() {
-            legs.primary()
-                .forward_patched(first, seq, 1, &id.to_le_bytes());
-            return Ok(Routed::Forwarded);
-        }
-        if first.continues() {
-            // The types would not fit in a packet of the largest size.
-            return refuse(legs, first, Error::TypesLeftOut { id: asked }).await;
+        let to = RunAs { id, text, asked };
+        forward_as(statement, to, legs, conn, first).await
+    }
+}
+
+/// The statement a command runs as on the connection: its id there, its text if it is a
+/// shared one, and the id the client named it by.
+struct RunAs {
+    id: u32,
+    text: Option<Arc<[u8]>>,
+    asked: u32,
+}
+
+/// Sends statement command `first` to the primary as statement `to` on the connection, with
+/// the parameter types the connection lacks added (the client may leave out those it sent
+/// last, which another connection may have had).
+async fn forward_as(
+    statement: &mut Statement,
+    to: RunAs,
+    legs: &mut Legs,
+    conn: &mut ConnStatements,
+    first: &Packet,
+) -> Result<Routed, Error> {
+    let RunAs { id, text, asked } = to;
+    let payload = first.payload();
+    let cmd = payload[0];
+    let seq = legs.next_primary_seq();
+    let types = Types::of(payload, statement.params).ok().flatten();
+    conn.executing.clone_from(&text);
+    if let Some(text) = text.as_ref().filter(|_| lives_on_connection(payload)) {
+        conn.hold(text);
+    }
+    let Some(types) = types else {
+        legs.primary()
+            .forward_patched(first, seq, 1, &id.to_le_bytes());
+        return Ok(Routed::Forwarded);
+    };
+    let bulk = cmd != command::COM_STMT_EXECUTE;
+    if let Some(sent) = types.sent {
+        if statement.types != sent {
+            statement.types = sent.to_vec();
         }
         if let Some(text) = &text {
-            let types_now = if bulk { &[][..] } else { &statement.types };
-            conn.bound(text, types_now);
+            conn.bound(text, if bulk { &[] } else { sent });
         }
-        let with = &statement.types;
         legs.primary()
-            .write_packet_with(seq, |buf| types.put_with(buf, payload, id, with));
-        Ok(Routed::Forwarded)
+            .forward_patched(first, seq, 1, &id.to_le_bytes());
+        return Ok(Routed::Forwarded);
     }
+    // The connection has the client's last types for it (its own connection always has).
+    let has_types = text
+        .as_ref()
+        .is_none_or(|text| conn.has_bound(text, &statement.types));
+    if has_types || statement.types.is_empty() {
+        legs.primary()
+            .forward_patched(first, seq, 1, &id.to_le_bytes());
+        return Ok(Routed::Forwarded);
+    }
+    if first.continues() {
+        // The types would not fit in a packet of the largest size.
+        return refuse(legs, first, Error::TypesLeftOut { id: asked }).await;
+    }
+    if let Some(text) = &text {
+        let types_now = if bulk { &[][..] } else { &statement.types };
+        conn.bound(text, types_now);
+    }
+    let with = &statement.types;
+    legs.primary()
+        .write_packet_with(seq, |buf| types.put_with(buf, payload, id, with));
+    Ok(Routed::Forwarded)
 }
 
 // === impl ConnStatements ===
