@@ -394,6 +394,41 @@ fn check_config_opens_every_file_a_start_would_and_refuses_what_a_start_refuses(
     }
 }
 
+/// A new user's first start: the state file named in a directory that does not exist, with
+/// no certificate configured (strongsync would make one beside the state file). The refusal
+/// names the state file, not the certificate's key, and comes before a port is bound.
+#[test]
+fn a_state_file_in_a_missing_directory_is_named_before_anything_listens() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("no-such-directory/state.json");
+    let file = write(
+        dir.path(),
+        "c.toml",
+        &format!(
+            "primary = \"127.0.0.1:1\"\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\n\
+             [failover]\nstate_file = \"{}\"\n",
+            state.display()
+        ),
+    );
+    for args in [vec!["--config", &file], vec!["check-config", &file]] {
+        let out = run_strongsync(&args);
+        assert_eq!(out.status.code(), Some(EXIT_CONFIG), "{args:?}: {out}");
+        assert!(
+            out.stderr.contains(&state.display().to_string()),
+            "{args:?} names the state file: {out}"
+        );
+        assert!(
+            !out.stderr.contains("strongsync-key.pem"),
+            "{args:?}: {out}"
+        );
+        assert!(!out.stderr.contains("listening"), "{args:?}: {out}");
+    }
+    assert!(
+        !dir.path().join("no-such-directory").exists(),
+        "nothing made"
+    );
+}
+
 #[test]
 fn an_instance_of_a_cluster_must_say_its_name_and_address() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,5 @@
-//! The read barrier (`durability.visibility`): what a response may reveal is bounded by the
-//! primary's binlog position and held until the quorum has it, one bound per snapshot where
-//! a transaction reads only its snapshot.
+//! The read barrier (`durability.visibility`): what a response may reveal waits until the
+//! quorum holds it.
 
 mod bound;
 mod cover;
@@ -9,3 +8,7 @@ pub(crate) mod snapshot;
 
 pub(crate) use bound::Bounds;
 pub(crate) use cover::{Replacement, SnapshotCover};
+
+// What a response may reveal is bounded by the primary's binlog position, read by the probe,
+// and held until the quorum has it; one bound serves a transaction that reads only its
+// snapshot.

@@ -1,6 +1,4 @@
-//! Queries the proxy sends on a session's primary connection on its own behalf (tracking set-up
-//! and checks, a replica's dump settings): written between the client's commands, their answers
-//! read whole and never shown to the client.
+//! Queries strongsync sends on a session's connection to the primary on its own behalf.
 
 use bytes::BufMut;
 use strongsync_proto::command::COM_QUERY;
@@ -12,6 +10,9 @@ use strongsync_proto::resultset::text_row;
 use super::Legs;
 use crate::error::Error;
 use crate::flavour::{Answer, OwnQueries};
+
+// Tracking set-up and checks, a replica's dump settings: written between the client's
+// commands, their answers read whole and never shown to the client.
 
 // === impl Legs (own queries) ===
 

@@ -1,14 +1,16 @@
 //! What the pipe of a replica without semisync holds back until the quorum holds it
-//! (`async_replicas = "after_quorum"`): the dump's packets in order, each gated by the binlog
-//! position the stream had reached with it, released once the quorum position reaches that
-//! gate. Such a replica is then never ahead of the replicas a failover promotes. Bounded in
-//! bytes: a full queue stops the pipe reading its dump, so the replica falls behind.
+//! (`async_replicas = "after_quorum"`).
 
 use std::collections::VecDeque;
 
 use prometheus::IntGauge;
 use strongsync_proto::packet::Packet;
 use strongsync_proto::position::Position;
+
+// The dump's packets wait in order, each gated by the binlog position the stream had reached
+// with it, and go once the quorum position reaches that gate, so such a replica is never
+// ahead of the replicas a failover promotes. Bounded in bytes: a full queue stops the pipe
+// reading its dump, so the replica falls behind.
 
 /// The packets held back, oldest first.
 #[derive(Debug)]

@@ -1,7 +1,5 @@
 //! What one response reported about commits, and which part of it the session holds back
-//! until strong sync lets it go: from the packet that brought news, from the packet after
-//! which the session must be checked (see [`crate::flavour::Tracker`]), or — under the read
-//! barrier (`visibility = "quorum"`) — from the first packet not yet released.
+//! until strong sync lets it go.
 
 use std::sync::Arc;
 
@@ -11,6 +9,10 @@ use strongsync_proto::ok::OkPacket;
 use crate::barrier::snapshot;
 use crate::commit::{Commit, Unresolved, WaitKind};
 use crate::flavour::CheckReason;
+
+// The held part starts at the packet that brought news, at the packet after which the session
+// must be checked (see `crate::flavour::Tracker`), or, under the read barrier (`visibility =
+// "quorum"`), at the first packet not yet released.
 
 /// What one response reported about commits, and which part of it is held for them.
 #[derive(Debug, Default)]

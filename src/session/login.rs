@@ -1,9 +1,5 @@
-//! Connecting a client: the primary's greeting shown to the client with capabilities
-//! rewritten, TLS on each leg, and the authentication exchange relayed untouched until the
-//! primary says OK or ERR. A password in clear goes on only where both legs are secure
-//! ([`PasswordWatch`]); the same relay serves `COM_CHANGE_USER` ([`relay_auth`]). A [`Login`]
-//! takes both connections and, once the primary accepts the client, hands them on as a
-//! [`LoggedIn`].
+//! Connecting a client: a [`Login`] takes both connections and, once the primary accepts the
+//! client, hands them on as a [`LoggedIn`].
 
 use std::io;
 use std::net::SocketAddr;
@@ -30,6 +26,11 @@ use crate::primary::{self, PrimaryStream};
 use crate::sharing::PoolKey;
 use crate::stream::ClientStream;
 use crate::tls::{PasswordKey, PrimaryTlsConnector};
+
+// The primary's greeting is shown to the client with capabilities rewritten, TLS starts on
+// each leg, and the authentication exchange is relayed untouched until the primary says OK or
+// ERR. A password in clear goes on only where both legs are secure (`PasswordWatch`); the same
+// relay serves `COM_CHANGE_USER` (`relay_auth`).
 
 /// A client logging in.
 pub(super) struct Login {

@@ -1,8 +1,4 @@
-//! A logged-in client session: a state machine over [`Phase`]s, driven by [`Session::run`],
-//! from the tracking set-up to the end — or to the primary accepting the client's binlog dump,
-//! when the connection becomes a [`ReplicaPipe`]. Each phase is a method that runs until the
-//! next phase is known; a response is relayed by a [`ResponseRelay`] that borrows the
-//! session's parts.
+//! A logged-in client session: a state machine over [`Phase`]s, driven by [`Session::run`].
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -31,6 +27,11 @@ use crate::flavour::{Flavour, ProxyState, Tracker, TrackerContext};
 use crate::legs::Legs;
 use crate::replica::{AcceptedDump, DumpLegs, ReplicaPipe};
 use crate::sharing::{Routed, Share};
+
+// It runs from the tracking set-up to the end, or to the primary accepting the client's binlog
+// dump, when the connection becomes a replica pipe. Each phase is a method that runs until
+// the next phase is known; a response is relayed by a `ResponseRelay` that borrows the
+// session's parts.
 
 /// One logged-in client and its connection to the primary.
 pub(super) struct Session {

@@ -1,7 +1,5 @@
-//! Relaying one command's response packet by packet: tracker data filtered, commits reported to
-//! the commit hook before the packets that announce them are released (or replaced by an error
-//! if the hook says so), responses that may hide a commit held until the session is checked,
-//! the read barrier, and `LOAD DATA LOCAL INFILE` uploads.
+//! Relaying one command's response packet by packet, holding what reports a commit until
+//! strong sync lets it go.
 
 use strongsync_proto::capabilities::StatusFlags;
 use strongsync_proto::ok::{self, EofPacket, OkPacket};
@@ -18,6 +16,11 @@ use crate::error::Error;
 use crate::flavour::{CheckReason, Tracker, Unlearnt};
 use crate::legs::Legs;
 use crate::sharing::Share;
+
+// Tracker data is filtered, commits are reported to strong sync before the packets that
+// announce them are released (or replaced by an error if it says so), responses that may hide
+// a commit are held until the session is checked, and the read barrier and `LOAD DATA LOCAL
+// INFILE` uploads are served here.
 
 /// Queued response bytes that trigger a write to the client even if more packets are
 /// already buffered from the primary.

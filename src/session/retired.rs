@@ -1,13 +1,15 @@
-//! A session whose epoch ended while it was idle: its connection to the retired primary is
-//! already closed, and its client's next command gets the error that says so (ER_CONNECTION_KILLED,
-//! naming the epochs) before the connection closes. A connection pool then opens a new one,
-//! which reaches the primary strongsync follows now.
+//! A session whose epoch ended while it was idle: its client's next command gets the error
+//! that says so before the connection closes.
 
 use strongsync_proto::command::COM_QUIT;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::legs::{queue_client_error, Legs};
+
+// Its connection to the retired primary is already closed; the error is ER_CONNECTION_KILLED,
+// naming the epochs. A connection pool then opens a new one, which reaches the primary
+// strongsync follows now.
 
 /// Serves what is left of the session: the client's next command, answered with the error.
 pub(super) async fn serve(legs: Legs, cancel: &CancellationToken) {

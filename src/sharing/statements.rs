@@ -1,6 +1,5 @@
-//! Prepared statements of sessions that share connections: the ids a session gives its client,
-//! the statements each connection to the primary has, and preparing one again on the
-//! connection a command runs on.
+//! Prepared statements of sessions that share connections, prepared again on the connection
+//! a command runs on.
 
 // A statement's id lives on the connection that prepared it, so a session that shares numbers
 // its statements itself and keeps their text; each connection keeps the statements prepared on
