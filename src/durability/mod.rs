@@ -48,6 +48,7 @@ pub use degraded::{DomainRange, ReleasedWithoutQuorum};
 use epoch::Gate;
 pub use epoch::{Epoch, OnEpoch, Pass, Refused};
 pub use fence::Fence;
+pub use inner::UnresolvedRelease;
 use inner::{DurableState, Inner, Plan};
 pub use lease::LeaseClock;
 pub use outcome::GtidOutcome;
@@ -55,7 +56,7 @@ pub use persisted::{Persisted, PersistedReplica};
 pub use policy::{Outcome, SessionQuorum, State, OUTCOMES};
 pub use quorum::{QuorumRule, Unmet};
 pub use replica::{AckError, ReplicaHandle};
-pub use status::{DurabilityStatus, NotCandidate, ReplicaStatus, UnresolvedRelease};
+pub use status::{DurabilityStatus, NotCandidate, ReplicaStatus};
 use waiters::waking;
 
 /// The strong-sync service shared by sessions and replica pipes.

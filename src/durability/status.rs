@@ -10,7 +10,7 @@ use strongsync_proto::position::Position;
 use tokio::time::Instant;
 
 use super::counters::Counts;
-use super::inner::{DurableState, Inner};
+use super::inner::{DurableState, Inner, UnresolvedRelease};
 use super::quorum::{QuorumRule, Tally, Unmet};
 use super::{ReleasedWithoutQuorum, State};
 use crate::config::{AsyncReplicas, Visibility};
@@ -127,19 +127,6 @@ pub struct NotCandidate {
     pub server_id: u32,
     /// Why: what of the watermark it lacks, or what of the rule the others would miss.
     pub reason: String,
-}
-
-/// A commit released to its client although what it committed could not be learnt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnresolvedRelease {
-    /// The primary's id for the client's connection.
-    pub connection_id: u32,
-    /// Why it could not be learnt.
-    pub reason: String,
-    /// The GTIDs that were learnt, if any (waited for).
-    pub gtids: String,
-    /// When.
-    pub at: Instant,
 }
 
 /// A snapshot of `inner`, whose lock it takes over and gives up as soon as it has copied what

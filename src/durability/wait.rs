@@ -16,8 +16,8 @@ use strongsync_proto::gtid::Gtid;
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, warn};
 
+use super::inner::UnresolvedRelease;
 use super::inner::{DurableState, Inner, Plan};
-use super::status::UnresolvedRelease;
 use super::waiters::{waking, Gtids, Verdict};
 use super::{Durability, Outcome};
 use crate::commit::{Commit, Cutoff, NotAcknowledged, Release, WaitKind};
