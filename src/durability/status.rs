@@ -136,28 +136,7 @@ pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counts: Counts) -> Durabili
     // Under the lock, only copies: what a replica holds is shared (copied on write), and
     // sorting and the failover candidates are worked out after it.
     let config = Arc::clone(&inner.config);
-    let mut replicas: Vec<ReplicaStatus> = inner
-        .registry
-        .connected()
-        .map(|(server_id, r)| {
-            let through = r.holds_through();
-            ReplicaStatus {
-                lag_bytes: through
-                    .zip(inner.head)
-                    .and_then(|(a, h)| inner.lag.bytes_behind(a, h)),
-                lag_transactions: through.and_then(|a| inner.lag.transactions_behind(a)),
-                ..r.status(server_id, now)
-            }
-        })
-        .collect();
-    let mut departed: Vec<ReplicaStatus> = inner
-        .registry
-        .departed()
-        .map(|(server_id, d)| ReplicaStatus {
-            gone_for: Some(now - d.left),
-            ..d.replica.status(server_id, now)
-        })
-        .collect();
+    let (mut replicas, mut departed) = replicas(&inner, now);
     let (degraded_now, released_without_quorum) = match &inner.state {
         DurableState::Degraded {
             since, released, ..
@@ -218,6 +197,34 @@ pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counts: Counts) -> Durabili
         stale_reports: counts.stale_reports,
         commits_untracked,
     }
+}
+
+/// The connected replicas, with their lag, and the departed ones, as `inner` has them `now`
+/// (unsorted, without their labels: copies only, under the lock).
+fn replicas(inner: &Inner, now: Instant) -> (Vec<ReplicaStatus>, Vec<ReplicaStatus>) {
+    let connected = inner
+        .registry
+        .connected()
+        .map(|(server_id, r)| {
+            let through = r.holds_through();
+            ReplicaStatus {
+                lag_bytes: through
+                    .zip(inner.head)
+                    .and_then(|(a, h)| inner.lag.bytes_behind(a, h)),
+                lag_transactions: through.and_then(|a| inner.lag.transactions_behind(a)),
+                ..r.status(server_id, now)
+            }
+        })
+        .collect();
+    let departed = inner
+        .registry
+        .departed()
+        .map(|(server_id, d)| ReplicaStatus {
+            gone_for: Some(now - d.left),
+            ..d.replica.status(server_id, now)
+        })
+        .collect();
+    (connected, departed)
 }
 
 /// Which replicas (connected or departed) are safe to promote: each holds the whole
