@@ -693,6 +693,28 @@ mod tests {
     }
 
     #[test]
+    fn a_status_with_fields_missing_still_renders() {
+        let partial = serde_json::json!({
+            "state": "strong", "fenced": false, "epoch": 2,
+            "primary": {"address": "10.0.0.2:3306", "reachable": true},
+            "replicas": [{"server_id": 2, "connected": true, "semisync": true}]
+        });
+        let status: Status = serde_json::from_value(partial).unwrap();
+        let out = render_status(&status);
+        assert!(
+            out.starts_with("state STRONG   epoch 2   primary 10.0.0.2:3306 (reachable)\n"),
+            "{out}"
+        );
+        assert!(out.contains("failover candidates: none\n"), "{out}");
+        let last = out.lines().last().unwrap();
+        assert_eq!(
+            last.split_whitespace().collect::<Vec<_>>(),
+            ["2", "true", "true", "-", "-", "-"],
+            "{out}"
+        );
+    }
+
+    #[test]
     fn the_status_read_back_is_the_status_served() {
         let served = serde_json::to_value(status()).unwrap();
         let read: Status = serde_json::from_value(served).unwrap();

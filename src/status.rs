@@ -8,7 +8,11 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::Member;
 
 /// `/status`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// A field missing from an answer reads as its default: `strongsync status` still renders
+/// what a proxy of another version serves.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Status {
     /// `strong` or `degraded`.
     pub state: String,
@@ -107,10 +111,10 @@ pub struct Status {
     /// TLS on each leg.
     pub tls: TlsStatus,
     /// This instance in its cluster (absent alone).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterStatus>,
     /// The shared connections to the primary (absent with `[sharing]` off).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sharing: Option<SharingStatus>,
     /// The primary followed.
     pub primary: PrimaryStatus,
@@ -119,7 +123,8 @@ pub struct Status {
 }
 
 /// TLS on each leg.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TlsStatus {
     /// The client leg's certificate (`configured (…)`, `self-signed (…)`), or `off`.
     pub clients: String,
@@ -192,7 +197,8 @@ pub struct SharingStatus {
 }
 
 /// This instance in its cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ClusterStatus {
     /// This instance's name.
     pub name: String,
@@ -222,7 +228,8 @@ pub struct LeaseStatus {
 }
 
 /// The primary followed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PrimaryStatus {
     /// `HOST:PORT`.
     pub address: String,
@@ -244,7 +251,8 @@ pub struct RetiredPrimary {
 }
 
 /// A replica, connected or as last known.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Replica {
     /// Its `server_id`.
     pub server_id: u32,
