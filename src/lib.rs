@@ -37,7 +37,8 @@
 //!   defined once, read from the file, flags and environment; [`error`]: session errors and the
 //!   single mapping to MySQL ERR packets.
 //! - [`metrics`], [`admin`], [`health`]: Prometheus metrics, the admin HTTP port (`/metrics`,
-//!   `/healthz`, `/readyz`, `/status`), and the primary's reachability; [`probe`]: strongsync's
+//!   `/healthz`, `/readyz`, `/status`, whose answer [`status`] defines), and the primary's
+//!   reachability; [`probe`]: strongsync's
 //!   own connection to the primary, which bounds a response by the primary's binlog position.
 #![forbid(unsafe_code)]
 
@@ -59,6 +60,7 @@ pub mod metrics;
 pub mod operator;
 pub mod primary;
 pub mod probe;
+pub mod status;
 pub mod stream;
 pub mod tls;
 pub mod tracking_defaults;

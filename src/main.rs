@@ -379,6 +379,15 @@ fn operate(command: &Subcommands) -> ExitCode {
     else {
         return ExitCode::FAILURE;
     };
+    match admin_port(admin) {
+        Ok(port) => call(&port, command),
+        Err(exit) => exit,
+    }
+}
+
+/// The admin port `admin` names, with its token and certificate: from the flags, then the
+/// environment, then the config file; `Err` with the exit code when it cannot be used.
+fn admin_port(admin: &AdminArgs) -> Result<AdminPort, ExitCode> {
     // Only where the admin port is and how to call it are read: the files the config names
     // are the proxy's, which its operator's account may not be able to open.
     let config = match admin
@@ -390,7 +399,7 @@ fn operate(command: &Subcommands) -> ExitCode {
         Ok(config) => config,
         Err(err) => {
             eprintln!("strongsync: {err}");
-            return ExitCode::from(EXIT_CONFIG);
+            return Err(ExitCode::from(EXIT_CONFIG));
         }
     };
     let former = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
@@ -420,13 +429,14 @@ fn operate(command: &Subcommands) -> ExitCode {
             .and_then(|c| c.tls.certificate_file(c.failover.state_file.as_deref()))
     });
     let limits = CallLimits::of(config.as_ref().unwrap_or(&Config::default()));
-    let port = match AdminPort::new(addr, token_file.as_deref(), ca.as_deref(), limits) {
-        Ok(port) => port,
-        Err(err) => {
-            eprintln!("strongsync: {err}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
+    AdminPort::new(addr, token_file.as_deref(), ca.as_deref(), limits).map_err(|err| {
+        eprintln!("strongsync: {err}");
+        ExitCode::from(EXIT_CONFIG)
+    })
+}
+
+/// Makes `command`'s call to `port`, prints the answer and says how it went.
+fn call(port: &AdminPort, command: &Subcommands) -> ExitCode {
     let answer = match command {
         Subcommands::Status { .. } => port.status(),
         Subcommands::Fence { reason, .. } => port.fence(reason.as_deref()),
@@ -438,22 +448,7 @@ fn operate(command: &Subcommands) -> ExitCode {
         } => port.follow(primary, *force, *allow_retired),
         Subcommands::Promote { .. } => port.promote(),
         Subcommands::Reinstate { primary, .. } => port.reinstate(primary),
-        Subcommands::Outcome { gtid, .. } => {
-            return match port.outcome(gtid) {
-                Ok((text, known)) => {
-                    print!("{text}");
-                    match known {
-                        Known::Answer => ExitCode::SUCCESS,
-                        Known::Unknown => ExitCode::from(EXIT_UNKNOWN),
-                        Known::Waiting => ExitCode::from(EXIT_WAITING),
-                    }
-                }
-                Err(err) => {
-                    eprintln!("strongsync: {err}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Subcommands::Outcome { gtid, .. } => return outcome(port, gtid),
         Subcommands::CheckConfig { .. } | Subcommands::InitState { .. } => {
             return ExitCode::FAILURE
         }
@@ -462,6 +457,24 @@ fn operate(command: &Subcommands) -> ExitCode {
         Ok(text) => {
             print!("{text}");
             ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("strongsync: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `strongsync outcome GTID`, whose exit code says whether the answer is one.
+fn outcome(port: &AdminPort, gtid: &str) -> ExitCode {
+    match port.outcome(gtid) {
+        Ok((text, known)) => {
+            print!("{text}");
+            match known {
+                Known::Answer => ExitCode::SUCCESS,
+                Known::Unknown => ExitCode::from(EXIT_UNKNOWN),
+                Known::Waiting => ExitCode::from(EXIT_WAITING),
+            }
         }
         Err(err) => {
             eprintln!("strongsync: {err}");

@@ -13,6 +13,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::config::Config;
+use crate::status::{ClusterStatus, Replica, Status};
 
 /// Time for the call itself, beyond what the proxy's timeouts allow it.
 const MARGIN: Duration = Duration::from_secs(30);
@@ -177,6 +178,8 @@ impl AdminPort {
     /// [`OperatorError`].
     pub fn status(&self) -> Result<String, OperatorError> {
         let status = self.call("GET", "/status", None, self.limits.read)?;
+        let status: Status = serde_json::from_value(status)
+            .map_err(|e| OperatorError::Unexpected(format!("/status: {e}")))?;
         Ok(render_status(&status))
     }
 
@@ -392,107 +395,124 @@ fn warn_unpersisted(out: &mut String, answer: &Value) {
     }
 }
 
-/// `/status` as an operator reads it.
-fn render_status(s: &Value) -> String {
-    let text = |v: &Value| match v {
-        Value::Null => "-".to_owned(),
-        Value::String(s) if s.is_empty() => "-".to_owned(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+/// `/status` as an operator reads it: the headline, what stands out about this instance,
+/// what a failover needs, and a table of replicas.
+fn render_status(s: &Status) -> String {
     let mut out = String::new();
-    let state = if s["fenced"].as_bool() == Some(true) {
+    headline(&mut out, s);
+    if let Some(cluster) = &s.cluster {
+        cluster_line(&mut out, cluster);
+    }
+    setup_lines(&mut out, s);
+    failover_lines(&mut out, s);
+    out.push('\n');
+    replica_table(&mut out, &s.replicas);
+    out
+}
+
+/// A value as the status shows it: `-` for none or empty.
+fn text(v: Option<&str>) -> String {
+    match v {
+        None | Some("") => "-".to_owned(),
+        Some(v) => v.to_owned(),
+    }
+}
+
+/// The state, the epoch and the primary.
+fn headline(out: &mut String, s: &Status) {
+    let state = if s.fenced {
         "FENCED".to_owned()
     } else {
-        text(&s["state"]).to_uppercase()
+        text(Some(&s.state)).to_uppercase()
+    };
+    let reachable = if s.primary.reachable {
+        "reachable"
+    } else {
+        "unreachable"
     };
     let _ = writeln!(
         out,
-        "state {state}   epoch {}   primary {} ({})",
-        text(&s["epoch"]),
-        text(&s["primary"]["address"]),
-        if s["primary"]["reachable"].as_bool() == Some(true) {
-            "reachable"
+        "state {state}   epoch {}   primary {} ({reachable})",
+        s.epoch,
+        text(Some(&s.primary.address)),
+    );
+}
+
+/// This instance in its cluster: its standing, its lease, the leader and the members.
+fn cluster_line(out: &mut String, c: &ClusterStatus) {
+    let members: Vec<String> = c
+        .members
+        .iter()
+        .map(|m| format!("{} ({})", text(Some(&m.name)), text(Some(&m.advertise))))
+        .collect();
+    let lease = c
+        .lease
+        .as_ref()
+        .map(|l| format!(", lease {} of {}s", l.id, l.ttl_seconds))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "cluster: {} is {}{lease}; leader {}; members {}",
+        text(Some(&c.name)),
+        text(Some(&c.standing)),
+        text(c.leader.as_ref().map(|l| l.name.as_str())),
+        if members.is_empty() {
+            text(c.members_problem.as_deref())
         } else {
-            "unreachable"
+            members.join(", ")
         }
     );
-    if s["cluster"].is_object() {
-        let c = &s["cluster"];
-        let members: Vec<String> = c["members"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|m| format!("{} ({})", text(&m["name"]), text(&m["advertise"])))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let lease = c["lease"]["id"]
-            .as_str()
-            .map(|id| format!(", lease {id} of {}s", text(&c["lease"]["ttl_seconds"])))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "cluster: {} is {}{lease}; leader {}; members {}",
-            text(&c["name"]),
-            text(&c["standing"]),
-            text(&c["leader"]["name"]),
-            if members.is_empty() {
-                text(&c["members_problem"])
-            } else {
-                members.join(", ")
-            }
-        );
-    }
-    if s["persisted"].as_bool() == Some(false) {
+}
+
+/// How this instance is set up, where it stands out: no state file, session tracking, TLS,
+/// commits untracked.
+fn setup_lines(out: &mut String, s: &Status) {
+    if !s.persisted {
         let _ = writeln!(
             out,
             "state file: none (the fence, the epoch and the retired primaries live in memory only)"
         );
     }
-    if let Some(tracking) = s["session_tracking"].as_str() {
-        let _ = writeln!(out, "session tracking: {tracking}");
-    }
-    if s["tls"].is_object() {
-        let pin = s["tls"]["clients_sha256"]
-            .as_str()
-            .map(|sha| format!(", sha256 {sha}"))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "TLS: clients {}{pin}; primary_tls {}",
-            text(&s["tls"]["clients"]),
-            text(&s["tls"]["primary"])
-        );
-    }
-    if let Some(why) = s["commits_untracked"].as_str() {
+    let _ = writeln!(out, "session tracking: {}", s.session_tracking);
+    let pin = s
+        .tls
+        .clients_sha256
+        .as_ref()
+        .map(|sha| format!(", sha256 {sha}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "TLS: clients {}{pin}; primary_tls {}",
+        text(Some(&s.tls.clients)),
+        text(Some(&s.tls.primary))
+    );
+    if let Some(why) = &s.commits_untracked {
         let _ = writeln!(out, "COMMITS UNTRACKED: {why}: every response is bounded");
     }
-    let retired: Vec<String> = s["retired_primaries"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|r| match r["identity"].as_str() {
-                    Some(identity) => format!("{} ({identity})", text(&r["address"])),
-                    None => text(&r["address"]),
-                })
-                .collect()
+}
+
+/// What a failover needs: the retired primaries, the rule, the watermark, the tail, the
+/// candidates and the commits parked.
+fn failover_lines(out: &mut String, s: &Status) {
+    let retired: Vec<String> = s
+        .retired_primaries
+        .iter()
+        .map(|r| match &r.identity {
+            Some(identity) => format!("{} ({identity})", text(Some(&r.address))),
+            None => text(Some(&r.address)),
         })
-        .unwrap_or_default();
+        .collect();
     if !retired.is_empty() {
         let _ = writeln!(out, "retired primaries: {}", retired.join(", "));
     }
-    let _ = writeln!(out, "quorum rule: {}", text(&s["quorum_rule"]));
-    let _ = writeln!(out, "watermark: {}", text(&s["watermark_gtid_position"]));
+    let _ = writeln!(out, "quorum rule: {}", text(Some(&s.quorum_rule)));
+    let _ = writeln!(out, "watermark: {}", text(Some(&s.watermark_gtid_position)));
     let _ = writeln!(
         out,
         "unacknowledged tail: {}",
-        text(&s["unacknowledged_tail"])
+        text(Some(&s.unacknowledged_tail))
     );
-    let candidates: Vec<String> = s["failover_candidates"]
-        .as_array()
-        .map(|a| a.iter().map(text).collect())
-        .unwrap_or_default();
+    let candidates: Vec<String> = s.failover_candidates.iter().map(u32::to_string).collect();
     let _ = writeln!(
         out,
         "failover candidates: {}",
@@ -502,7 +522,11 @@ fn render_status(s: &Value) -> String {
             candidates.join(", ")
         }
     );
-    let _ = writeln!(out, "parked commits: {}", text(&s["parked_sessions"]));
+    let _ = writeln!(out, "parked commits: {}", s.parked_sessions);
+}
+
+/// The replicas, one row each, in columns as wide as their widest cell.
+fn replica_table(out: &mut String, replicas: &[Replica]) {
     let header = [
         "server_id",
         "connected",
@@ -511,26 +535,21 @@ fn render_status(s: &Value) -> String {
         "lag (transactions)",
         "last ACK (s ago)",
     ];
-    let rows: Vec<[String; 6]> = s["replicas"]
-        .as_array()
-        .map(|replicas| {
-            replicas
-                .iter()
-                .map(|r| {
-                    [
-                        text(&r["server_id"]),
-                        text(&r["connected"]),
-                        text(&r["semisync"]),
-                        text(&r["acked_gtid_position"]),
-                        text(&r["lag_transactions"]),
-                        r["last_ack_age_seconds"]
-                            .as_f64()
-                            .map_or_else(|| "-".to_owned(), |a| format!("{a:.1}")),
-                    ]
-                })
-                .collect()
+    let rows: Vec<[String; 6]> = replicas
+        .iter()
+        .map(|r| {
+            [
+                r.server_id.to_string(),
+                r.connected.to_string(),
+                r.semisync.to_string(),
+                text(Some(&r.acked_gtid_position)),
+                r.lag_transactions
+                    .map_or_else(|| "-".to_owned(), |l| l.to_string()),
+                r.last_ack_age_seconds
+                    .map_or_else(|| "-".to_owned(), |a| format!("{a:.1}")),
+            ]
         })
-        .unwrap_or_default();
+        .collect();
     let widths: Vec<usize> = (0..header.len())
         .map(|i| {
             rows.iter()
@@ -548,35 +567,107 @@ fn render_status(s: &Value) -> String {
             .collect();
         let _ = writeln!(out, "{}", cells.join("  ").trim_end());
     };
-    out.push('\n');
-    line(&mut out, &header);
+    line(out, &header);
     for row in &rows {
         let cells: Vec<&str> = row.iter().map(String::as_str).collect();
-        line(&mut out, &cells);
+        line(out, &cells);
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::{PrimaryStatus, TlsStatus};
+
+    fn replica(server_id: u32, connected: bool, held: &str, lag: Option<u64>) -> Replica {
+        Replica {
+            server_id,
+            address: "10.0.0.9:40000".into(),
+            zone: None,
+            labels: Default::default(),
+            connected,
+            disconnected_seconds: (!connected).then_some(4.0),
+            semisync: true,
+            compressed: false,
+            acked_gtid_position: held.into(),
+            acked_position: None,
+            holds_through: None,
+            acked_file: None,
+            acked_offset: None,
+            lag_bytes: None,
+            lag_transactions: lag,
+            last_ack_age_seconds: connected.then_some(0.3),
+        }
+    }
+
+    /// A status as a proxy with two replicas, one gone, serves it.
+    fn status() -> Status {
+        Status {
+            state: "strong".into(),
+            fenced: false,
+            epoch: 2,
+            unacknowledged_tail: String::new(),
+            quorum: 1,
+            quorum_rule: "1 of the semisync replicas".into(),
+            quorum_zones: 0,
+            cross_zone: false,
+            primary_zone: None,
+            quorum_unmet: None,
+            session_quorum_floor: 1,
+            session_quorum_max: 1,
+            async_replicas: "after_quorum".into(),
+            ack_timeout: "10s".into(),
+            on_timeout: "block".into(),
+            without_quorum: "refuse".into(),
+            passthrough: false,
+            quorum_position: None,
+            head: None,
+            watermark_gtid_position: "0-1-40".into(),
+            watermark_gtid_state: "0-1-40".into(),
+            watermark_inexact: false,
+            acknowledged_gtid_position: "0-1-40".into(),
+            acknowledged_gtid_state: "0-1-40".into(),
+            acknowledged_inexact: false,
+            commits_untracked: None,
+            session_tracking: "configured".into(),
+            persisted: true,
+            retired_primaries: Vec::new(),
+            failover_candidates: vec![2],
+            not_failover_candidates: Vec::new(),
+            parked_sessions: 0,
+            parked_overdue: 0,
+            degraded_seconds_total: 0.0,
+            released_without_quorum: Vec::new(),
+            unresolved_releases: Vec::new(),
+            released: Default::default(),
+            visibility: "commit".into(),
+            reads_held: 0,
+            reads_released: Default::default(),
+            reads_waited: 0,
+            reads_in_snapshot: 0,
+            tls: TlsStatus {
+                clients: "off".into(),
+                clients_sha256: None,
+                primary: "off".into(),
+            },
+            cluster: None,
+            sharing: None,
+            primary: PrimaryStatus {
+                address: "10.0.0.2:3306".into(),
+                identity: None,
+                reachable: true,
+                problem: None,
+            },
+            replicas: vec![
+                replica(2, true, "0-1-40", Some(0)),
+                replica(3, false, "0-1-12", None),
+            ],
+        }
+    }
 
     #[test]
     fn status_reads_as_a_table() {
-        let status = serde_json::json!({
-            "state": "strong", "fenced": false, "epoch": 2,
-            "primary": {"address": "10.0.0.2:3306", "reachable": true},
-            "quorum_rule": "1 of the semisync replicas",
-            "watermark_gtid_position": "0-1-40",
-            "unacknowledged_tail": "",
-            "failover_candidates": [2],
-            "parked_sessions": 0,
-            "replicas": [
-                {"server_id": 2, "connected": true, "semisync": true, "acked_gtid_position": "0-1-40", "lag_transactions": 0, "last_ack_age_seconds": 0.3},
-                {"server_id": 3, "connected": false, "semisync": true, "acked_gtid_position": "0-1-12", "lag_transactions": null, "last_ack_age_seconds": null}
-            ]
-        });
-        let out = render_status(&status);
+        let out = render_status(&status());
         assert!(
             out.starts_with("state STRONG   epoch 2   primary 10.0.0.2:3306 (reachable)\n"),
             "{out}"
@@ -594,8 +685,39 @@ mod tests {
             "{out}"
         );
         assert_eq!(rows[2], ["3", "false", "true", "0-1-12", "-", "-"], "{out}");
-        let fenced =
-            serde_json::json!({"state": "strong", "fenced": true, "epoch": 2, "replicas": []});
+        let fenced = Status {
+            fenced: true,
+            ..status()
+        };
         assert!(render_status(&fenced).starts_with("state FENCED"));
+    }
+
+    #[test]
+    fn a_status_with_fields_missing_still_renders() {
+        let partial = serde_json::json!({
+            "state": "strong", "fenced": false, "epoch": 2,
+            "primary": {"address": "10.0.0.2:3306", "reachable": true},
+            "replicas": [{"server_id": 2, "connected": true, "semisync": true}]
+        });
+        let status: Status = serde_json::from_value(partial).unwrap();
+        let out = render_status(&status);
+        assert!(
+            out.starts_with("state STRONG   epoch 2   primary 10.0.0.2:3306 (reachable)\n"),
+            "{out}"
+        );
+        assert!(out.contains("failover candidates: none\n"), "{out}");
+        let last = out.lines().last().unwrap();
+        assert_eq!(
+            last.split_whitespace().collect::<Vec<_>>(),
+            ["2", "true", "true", "-", "-", "-"],
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn the_status_read_back_is_the_status_served() {
+        let served = serde_json::to_value(status()).unwrap();
+        let read: Status = serde_json::from_value(served).unwrap();
+        assert_eq!(read, status());
     }
 }

@@ -352,7 +352,7 @@ fn wait_for_defaults<C: Flavoured>(s: &Strong<C>) {
     support::mariadb::wait_for(
         "strongsync to find the primary's session-tracking defaults",
         support::strong::PATIENCE,
-        || support::admin::status(s.proxy.admin_addr())["session_tracking"] == "configured",
+        || support::admin::status(s.proxy.admin_addr()).session_tracking == "configured",
     );
 }
 

@@ -145,7 +145,7 @@ fn bed<C: LedgerCluster>(topology: C, certs: Option<TestCerts>) -> Bed<C> {
     }
     let admin = proxy.admin_addr();
     wait_for("the primary's tracking defaults", PATIENCE, || {
-        support::admin::status(admin)["session_tracking"] == "configured"
+        support::admin::status(admin).session_tracking == "configured"
     });
     Bed {
         topology,
@@ -273,7 +273,11 @@ async fn mysqlclients_suite_passes<C: LedgerCluster>(
         wait_for(
             "what SET NAMES utf8mb4 gives on the primary",
             PATIENCE,
-            || support::admin::status(admin)["sharing"]["set_names"]["utf8mb4"] == collation,
+            || {
+                support::admin::status(admin).sharing.is_some_and(|s| {
+                    s.set_names.get("utf8mb4").map(String::as_str) == Some(collation)
+                })
+            },
         );
     }
     let mut suite = pytest(&python, &dir.join("mysqlclient-2.2.7"));

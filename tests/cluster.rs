@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use nix::sys::signal::Signal;
+use strongsync::status::{ClusterStatus, Status};
 use support::admin;
 use support::etcd::Etcd;
 use support::mariadb::{wait_for, MariaDb, MariaDbOptions, APP_PASSWORD, APP_USER};
@@ -57,7 +58,7 @@ impl Instance {
     }
 
     fn epoch(&self) -> u64 {
-        self.status()["epoch"].as_u64().unwrap()
+        self.status().epoch
     }
 
     fn admin(&self) -> SocketAddr {
@@ -68,8 +69,13 @@ impl Instance {
         admin::get(self.admin(), "/readyz").status == 200
     }
 
-    fn status(&self) -> serde_json::Value {
+    fn status(&self) -> Status {
         admin::status(self.admin())
+    }
+
+    /// Its part in the cluster, as `/status` says.
+    fn cluster(&self) -> ClusterStatus {
+        self.status().cluster.expect("an instance of a cluster")
     }
 
     async fn current_user(&self) -> Result<String, mysql_async::Error> {
@@ -147,10 +153,7 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
         etcd.get("/strongsync/default/state")
             .is_some_and(|v| v.contains("\"epoch\":2"))
     });
-    let leader_name = instances[first].status()["cluster"]["name"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let leader_name = instances[first].cluster().name;
     assert!(
         etcd.get("/strongsync/default/leader")
             .is_some_and(|v| v.contains(&format!("\"name\":\"{leader_name}\""))),
@@ -163,7 +166,10 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
     for (i, follower) in instances.iter().enumerate().filter(|(i, _)| *i != first) {
         // A follower looks at the leader key every third of a lease.
         wait_for("the follower to know the leader", PATIENCE, || {
-            follower.status()["cluster"]["leader"]["name"] == leader_name.as_str()
+            follower
+                .cluster()
+                .leader
+                .is_some_and(|l| l.name == leader_name)
         });
         let refused = follower
             .current_user()
@@ -174,7 +180,7 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
             text.contains("does not lead") && text.contains(&instances[first].listen.to_string()),
             "instance {i}: {text}"
         );
-        assert_eq!(follower.status()["cluster"]["standing"], "following");
+        assert_eq!(follower.cluster().standing, "following");
         let not_ready = admin::get(follower.admin(), "/readyz");
         assert_eq!(not_ready.status, 503, "{}", not_ready.body);
         // Only the leader changes anything.
@@ -203,12 +209,9 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
                 .all(|n| line.contains(&format!("{n} ("))),
         "{listed}"
     );
-    let leader_status = instances[first].status();
-    assert_eq!(leader_status["cluster"]["standing"], "leading");
-    assert!(
-        leader_status["cluster"]["lease"]["id"].is_string(),
-        "{leader_status}"
-    );
+    let leader_status = instances[first].cluster();
+    assert_eq!(leader_status.standing, "leading");
+    assert!(leader_status.lease.is_some(), "{leader_status:#?}");
 
     // Killed: another takes over once its lease expires.
     instances[first].process.stop_with(Signal::SIGKILL);
@@ -232,7 +235,7 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
     instances[second].process.signal(Signal::SIGCONT);
     let woken = &instances[second];
     wait_for("the woken one to say it follows", PATIENCE, || {
-        woken.status()["cluster"]["standing"] == "following"
+        woken.cluster().standing == "following"
     });
     assert!(!woken.ready());
     let refused = woken
@@ -266,11 +269,12 @@ async fn one_instance_leads_the_others_serve_nothing_and_a_killed_or_paused_lead
     instances[third].process.stop_with(Signal::SIGKILL);
     let fourth = second;
     wait_for("the woken one to lead again, fenced", PATIENCE, || {
-        instances[fourth].ready() || instances[fourth].status()["fenced"] == true
+        instances[fourth].ready() || instances[fourth].status().fenced
     });
     let status = instances[fourth].status();
-    assert_eq!(status["fenced"], true, "{status}");
-    assert_eq!(status["cluster"]["standing"], "leading", "{status}");
+    assert!(status.fenced, "{status:#?}");
+    let standing = status.cluster.as_ref().map(|c| c.standing.as_str());
+    assert_eq!(standing, Some("leading"), "{status:#?}");
     let refused = instances[fourth]
         .current_user()
         .await
@@ -318,10 +322,10 @@ async fn with_etcd_authentication_only_the_account_given_takes_part() {
         good.ready()
     });
     wait_for("the other to find etcd closed to it", PATIENCE, || {
-        bad.status()["cluster"]["standing"] == "unreachable"
+        bad.cluster().standing == "unreachable"
     });
     assert!(!bad.ready());
-    let problem = bad.status()["cluster"]["problem"].to_string();
+    let problem = bad.cluster().problem.unwrap_or_default();
     assert!(
         problem.to_lowercase().contains("auth") || problem.contains("password"),
         "{problem}"
@@ -379,7 +383,7 @@ async fn with_etcd_over_tls_only_an_instance_that_trusts_it_takes_part() {
         || trusting.ready(),
     );
     wait_for("the other to find etcd unreachable", PATIENCE, || {
-        blind.status()["cluster"]["standing"] == "unreachable"
+        blind.cluster().standing == "unreachable"
     });
     assert!(!blind.ready());
     let own = "serves a certificate of its own";
@@ -470,7 +474,7 @@ async fn through_the_shipped_haproxy_a_leader_without_replicas_keeps_its_clients
         );
     }
     let status = admin::status(admin);
-    assert_eq!(status["state"], "degraded", "{status}");
+    assert_eq!(status.state, "degraded", "{status:#?}");
     let n: u64 = session.one("SELECT COUNT(*) FROM routed").await;
     assert_eq!(n, 2, "the same session, routed all along");
     let mut another = connect().await;

@@ -92,9 +92,9 @@ async fn two_zones_hold_a_commit_until_the_other_zone_has_it_and_a_reload_applie
         zones(config, servers, &["a", "a", "b"], "a");
     });
     let status = admin::status(s.proxy.admin_addr());
-    assert_eq!(status["quorum_rule"], "2 replica(s) in at least 2 zones");
-    assert_eq!(status["replicas"][2]["zone"], "b");
-    assert_eq!(status["replicas"][2]["labels"]["host"], "replica-4");
+    assert_eq!(status.quorum_rule, "2 replica(s) in at least 2 zones");
+    assert_eq!(status.replicas[2].zone.as_deref(), Some("b"));
+    assert_eq!(status.replicas[2].labels["host"], "replica-4");
 
     s.stop_io(2);
     s.wait_semisync(2);
@@ -117,11 +117,9 @@ async fn two_zones_hold_a_commit_until_the_other_zone_has_it_and_a_reload_applie
     assert_eq!(admin::get(s.proxy.admin_addr(), "/readyz").status, 200);
     // Every replica holds the commit, but promoting the one in zone b leaves zone a alone.
     let status = admin::status(s.proxy.admin_addr());
-    assert_eq!(status["failover_candidates"], serde_json::json!([2, 3]));
-    assert_eq!(status["not_failover_candidates"][0]["server_id"], 4);
-    let why = status["not_failover_candidates"][0]["reason"]
-        .as_str()
-        .unwrap();
+    assert_eq!(status.failover_candidates, [2, 3]);
+    assert_eq!(status.not_failover_candidates[0].server_id, 4);
+    let why = &status.not_failover_candidates[0].reason;
     assert!(
         why.contains("the other replicas leave the rule unmet: replicas in 1 zone(s) (a)"),
         "{why}"
@@ -158,8 +156,8 @@ async fn cross_zone_holds_a_commit_until_a_replica_outside_the_primarys_zone_has
     assert!(!parked.is_finished(), "only the primary's zone has it");
     let status = admin::status(s.proxy.admin_addr());
     assert_eq!(
-        status["quorum_unmet"],
-        "no replica outside the primary's zone \"a\", the quorum needs one"
+        status.quorum_unmet.as_deref(),
+        Some("no replica outside the primary's zone \"a\", the quorum needs one")
     );
     released_once_it_has(&s, parked, 1, &gtid).await;
 }

@@ -119,11 +119,8 @@ async fn a_fence_stops_every_replica_fails_parked_commits_and_refuses_statements
     assert_eq!(again.status, 200, "{}", again.body);
     assert!(again.body.contains("\"newly\": false"), "{}", again.body);
     let status = admin::status(s.proxy.admin_addr());
-    assert_eq!(status["fenced"], true);
-    assert!(status["unacknowledged_tail"]
-        .as_str()
-        .unwrap()
-        .contains(&gtid));
+    assert!(status.fenced);
+    assert!(status.unacknowledged_tail.contains(&gtid));
     assert_eq!(s.metrics().get("strongsync_fenced"), 1.0);
     assert_eq!(
         s.metrics()
@@ -149,7 +146,7 @@ async fn admin_calls_without_the_token_change_nothing() {
         assert!(answer.body.starts_with("refused"), "{}", answer.body);
     }
     let status = admin::status(addr);
-    assert_eq!(status["fenced"], false, "{status}");
+    assert!(!status.fenced, "{status:#?}");
     // Commits still wait for and get their quorum.
     let mut client = s.client().await;
     client.run("INSERT INTO sbtest.t (v) VALUES (3)").await;
@@ -223,9 +220,8 @@ impl Binary {
         }
         // Running is not yet admitted: that comes with the dump's first event.
         wait_for("both replicas admitted", PATIENCE, || {
-            admin::status(admin)["replicas"]
-                .as_array()
-                .is_some_and(|r| r.iter().filter(|r| r["connected"] == true).count() == 2)
+            let replicas = admin::status(admin).replicas;
+            replicas.iter().filter(|r| r.connected).count() == 2
         });
         binary
     }
@@ -281,10 +277,7 @@ async fn the_fence_and_the_watermark_survive_a_sigkill() {
         client.run(format!("INSERT INTO t (v) VALUES ({v})")).await;
     }
     drop(client);
-    let watermark = admin::status(b.admin)["watermark_gtid_position"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let watermark = admin::status(b.admin).watermark_gtid_position;
     assert_eq!(watermark, newest_gtid(&b.topology.primary, 0));
     // The file is written behind (failover.state_interval): observe it, then kill. At
     // quorum 1 the watermark can be in it before the slower replica's ACK of the last commit
@@ -305,7 +298,7 @@ async fn the_fence_and_the_watermark_survive_a_sigkill() {
         },
     );
     b.kill_and_restart();
-    let status = admin::status(b.admin);
+    let status = admin::status_json(b.admin);
     assert_eq!(status["watermark_gtid_position"], watermark.as_str());
     // Its name before the glossary, kept for one release.
     assert_eq!(status["acknowledged_gtid_position"], watermark.as_str());
@@ -339,7 +332,7 @@ async fn the_fence_and_the_watermark_survive_a_sigkill() {
         );
         assert!(refused.body.starts_with("refused"), "{}", refused.body);
     }
-    assert_eq!(admin::epoch_and_fence(b.admin), (Some(1), Some(false)));
+    assert_eq!(admin::epoch_and_fence(b.admin), (1, false));
     let scrape = admin::metrics(b.admin);
     assert_eq!(
         scrape.get("strongsync_admin_refused_total{why=\"missing_token\"}"),
@@ -357,7 +350,7 @@ async fn the_fence_and_the_watermark_survive_a_sigkill() {
         support::proxy::run_strongsync(&["fence", "--admin-listen", &b.admin.to_string()]);
     assert!(!no_token.status.success(), "{}", no_token.stdout);
     assert!(no_token.stderr.contains("401"), "{}", no_token.stderr);
-    assert_eq!(admin::status(b.admin)["fenced"], false);
+    assert!(!admin::status(b.admin).fenced);
 
     // Fenced with the operator's command, then killed: it comes back fenced.
     let fenced = b.cli(&["fence", "--reason", "test"]);
@@ -369,14 +362,10 @@ async fn the_fence_and_the_watermark_survive_a_sigkill() {
     );
     b.kill_and_restart();
     let status = admin::status(b.admin);
-    assert_eq!(status["fenced"], true, "{status}");
-    assert_eq!(status["watermark_gtid_position"], watermark.as_str());
+    assert!(status.fenced, "{status:#?}");
+    assert_eq!(status.watermark_gtid_position, watermark);
     // No replica can reconnect while fenced: the candidates are the ones the file kept.
-    assert_eq!(
-        status["failover_candidates"],
-        serde_json::json!([2, 3]),
-        "{status}"
-    );
+    assert_eq!(status.failover_candidates, [2, 3], "{status:#?}");
     let error = b.client().await.expect_err("turned away while fenced");
     assert_eq!(mysql_code(&error), Some(1290), "{error}");
     let scrape = admin::metrics(b.admin);
@@ -407,7 +396,7 @@ async fn the_fence_and_the_watermark_survive_a_sigkill() {
         "{}",
         refused.stderr
     );
-    assert_eq!(admin::status(b.admin)["epoch"], 1);
+    assert_eq!(admin::status(b.admin).epoch, 1);
     let outcome = b.cli(&["outcome", &watermark]);
     assert!(
         outcome
@@ -445,11 +434,5 @@ async fn with_fenced_reads_sessions_read_on_and_what_they_commit_joins_the_tail(
     let gtid = newest_gtid(&s.topology.primary, 0);
     assert!(error.to_string().contains(&gtid), "{error}");
     let status = admin::status(s.proxy.admin_addr());
-    assert!(
-        status["unacknowledged_tail"]
-            .as_str()
-            .unwrap()
-            .contains(&gtid),
-        "{status}"
-    );
+    assert!(status.unacknowledged_tail.contains(&gtid), "{status:#?}");
 }

@@ -579,11 +579,10 @@ fn every_acknowledged_commit_survives_proxy_kills_and_replicas_come_back_by_them
     let url = format!("mysql://{APP_USER}:{APP_PASSWORD}@{listen}/sbtest?prefer_socket=false");
     let replicas_connected = |proxy: &ProxyProcess| {
         let status = support::admin::status(proxy.admin_addr().unwrap());
-        status["replicas"]
-            .as_array()
-            .unwrap()
+        status
+            .replicas
             .iter()
-            .filter(|r| r["connected"] == true && r["semisync"] == true)
+            .filter(|r| r.connected && r.semisync)
             .count()
             == 2
     };
@@ -625,7 +624,7 @@ fn every_acknowledged_commit_survives_proxy_kills_and_replicas_come_back_by_them
             replicas_connected(&proxy)
         });
         let status = support::admin::status(proxy.admin_addr().unwrap());
-        assert_eq!(status["state"], "strong", "{status:#}");
+        assert_eq!(status.state, "strong", "{status:#?}");
     }
     // Everything the primary committed, acknowledged or not, reaches both replicas.
     topology.wait_replicas_caught_up();

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use strongsync::config::OnTimeout;
 use strongsync::durability::State;
+use strongsync::status::DomainName;
 use support::admin;
 use support::mariadb::wait_for;
 use support::sql::Statements;
@@ -68,15 +69,11 @@ async fn degraded_ends_once_returning_replicas_hold_what_was_released_without_a_
     );
     let gtid = newest_gtid(&s.topology.primary, 0);
     let listed = admin::status(s.proxy.admin_addr());
-    let released = &listed["released_without_quorum"][0];
+    let released = &listed.released_without_quorum[0];
     assert_eq!(
-        (&released["domain"], &released["last"], &released["count"]),
-        (
-            &serde_json::json!(0),
-            &serde_json::json!(gtid),
-            &serde_json::json!(2)
-        ),
-        "{listed:#}"
+        (&released.domain, &released.last, released.count),
+        (&DomainName::Maria(0), &gtid, 2),
+        "{listed:#?}"
     );
     let binlog = s.topology.primary.gtid_binlog_pos();
     fetch_elsewhere_and_come_back(&s, &gtid);
@@ -89,5 +86,5 @@ async fn degraded_ends_once_returning_replicas_hold_what_was_released_without_a_
         "nothing was written meanwhile"
     );
     let listed = admin::status(s.proxy.admin_addr());
-    assert_eq!(listed["released_without_quorum"], serde_json::json!([]));
+    assert_eq!(listed.released_without_quorum, []);
 }

@@ -199,9 +199,9 @@ async fn mysql_status_shows_each_replicas_acked_gtid_set_and_the_failover_candid
     assert_eq!(executed, format!("{uuid}:1-{}", number_of(&newest)));
     for (replica, &id) in s.topology.replicas.iter().zip(&ids) {
         let record = admin::replica_record(&status, id);
-        let acked = record["acked_gtid_position"].as_str().unwrap();
+        let acked = record.acked_gtid_position.as_str();
         // A MySQL GTID set, in the server's own form: here, everything the primary executed.
-        assert_eq!(acked, executed, "replica {id}: {record:#}");
+        assert_eq!(acked, executed, "replica {id}: {record:#?}");
         assert!(
             server_has(replica, acked),
             "replica {id} lacks some of {acked}"
@@ -211,11 +211,11 @@ async fn mysql_status_shows_each_replicas_acked_gtid_set_and_the_failover_candid
             "replica {id} acknowledged {newest} through the proxy: it received it"
         );
     }
-    let acknowledged = status["watermark_gtid_position"].as_str().unwrap();
-    assert!(gtid_set_holds(acknowledged, &newest), "{status:#}");
+    let acknowledged = status.watermark_gtid_position.as_str();
+    assert!(gtid_set_holds(acknowledged, &newest), "{status:#?}");
     assert!(s.topology.primary.gtid_subset(acknowledged, &executed));
-    assert_eq!(status["failover_candidates"], serde_json::json!(ids));
-    assert_eq!(status["not_failover_candidates"], serde_json::json!([]));
+    assert_eq!(status.failover_candidates, ids);
+    assert_eq!(status.not_failover_candidates, []);
 
     // B stops; a commit goes on A's acknowledgement alone. B no longer holds every
     // acknowledged commit, and B's own record agrees.
@@ -230,24 +230,15 @@ async fn mysql_status_shows_each_replicas_acked_gtid_set_and_the_failover_candid
         &later
     ));
     let status = admin::status(s.proxy.admin_addr());
-    assert!(gtid_set_holds(
-        status["watermark_gtid_position"].as_str().unwrap(),
-        &later
-    ));
-    assert_eq!(status["failover_candidates"], serde_json::json!([ids[0]]));
-    let not = &status["not_failover_candidates"];
-    assert_eq!(not.as_array().unwrap().len(), 1, "{not:#}");
-    assert_eq!(not[0]["server_id"], ids[1]);
-    assert!(
-        not[0]["reason"].as_str().unwrap().contains(&later),
-        "{not:#}"
-    );
+    assert!(gtid_set_holds(&status.watermark_gtid_position, &later));
+    assert_eq!(status.failover_candidates, [ids[0]]);
+    let not = &status.not_failover_candidates;
+    assert_eq!(not.len(), 1, "{not:#?}");
+    assert_eq!(not[0].server_id, ids[1]);
+    assert!(not[0].reason.contains(&later), "{not:#?}");
     let b_record = admin::replica_record(&status, ids[1]);
-    assert_eq!(b_record["connected"], false);
-    assert!(server_has(
-        b,
-        b_record["acked_gtid_position"].as_str().unwrap()
-    ));
+    assert!(!b_record.connected);
+    assert!(server_has(b, &b_record.acked_gtid_position));
 
     // B back: it catches up and is a candidate again.
     s.start_io(1);
@@ -255,5 +246,5 @@ async fn mysql_status_shows_each_replicas_acked_gtid_set_and_the_failover_candid
         gtid_set_holds(&admin::credited(s.proxy.admin_addr(), ids[1]), &later)
     });
     let status = admin::status(s.proxy.admin_addr());
-    assert_eq!(status["failover_candidates"], serde_json::json!(ids));
+    assert_eq!(status.failover_candidates, ids);
 }

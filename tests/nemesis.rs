@@ -72,12 +72,7 @@ async fn mysql_two_thousand_direct_writes_leave_no_gap_in_the_watermark() {
     drop(client);
     let last = s.topology.primary.newest_gtid();
     let executed = s.topology.primary.gtid_executed();
-    let watermark = || {
-        admin::status(s.proxy.admin_addr())["watermark_gtid_position"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let watermark = || admin::status(s.proxy.admin_addr()).watermark_gtid_position;
     wait_for("the watermark to reach the last commit", PATIENCE, || {
         s.topology.primary.gtid_subset(&last, &watermark())
     });
@@ -207,7 +202,7 @@ async fn a_fence_whose_caller_hangs_up_mid_drain_survives_a_restart() {
     )
     .unwrap();
     wait_for("the fence to be up", PATIENCE, || {
-        admin::status(admin_addr)["fenced"] == true
+        admin::status(admin_addr).fenced
     });
     drop(hook);
     // The drain cannot end while the statement is stuck (it waits an hour): a fence in the
@@ -219,7 +214,7 @@ async fn a_fence_whose_caller_hangs_up_mid_drain_survives_a_restart() {
     proxy.stop_with(nix::sys::signal::Signal::SIGKILL);
     let proxy = ProxyProcess::start_as_given(&args, &[], listen.parse().unwrap());
     let status = admin::status(admin_addr);
-    assert_eq!(status["fenced"], true, "{status}");
+    assert!(status.fenced, "{status:#?}");
     drop(proxy);
     relay.resume();
 }
@@ -277,7 +272,9 @@ async fn mysql_without_gtid_mode_on_is_refused_at_start_and_bounded_at_run_time(
     );
     // The one running finds it out and bounds every response.
     wait_for("strongsync to see gtid_mode off", PATIENCE, || {
-        !admin::status(s.proxy.admin_addr())["commits_untracked"].is_null()
+        admin::status(s.proxy.admin_addr())
+            .commits_untracked
+            .is_some()
     });
     // Every response is bounded now, the client's own set-up queries too: it logs in while
     // the replicas still ACK.
@@ -433,5 +430,5 @@ fn a_private_token_file_is_taken() {
     ];
     let proxy = ProxyProcess::start(&args, &[], listen.parse().unwrap());
     let status = admin::status(proxy.admin_addr().unwrap());
-    assert_eq!(status["persisted"], false, "{status}");
+    assert!(!status.persisted, "{status:#?}");
 }

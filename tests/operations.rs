@@ -11,6 +11,7 @@ use std::time::Duration;
 use mysql_async::prelude::*;
 use mysql_async::{Conn, Opts};
 use nix::sys::signal::Signal;
+use strongsync::status::DomainName;
 use support::admin::{self, Scrape};
 use support::cli::{mariadb, Output};
 use support::deploy::{deploy_path, queried_metrics};
@@ -248,14 +249,11 @@ fn metrics_follow_a_write_load_and_a_degraded_spell() {
         assert!(output.success(), "{output}");
     }
     let status = admin::status(sidecar.admin);
-    let released = &status["released_without_quorum"];
-    assert_eq!(released.as_array().map(Vec::len), Some(1), "{status:#}");
-    assert_eq!(released[0]["domain"], 0);
-    assert_eq!(released[0]["count"], 4);
-    assert_eq!(
-        released[0]["last"].as_str(),
-        Some(sidecar.topology.primary.gtid_binlog_pos().as_str())
-    );
+    let released = &status.released_without_quorum;
+    assert_eq!(released.len(), 1, "{status:#?}");
+    assert_eq!(released[0].domain, DomainName::Maria(0));
+    assert_eq!(released[0].count, 4);
+    assert_eq!(released[0].last, sidecar.topology.primary.gtid_binlog_pos());
     wait_for(
         "a summary of the DEGRADED spell in the log",
         PATIENCE,
@@ -267,10 +265,7 @@ fn metrics_follow_a_write_load_and_a_degraded_spell() {
         .find(|l| l.contains("still DEGRADED"))
         .expect("summary");
     assert!(summary.contains("released_without_quorum=4"), "{summary}");
-    assert!(
-        summary.contains(released[0]["first"].as_str().unwrap()),
-        "{summary}"
-    );
+    assert!(summary.contains(&released[0].first), "{summary}");
     assert_eq!(count(&log, "STRONG -> DEGRADED"), 1, "{log}");
     assert_eq!(
         count(&log, "released without quorum"),
@@ -289,10 +284,7 @@ fn metrics_follow_a_write_load_and_a_degraded_spell() {
         1.0
     );
     assert_eq!(count(&sidecar.log(), "DEGRADED -> STRONG"), 1);
-    assert_eq!(
-        admin::status(sidecar.admin)["released_without_quorum"],
-        serde_json::json!([])
-    );
+    assert_eq!(admin::status(sidecar.admin).released_without_quorum, []);
     assert!(strong.get("strongsync_degraded_seconds_total") > 0.0);
     let caught_up = sidecar.scrape_until("both replicas caught up", |s| {
         ids.iter().all(|&id| {
@@ -358,65 +350,58 @@ fn readiness_and_status_follow_the_replicas_and_the_primary() {
     let output = sidecar.sql("INSERT INTO t (v) VALUES (1), (2)");
     assert!(output.success(), "{output}");
     let primary_addr = sidecar.topology.primary.addr();
-    let mut status = serde_json::Value::Null;
+    let mut status = admin::status(sidecar.admin);
     wait_for("both replicas ACKed the head", PATIENCE, || {
         status = admin::status(sidecar.admin);
-        let head = &status["head"];
-        !head.is_null()
-            && status["replicas"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|r| &r["acked_position"] == head)
+        let head = &status.head;
+        head.is_some() && status.replicas.iter().all(|r| &r.acked_position == head)
     });
-    assert_eq!(status["state"], "strong", "{status:#}");
-    assert_eq!(status["quorum"], 2);
-    assert_eq!(status["on_timeout"], "block");
-    assert_eq!(status["parked_sessions"], 0);
-    assert_eq!(status["primary"]["address"], primary_addr.as_str());
-    assert_eq!(status["primary"]["reachable"], true);
-    assert!(status["released"]["quorum"].as_u64().unwrap() >= 1);
-    let replicas = status["replicas"].as_array().unwrap();
-    let ids: Vec<u64> = replicas
-        .iter()
-        .map(|r| r["server_id"].as_u64().unwrap())
-        .collect();
-    let expected: Vec<u64> = sidecar
+    assert_eq!(status.state, "strong", "{status:#?}");
+    assert_eq!(status.quorum, 2);
+    assert_eq!(status.on_timeout, "block");
+    assert_eq!(status.parked_sessions, 0);
+    assert_eq!(status.primary.address, primary_addr);
+    assert!(status.primary.reachable);
+    assert!(status.released["quorum"] >= 1);
+    let replicas = &status.replicas;
+    let ids: Vec<u32> = replicas.iter().map(|r| r.server_id).collect();
+    let expected: Vec<u32> = sidecar
         .topology
         .replicas
         .iter()
-        .map(|r| u64::from(r.server_id()))
+        .map(|r| r.server_id())
         .collect();
-    assert_eq!(ids, expected, "{status:#}");
+    assert_eq!(ids, expected, "{status:#?}");
     for replica in replicas {
-        assert_eq!(replica["semisync"], true);
-        assert!(replica["address"]
-            .as_str()
-            .unwrap()
-            .starts_with("127.0.0.1:"));
-        assert_eq!(replica["lag_transactions"], 0, "{status:#}");
-        assert_eq!(replica["lag_bytes"], 0, "{status:#}");
-        assert!(replica["last_ack_age_seconds"].is_f64(), "{status:#}");
-        let position = replica["acked_position"].as_str().unwrap();
+        assert!(replica.semisync);
+        assert!(replica.address.starts_with("127.0.0.1:"));
+        assert_eq!(replica.lag_transactions, Some(0), "{status:#?}");
+        assert_eq!(replica.lag_bytes, Some(0), "{status:#?}");
+        assert!(replica.last_ack_age_seconds.is_some(), "{status:#?}");
+        let position = replica.acked_position.as_deref().unwrap();
         assert_eq!(
             position,
-            format!("{}:{}", replica["acked_file"], replica["acked_offset"])
+            format!(
+                "{}:{}",
+                replica.acked_file.unwrap(),
+                replica.acked_offset.unwrap()
+            )
         );
         // What a failover tool compares: the GTIDs the replica holds, here all of them.
-        assert_eq!(replica["connected"], true);
-        assert_eq!(replica["disconnected_seconds"], serde_json::Value::Null);
+        assert!(replica.connected);
+        assert_eq!(replica.disconnected_seconds, None);
         assert_eq!(
-            replica["acked_gtid_position"],
-            sidecar.topology.primary.gtid_binlog_pos().as_str(),
-            "{status:#}"
+            replica.acked_gtid_position,
+            sidecar.topology.primary.gtid_binlog_pos(),
+            "{status:#?}"
         );
     }
-    let held_before = status["replicas"].clone();
+    let held_before = status.replicas.clone();
     assert_eq!(
-        status["watermark_gtid_position"],
-        sidecar.topology.primary.gtid_binlog_pos().as_str()
+        status.watermark_gtid_position,
+        sidecar.topology.primary.gtid_binlog_pos()
     );
-    assert_eq!(status["failover_candidates"], serde_json::json!(expected));
+    assert_eq!(status.failover_candidates, expected);
 
     // Bad requests get 4xx and the port keeps serving.
     let garbage = admin::raw(sidecar.admin, b"\x16\x03\x01 not http at all\r\n\r\n");
@@ -438,30 +423,23 @@ fn readiness_and_status_follow_the_replicas_and_the_primary() {
     });
     assert!(body.contains(&primary_addr), "{body}");
     let status = admin::status(sidecar.admin);
-    assert_eq!(status["primary"]["reachable"], false, "{status:#}");
-    assert!(status["primary"]["problem"].is_string());
+    assert!(!status.primary.reachable, "{status:#?}");
+    assert!(status.primary.problem.is_some());
     // The replicas' dumps end with the primary; they stay listed as last known, for the
     // failover tool that now needs them.
     let mut status = status;
     wait_for("the replicas' dumps to end", PATIENCE, || {
         status = admin::status(sidecar.admin);
-        status["replicas"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| r["connected"] == false)
+        status.replicas.iter().all(|r| !r.connected)
     });
-    let replicas = status["replicas"].as_array().unwrap();
-    assert_eq!(replicas.len(), 2, "{status:#}");
-    for (replica, before) in replicas.iter().zip(held_before.as_array().unwrap()) {
-        assert_eq!(replica["connected"], false, "{status:#}");
-        assert!(replica["disconnected_seconds"].is_f64(), "{status:#}");
-        assert_eq!(replica["server_id"], before["server_id"]);
-        assert_eq!(
-            replica["acked_gtid_position"],
-            before["acked_gtid_position"]
-        );
-        assert_eq!(replica["acked_position"], before["acked_position"]);
+    let replicas = &status.replicas;
+    assert_eq!(replicas.len(), 2, "{status:#?}");
+    for (replica, before) in replicas.iter().zip(&held_before) {
+        assert!(!replica.connected, "{status:#?}");
+        assert!(replica.disconnected_seconds.is_some(), "{status:#?}");
+        assert_eq!(replica.server_id, before.server_id);
+        assert_eq!(replica.acked_gtid_position, before.acked_gtid_position);
+        assert_eq!(replica.acked_position, before.acked_position);
     }
     assert_eq!(sidecar.scrape().get("strongsync_primary_up"), 0.0);
     assert_eq!(
@@ -583,9 +561,9 @@ fn flags_and_environment_win_over_the_file() {
         listen,
     );
     let status = admin::status(SocketAddr::from(([127, 0, 0, 1], admin_port)));
-    assert_eq!(status["quorum"], 2, "the flag wins");
-    assert_eq!(status["ack_timeout"], "250ms", "the environment wins");
-    assert_eq!(status["on_timeout"], "block", "the file applies");
+    assert_eq!(status.quorum, 2, "the flag wins");
+    assert_eq!(status.ack_timeout, "250ms", "the environment wins");
+    assert_eq!(status.on_timeout, "block", "the file applies");
 }
 
 // --- SIGHUP ---
@@ -619,7 +597,7 @@ async fn sighup_applies_a_new_quorum_to_the_next_commit_without_dropping_connect
     wait_for("the reload", PATIENCE, || {
         sidecar.log().matches("SIGHUP: config reloaded").count() > reloads
     });
-    assert_eq!(admin::status(sidecar.admin)["quorum"], 2);
+    assert_eq!(admin::status(sidecar.admin).quorum, 2);
 
     // The next commit needs both replicas: it parks until the second is back.
     let commit = tokio::spawn(async move {
@@ -651,7 +629,7 @@ async fn sighup_applies_a_new_quorum_to_the_next_commit_without_dropping_connect
         sidecar.log().contains("only take effect after a restart")
     });
     assert!(sidecar.log().contains("\"limits\""), "{}", sidecar.log());
-    assert_eq!(admin::status(sidecar.admin)["quorum"], 1);
+    assert_eq!(admin::status(sidecar.admin).quorum, 1);
 
     write(dir.path(), "strongsync.toml", &config("0", ""));
     sidecar.proxy.signal(Signal::SIGHUP);
@@ -659,7 +637,7 @@ async fn sighup_applies_a_new_quorum_to_the_next_commit_without_dropping_connect
         sidecar.log().contains("config rejected")
     });
     assert!(sidecar.log().contains("durability.quorum"));
-    assert_eq!(admin::status(sidecar.admin)["quorum"], 1, "unchanged");
+    assert_eq!(admin::status(sidecar.admin).quorum, 1, "unchanged");
 
     // The read barrier needs the probe account: a file without one is refused, and one that
     // adds it waits for the restart that starts the probe.
@@ -699,7 +677,7 @@ async fn sighup_applies_a_new_quorum_to_the_next_commit_without_dropping_connect
         sidecar.log()
     );
     assert_eq!(
-        admin::status(sidecar.admin)["visibility"],
+        admin::status(sidecar.admin).visibility,
         "commit",
         "unchanged"
     );

@@ -66,12 +66,8 @@ async fn clients_that_speak_the_replica_protocol_but_are_refused_a_dump_change_n
         admin::replica_standing(&before)
     );
     assert!(
-        !after["replicas"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["server_id"] == 77),
-        "{after:#}"
+        !after.replicas.iter().any(|r| r.server_id == 77),
+        "{after:#?}"
     );
     let metrics_after = admin::metrics(s.proxy.admin_addr());
     assert_eq!(
@@ -264,14 +260,6 @@ async fn mariadb_a_replica_reconnecting_with_interleaved_domains_is_credited_wit
     // What the proxy credits A with is what A itself says it holds.
     s.topology.wait_replicas_caught_up();
     let status = admin::status(s.proxy.admin_addr());
-    let credited = status["replicas"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["server_id"] == a.server_id())
-        .expect("A is listed")["acked_gtid_position"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let credited = admin::replica_record(&status, a.server_id()).acked_gtid_position;
     assert_eq!(credited, a.gtid_slave_pos());
 }

@@ -127,14 +127,15 @@ async fn the_probe_logs_in_over_tls() {
     // The probe reads the primary's identity at start: its server id is known only if the
     // account (which the primary lets in over TLS only) logged in.
     support::mariadb::wait_for("the primary's identity", Duration::from_secs(30), || {
-        support::admin::status(proxy.admin_addr())["primary"]["identity"]
-            .as_str()
+        support::admin::status(proxy.admin_addr())
+            .primary
+            .identity
             .is_some_and(|id| id.contains("server_id"))
     });
     let status = support::admin::status(proxy.admin_addr());
-    assert_eq!(status["tls"]["primary"], "verify_identity", "{status}");
-    assert_eq!(status["tls"]["clients"], "self-signed (this run only)");
-    assert_eq!(status["tls"]["clients_sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(status.tls.primary, "verify_identity", "{status:#?}");
+    assert_eq!(status.tls.clients, "self-signed (this run only)");
+    assert_eq!(status.tls.clients_sha256.unwrap().len(), 64);
 }
 
 #[tokio::test(flavor = "multi_thread")]

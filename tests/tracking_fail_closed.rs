@@ -513,14 +513,13 @@ async fn mariadb_an_unreadable_state_item_is_bounded_and_an_unreadable_bound_is_
     conn.run("INSERT INTO t (v) VALUES (2)").await;
     assert_eq!(s.released("unresolved"), 1);
     let status = admin::status(s.proxy.admin_addr());
-    let listed = &status["unresolved_releases"][0];
-    assert_eq!(listed["connection_id"], id, "{status:#}");
+    let listed = &status.unresolved_releases[0];
+    assert_eq!(listed.connection_id, id, "{status:#?}");
     assert!(
-        listed["reason"]
-            .as_str()
-            .unwrap()
+        listed
+            .reason
             .contains("would not say what the session committed"),
-        "{listed}"
+        "{listed:#?}"
     );
     let scrape = admin::metrics(s.proxy.admin_addr());
     assert_eq!(
@@ -626,11 +625,10 @@ async fn mariadb_without_a_probe_a_commit_hidden_before_a_local_infile_request_i
     assert_eq!(s.released("unresolved"), 1);
     let status = admin::status(s.proxy.admin_addr());
     assert!(
-        status["unresolved_releases"][0]["reason"]
-            .as_str()
-            .unwrap()
+        status.unresolved_releases[0]
+            .reason
             .contains("LOCAL INFILE"),
-        "{status:#}"
+        "{status:#?}"
     );
 }
 

@@ -113,23 +113,8 @@ impl ProxyBuilder {
         config.validate()?;
         preflight::check_before_start(&config)?;
         tls::install_default_provider();
-        let client_tls = ClientTls::new(&config.tls, config.failover.state_file.as_deref())?;
-        match &client_tls {
-            Some(t) => {
-                info!(certificate = %t.cert, sha256 = %t.fingerprint, "TLS for clients");
-                if config.cluster.enabled() && t.cert == tls::ClientCert::Ephemeral {
-                    warn!("this instance of a cluster serves a certificate of its own, made at this start: a client that checks or pins it is refused after a takeover; give every instance the same tls.cert and tls.key");
-                }
-            }
-            None => warn!("TLS for clients is off (tls.disabled): a client that sends its password in clear is refused, and caching_sha2_password clients must ask for the server's RSA key"),
-        }
-        let tls_status = admin::TlsStatus {
-            clients: client_tls
-                .as_ref()
-                .map_or_else(|| "off".to_owned(), |t| t.cert.to_string()),
-            clients_sha256: client_tls.as_ref().map(|t| t.fingerprint.clone()),
-            primary: config.primary_tls.to_string(),
-        };
+        let client_tls = client_tls(&config)?;
+        let tls_status = tls_status(&config, client_tls.as_ref());
         let tls = client_tls.map(|t| t.acceptor);
         let admin_tls = tls.clone().filter(|_| config.admin_tls);
         let primary_tls =
@@ -140,55 +125,15 @@ impl ProxyBuilder {
         info!(listen = %local_addr, admin = %admin_addr, tls = tls.is_some(), "strongsync listening");
 
         let metrics = Arc::new(Metrics::new());
-        let durability = Durability::with_observer(
-            config.durability.clone(),
-            Arc::clone(&metrics) as Arc<dyn WaitObserver>,
-        );
-        durability.set_topology(config.topology()?);
-        // In a cluster the instance acts only once it holds the lease, and its state lives in
-        // etcd: it reads it when it wins the lease.
-        let cluster = config
-            .cluster
-            .enabled()
-            .then(|| {
-                Cluster::new(
-                    &config,
-                    local_addr,
-                    admin_addr,
-                    Arc::clone(&durability),
-                    Arc::clone(&metrics),
-                )
-            })
-            .transpose()?;
-        let control = Control::start(
-            &config,
-            Arc::clone(&durability),
-            Arc::clone(&metrics),
-            cluster.clone(),
-        )?;
-        if cluster.is_none() {
-            control.check_primary().await?;
-            info!(primary = %control.primary(), epoch = control.epoch(), "following");
-        }
-        let primary_health = Arc::new(PrimaryHealth::new(
-            control.watch(),
-            config.timeouts.primary_connect,
-            metrics.primary_up.clone(),
-        ));
+        let durability = strong_sync(&config, &metrics)?;
+        let (cluster, control) =
+            control(&config, (local_addr, admin_addr), &durability, &metrics).await?;
+        let primary_health = primary_health(&config, &control, &metrics);
         let soft = CancellationToken::new();
         let hard = CancellationToken::new();
         let in_flight = Arc::new(InFlight::default());
         let tracker = TaskTracker::new();
-        // The campaign runs until the hard stop, which gives the lease up for the next leader.
-        let standing = match &cluster {
-            Some(cluster) => {
-                info!(name = %cluster.me().name, endpoints = ?config.cluster.endpoints, "one of a cluster: acting only while leading it");
-                let takeover = Arc::clone(&control) as Arc<dyn cluster::Takeover>;
-                tracker.spawn(Arc::clone(cluster).run(takeover, hard.clone()));
-                cluster.standing()
-            }
-            None => cluster::alone(),
-        };
+        let standing = campaign(&config, cluster.as_ref(), &control, &tracker, &hard);
         let door = Door::new(Arc::clone(&durability), hook(Arc::clone(&durability)));
         let pools = Pools::new(
             config.sharing.clone(),
@@ -213,13 +158,7 @@ impl ProxyBuilder {
             metrics: Arc::clone(&metrics),
             primary_health: Arc::clone(&primary_health),
             in_flight: Arc::clone(&in_flight),
-            probe: config.probe_account()?.map(|account| {
-                Arc::new(Probe::new(
-                    control.watch(),
-                    &account,
-                    config.timeouts.primary_connect,
-                ))
-            }),
+            probe: probe(&config, &control)?,
             standing: standing.clone(),
             pools: Arc::clone(&pools),
         });
@@ -239,18 +178,8 @@ impl ProxyBuilder {
             cluster,
             pools: Arc::clone(&pools),
         };
-        let listening = admin::Listening {
-            max_connections: config.limits.max_admin_connections,
-            request_timeout: config.timeouts.admin_request,
-            tls: admin_tls,
-        };
-        tracker.spawn(admin::serve(admin_listener, admin, listening, hard.clone()));
-        tracker
-            .spawn(Arc::clone(&control).write_behind(config.failover.state_interval, hard.clone()));
-        tracker.spawn(
-            Arc::clone(&control).watch_primary(config.failover.check_interval, hard.clone()),
-        );
-        tracker.spawn(summarize(Arc::clone(&durability), hard.clone()));
+        spawn_admin(&config, (admin_listener, admin_tls), admin, &tracker, &hard);
+        spawn_upkeep(&config, &control, &durability, &tracker, &hard);
         Ok(Proxy {
             local_addr,
             admin_addr,
@@ -264,6 +193,150 @@ impl ProxyBuilder {
             pools,
         })
     }
+}
+
+/// The TLS the client leg serves, if any, said in the log.
+fn client_tls(config: &Config) -> Result<Option<ClientTls>, StartError> {
+    let client_tls = ClientTls::new(&config.tls, config.failover.state_file.as_deref())?;
+    match &client_tls {
+        Some(t) => {
+            info!(certificate = %t.cert, sha256 = %t.fingerprint, "TLS for clients");
+            if config.cluster.enabled() && t.cert == tls::ClientCert::Ephemeral {
+                warn!("this instance of a cluster serves a certificate of its own, made at this start: a client that checks or pins it is refused after a takeover; give every instance the same tls.cert and tls.key");
+            }
+        }
+        None => warn!("TLS for clients is off (tls.disabled): a client that sends its password in clear is refused, and caching_sha2_password clients must ask for the server's RSA key"),
+    }
+    Ok(client_tls)
+}
+
+/// TLS on each leg, as `/status` reports it.
+fn tls_status(config: &Config, client_tls: Option<&ClientTls>) -> admin::TlsStatus {
+    admin::TlsStatus {
+        clients: client_tls.map_or_else(|| "off".to_owned(), |t| t.cert.to_string()),
+        clients_sha256: client_tls.map(|t| t.fingerprint.clone()),
+        primary: config.primary_tls.to_string(),
+    }
+}
+
+/// Strong sync, with the settings and the replicas' zones and labels given, counted in
+/// `metrics`.
+fn strong_sync(config: &Config, metrics: &Arc<Metrics>) -> Result<Arc<Durability>, StartError> {
+    let durability = Durability::with_observer(
+        config.durability.clone(),
+        Arc::clone(metrics) as Arc<dyn WaitObserver>,
+    );
+    durability.set_topology(config.topology()?);
+    Ok(durability)
+}
+
+/// Whether the primary `control` follows answers.
+fn primary_health(config: &Config, control: &Control, metrics: &Metrics) -> Arc<PrimaryHealth> {
+    Arc::new(PrimaryHealth::new(
+        control.watch(),
+        config.timeouts.primary_connect,
+        metrics.primary_up.clone(),
+    ))
+}
+
+/// strongsync's own connection to the primary `control` follows, if a probe account is
+/// configured.
+fn probe(config: &Config, control: &Control) -> Result<Option<Arc<Probe>>, StartError> {
+    Ok(config.probe_account()?.map(|account| {
+        Arc::new(Probe::new(
+            control.watch(),
+            &account,
+            config.timeouts.primary_connect,
+        ))
+    }))
+}
+
+/// Serves the admin port on its listener (over TLS if given) until the hard stop.
+fn spawn_admin(
+    config: &Config,
+    (listener, tls): (TcpListener, Option<tokio_rustls::TlsAcceptor>),
+    admin: Admin,
+    tracker: &TaskTracker,
+    hard: &CancellationToken,
+) {
+    let listening = admin::Listening {
+        max_connections: config.limits.max_admin_connections,
+        request_timeout: config.timeouts.admin_request,
+        tls,
+    };
+    tracker.spawn(admin::serve(listener, admin, listening, hard.clone()));
+}
+
+/// This instance's part in its cluster, if it is one of one, and the control of its fence,
+/// epoch and primary; alone, the primary is checked now. The SQL and admin ports bound are
+/// what a cluster advertises.
+async fn control(
+    config: &Config,
+    (local_addr, admin_addr): (SocketAddr, SocketAddr),
+    durability: &Arc<Durability>,
+    metrics: &Arc<Metrics>,
+) -> Result<(Option<Arc<Cluster>>, Arc<Control>), StartError> {
+    // In a cluster the instance acts only once it holds the lease, and its state lives in
+    // etcd: it reads it when it wins the lease.
+    let cluster = config
+        .cluster
+        .enabled()
+        .then(|| {
+            Cluster::new(
+                config,
+                local_addr,
+                admin_addr,
+                Arc::clone(durability),
+                Arc::clone(metrics),
+            )
+        })
+        .transpose()?;
+    let control = Control::start(
+        config,
+        Arc::clone(durability),
+        Arc::clone(metrics),
+        cluster.clone(),
+    )?;
+    if cluster.is_none() {
+        control.check_primary().await?;
+        info!(primary = %control.primary(), epoch = control.epoch(), "following");
+    }
+    Ok((cluster, control))
+}
+
+/// Where this instance stands: alone, or in its cluster, whose campaign for the lease it
+/// starts.
+fn campaign(
+    config: &Config,
+    cluster: Option<&Arc<Cluster>>,
+    control: &Arc<Control>,
+    tracker: &TaskTracker,
+    hard: &CancellationToken,
+) -> tokio::sync::watch::Receiver<cluster::Standing> {
+    // The campaign runs until the hard stop, which gives the lease up for the next leader.
+    match cluster {
+        Some(cluster) => {
+            info!(name = %cluster.me().name, endpoints = ?config.cluster.endpoints, "one of a cluster: acting only while leading it");
+            let takeover = Arc::clone(control) as Arc<dyn cluster::Takeover>;
+            tracker.spawn(Arc::clone(cluster).run(takeover, hard.clone()));
+            cluster.standing()
+        }
+        None => cluster::alone(),
+    }
+}
+
+/// The tasks that keep things up to date until the hard stop: the state file written behind,
+/// the primary watched, strong sync's summary logged.
+fn spawn_upkeep(
+    config: &Config,
+    control: &Arc<Control>,
+    durability: &Arc<Durability>,
+    tracker: &TaskTracker,
+    hard: &CancellationToken,
+) {
+    tracker.spawn(Arc::clone(control).write_behind(config.failover.state_interval, hard.clone()));
+    tracker.spawn(Arc::clone(control).watch_primary(config.failover.check_interval, hard.clone()));
+    tracker.spawn(summarize(Arc::clone(durability), hard.clone()));
 }
 
 /// How often strong sync says what is wrong while something is (DEGRADED, commits parked past

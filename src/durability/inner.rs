@@ -23,7 +23,6 @@ use super::policy::State;
 use super::quorum::QuorumRule;
 use super::registry::{Departed, Replica};
 use super::registry::{Holders, Registry};
-use super::status::UnresolvedRelease;
 use super::waiters::{Until, Verdict, Waiters};
 use super::watermark::Watermark;
 use crate::config::{DurabilityConfig, Topology};
@@ -31,6 +30,19 @@ use crate::gate::Refused;
 
 /// Releases without quorum of unknown GTIDs remembered for `/status`, the most recent ones.
 const UNRESOLVED_KEPT: usize = 32;
+
+/// A commit released to its client although what it committed could not be learnt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnresolvedRelease {
+    /// The primary's id for the client's connection.
+    pub connection_id: u32,
+    /// Why it could not be learnt.
+    pub reason: String,
+    /// The GTIDs that were learnt, if any (waited for).
+    pub gtids: String,
+    /// When.
+    pub at: Instant,
+}
 
 /// Everything strong sync keeps under its one lock.
 pub(super) struct Inner {

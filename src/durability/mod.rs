@@ -48,6 +48,7 @@ pub use coverage::StreamCoverage;
 pub use degraded::{DomainRange, ReleasedWithoutQuorum};
 pub use door::{CommitHook, Door};
 pub use fence::Fence;
+pub use inner::UnresolvedRelease;
 use inner::{DurableState, Inner, Plan};
 pub use outcome::GtidOutcome;
 pub use persisted::{Persisted, PersistedReplica};
@@ -55,7 +56,7 @@ pub use policy::{Outcome, SessionQuorum, State, OUTCOMES};
 pub use quorum::{QuorumRule, Unmet};
 pub use release::{Cutoff, NotAcknowledged, Release};
 pub use replica::{AckError, ReplicaHandle};
-pub use status::{DurabilityStatus, NotCandidate, ReplicaStatus, UnresolvedRelease};
+pub use status::{DurabilityStatus, NotCandidate, ReplicaStatus};
 use waiters::waking;
 
 /// The strong-sync service shared by sessions and replica pipes.

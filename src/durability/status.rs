@@ -10,7 +10,7 @@ use strongsync_proto::position::Position;
 use tokio::time::Instant;
 
 use super::counters::Counts;
-use super::inner::{DurableState, Inner};
+use super::inner::{DurableState, Inner, UnresolvedRelease};
 use super::quorum::{QuorumRule, Tally, Unmet};
 use super::{ReleasedWithoutQuorum, State};
 use crate::config::{AsyncReplicas, Visibility};
@@ -129,19 +129,6 @@ pub struct NotCandidate {
     pub reason: String,
 }
 
-/// A commit released to its client although what it committed could not be learnt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnresolvedRelease {
-    /// The primary's id for the client's connection.
-    pub connection_id: u32,
-    /// Why it could not be learnt.
-    pub reason: String,
-    /// The GTIDs that were learnt, if any (waited for).
-    pub gtids: String,
-    /// When.
-    pub at: Instant,
-}
-
 /// A snapshot of `inner`, whose lock it takes over and gives up as soon as it has copied what
 /// it needs, with `counts` (see [`Durability::status`](super::Durability::status)).
 pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counts: Counts) -> DurabilityStatus {
@@ -149,28 +136,7 @@ pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counts: Counts) -> Durabili
     // Under the lock, only copies: what a replica holds is shared (copied on write), and
     // sorting and the failover candidates are worked out after it.
     let config = Arc::clone(&inner.config);
-    let mut replicas: Vec<ReplicaStatus> = inner
-        .registry
-        .connected()
-        .map(|(server_id, r)| {
-            let through = r.holds_through();
-            ReplicaStatus {
-                lag_bytes: through
-                    .zip(inner.head)
-                    .and_then(|(a, h)| inner.lag.bytes_behind(a, h)),
-                lag_transactions: through.and_then(|a| inner.lag.transactions_behind(a)),
-                ..r.status(server_id, now)
-            }
-        })
-        .collect();
-    let mut departed: Vec<ReplicaStatus> = inner
-        .registry
-        .departed()
-        .map(|(server_id, d)| ReplicaStatus {
-            gone_for: Some(now - d.left),
-            ..d.replica.status(server_id, now)
-        })
-        .collect();
+    let (mut replicas, mut departed) = replicas(&inner, now);
     let (degraded_now, released_without_quorum) = match &inner.state {
         DurableState::Degraded {
             since, released, ..
@@ -231,6 +197,34 @@ pub(super) fn snapshot(inner: MutexGuard<'_, Inner>, counts: Counts) -> Durabili
         stale_reports: counts.stale_reports,
         commits_untracked,
     }
+}
+
+/// The connected replicas, with their lag, and the departed ones, as `inner` has them `now`
+/// (unsorted, without their labels: copies only, under the lock).
+fn replicas(inner: &Inner, now: Instant) -> (Vec<ReplicaStatus>, Vec<ReplicaStatus>) {
+    let connected = inner
+        .registry
+        .connected()
+        .map(|(server_id, r)| {
+            let through = r.holds_through();
+            ReplicaStatus {
+                lag_bytes: through
+                    .zip(inner.head)
+                    .and_then(|(a, h)| inner.lag.bytes_behind(a, h)),
+                lag_transactions: through.and_then(|a| inner.lag.transactions_behind(a)),
+                ..r.status(server_id, now)
+            }
+        })
+        .collect();
+    let departed = inner
+        .registry
+        .departed()
+        .map(|(server_id, d)| ReplicaStatus {
+            gone_for: Some(now - d.left),
+            ..d.replica.status(server_id, now)
+        })
+        .collect();
+    (connected, departed)
 }
 
 /// Which replicas (connected or departed) are safe to promote: each holds the whole

@@ -16,12 +16,12 @@ use strongsync_proto::gtid::Gtid;
 use tokio::time::{Instant, Sleep};
 use tracing::{debug, warn};
 
+use super::inner::UnresolvedRelease;
 use super::inner::{DurableState, Inner, Plan};
-use super::status::UnresolvedRelease;
 use super::waiters::{waking, Gtids, Verdict};
 use super::{Cutoff, NotAcknowledged, Release};
 use super::{Durability, Outcome};
-use crate::commit::{Commit, WaitKind};
+use crate::commit::{Commit, Unresolved, WaitKind};
 use crate::config::{DurabilityConfig, OnTimeout, WithoutQuorum};
 
 /// What a look at the shared state decided.
@@ -84,24 +84,63 @@ pub(super) async fn wait(d: Arc<Durability>, commit: Commit) -> Release {
     let mut parked = Parked::new(&d, commit.kind);
     // A session's own quorum is for its commits; what a read may reveal is others'.
     let asked = commit.quorum.filter(|_| commit.kind == WaitKind::Commit);
-    let (mut outcome, mut release, quorum) = parked.decide(&gtids, asked, commit.epoch).await;
-    // Looked at last, on the clock: an instance whose lease lapsed while the commit
-    // waited (or that was paused past it) releases nothing.
-    if release == Release::Proceed && !d.gate.lease().may_act() {
-        outcome = Outcome::NotLeading;
-        release = Release::Fail(NotAcknowledged {
-            gtids: list(&gtids),
-            quorum,
-            waited: parked.since.elapsed(),
-            cause: Cutoff::NotLeading {
-                epoch: commit.epoch,
-            },
-            read: commit.kind == WaitKind::Read,
-        });
+    let (outcome, release, quorum) = parked.decide(&gtids, asked, commit.epoch).await;
+    let (outcome, release) = unless_the_lease_lapsed(
+        &d,
+        &commit,
+        &gtids,
+        (quorum, parked.since),
+        outcome,
+        release,
+    );
+    let release = naming_its_own(&commit, release);
+    // What was learnt was waited for; the rest could not be.
+    let outcome = match (&unresolved, outcome) {
+        (Some(_), Outcome::Quorum) => Outcome::Unresolved,
+        (_, outcome) => outcome,
+    };
+    parked.done = true;
+    let waited = account_release(&d, &commit, &gtids, outcome, &release, quorum, parked.since);
+    match unresolved {
+        Some(reason) => remember_unresolved(&d, &commit, &reason, &gtids, waited),
+        None if outcome != Outcome::Quorum => {
+            debug!(connection_id = commit.connection_id, kind = ?commit.kind, gtids = %list(&gtids), ?waited, outcome = outcome.label(), "released without quorum");
+        }
+        None => {}
     }
-    // A commit's error names what it committed, not the others' transactions its
-    // response was also bounded by.
-    let release = match release {
+    release
+}
+
+/// The outcome and release decided, or, on an instance whose lease lapsed while the commit
+/// waited (or that was paused past it), a failure: looked at last, on the clock, since such
+/// an instance releases nothing. `(quorum, since)`: the quorum waited for, and since when.
+fn unless_the_lease_lapsed(
+    d: &Durability,
+    commit: &Commit,
+    gtids: &[Gtid],
+    (quorum, since): (usize, Instant),
+    outcome: Outcome,
+    release: Release,
+) -> (Outcome, Release) {
+    if release != Release::Proceed || d.gate.lease().may_act() {
+        return (outcome, release);
+    }
+    let release = Release::Fail(NotAcknowledged {
+        gtids: list(gtids),
+        quorum,
+        waited: since.elapsed(),
+        cause: Cutoff::NotLeading {
+            epoch: commit.epoch,
+        },
+        read: commit.kind == WaitKind::Read,
+    });
+    (Outcome::NotLeading, release)
+}
+
+/// A commit's error names what it committed, not the others' transactions its response was
+/// also bounded by.
+fn naming_its_own(commit: &Commit, release: Release) -> Release {
+    match release {
         Release::Fail(mut error)
             if commit.kind == WaitKind::Commit && commit.own < commit.gtids.len() =>
         {
@@ -109,15 +148,23 @@ pub(super) async fn wait(d: Arc<Durability>, commit: Commit) -> Release {
             Release::Fail(error)
         }
         release => release,
-    };
-    // What was learnt was waited for; the rest could not be.
-    let outcome = match (&unresolved, outcome) {
-        (Some(_), Outcome::Quorum) => Outcome::Unresolved,
-        (_, outcome) => outcome,
-    };
-    parked.done = true;
+    }
+}
+
+/// Counts the release, remembers a commit released without its quorum for its outcome, and
+/// returns how long it waited.
+fn account_release(
+    d: &Durability,
+    commit: &Commit,
+    gtids: &[Gtid],
+    outcome: Outcome,
+    release: &Release,
+    quorum: usize,
+    since: Instant,
+) -> Duration {
+    let released = *release == Release::Proceed;
     if commit.kind == WaitKind::Commit
-        && release == Release::Proceed
+        && released
         && matches!(
             outcome,
             Outcome::Timeout | Outcome::Degraded | Outcome::NoneAsked
@@ -129,36 +176,43 @@ pub(super) async fn wait(d: Arc<Durability>, commit: Commit) -> Release {
         }
         inner.changed();
     }
-    let waited = parked.since.elapsed();
+    let waited = since.elapsed();
     d.counters.released(commit.kind, outcome, waited);
-    if commit.kind == WaitKind::Commit && release == Release::Proceed {
+    if commit.kind == WaitKind::Commit && released {
         // Off unless asked for (`strongsync::release=debug`): which instance released
         // what, in which epoch, for a ledger that checks no two instances released.
-        debug!(target: "strongsync::release", epoch = commit.epoch, gtids = %list(&gtids), outcome = outcome.label(), "commit released");
+        debug!(target: "strongsync::release", epoch = commit.epoch, gtids = %list(gtids), outcome = outcome.label(), "commit released");
     }
     if commit.kind == WaitKind::Commit {
         d.counters.commit_quorum(quorum);
     }
-    if let Some(reason) = unresolved {
-        let listed = list(&gtids);
-        match commit.kind {
-            WaitKind::Commit => {
-                warn!(connection_id = commit.connection_id, %reason, gtids = %listed, ?waited, "commit released without knowing everything it committed");
-            }
-            WaitKind::Read => {
-                warn!(connection_id = commit.connection_id, %reason, ?waited, "response released without knowing everything it may reveal");
-            }
+    waited
+}
+
+/// Says, and keeps for `/status`, that `commit` was released without strongsync knowing
+/// everything it committed (or, a read, may reveal), and why.
+fn remember_unresolved(
+    d: &Durability,
+    commit: &Commit,
+    reason: &Unresolved,
+    gtids: &[Gtid],
+    waited: Duration,
+) {
+    let listed = list(gtids);
+    match commit.kind {
+        WaitKind::Commit => {
+            warn!(connection_id = commit.connection_id, %reason, gtids = %listed, ?waited, "commit released without knowing everything it committed");
         }
-        d.lock().unresolved(UnresolvedRelease {
-            connection_id: commit.connection_id,
-            reason: reason.to_string(),
-            gtids: listed,
-            at: Instant::now(),
-        });
-    } else if outcome != Outcome::Quorum {
-        debug!(connection_id = commit.connection_id, kind = ?commit.kind, gtids = %list(&gtids), ?waited, outcome = outcome.label(), "released without quorum");
+        WaitKind::Read => {
+            warn!(connection_id = commit.connection_id, %reason, ?waited, "response released without knowing everything it may reveal");
+        }
     }
-    release
+    d.lock().unresolved(UnresolvedRelease {
+        connection_id: commit.connection_id,
+        reason: reason.to_string(),
+        gtids: listed,
+        at: Instant::now(),
+    });
 }
 
 /// A wait from an epoch that is over: never acknowledged, and a commit joins the tail.

@@ -81,7 +81,7 @@ impl Instance {
         self.paused = paused;
     }
 
-    fn status(&self) -> serde_json::Value {
+    fn status(&self) -> strongsync::status::Status {
         admin::status(self.admin)
     }
 
@@ -356,10 +356,7 @@ fn leader_of(instances: &[Instance]) -> usize {
 
 /// The server the leader follows.
 fn primary_id(leader: &Instance, servers: &[(u32, String)]) -> u32 {
-    let address = leader.status()["primary"]["address"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let address = leader.status().primary.address;
     servers
         .iter()
         .find(|(_, a)| *a == address)

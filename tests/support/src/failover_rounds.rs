@@ -407,10 +407,7 @@ pub async fn control<C: LedgerCluster>() {
     let body = format!(r#"{{"primary": "{}"}}"#, least.addr());
     let refused = admin::post(s.proxy.admin_addr(), "/follow", Some(TOKEN), &body);
     assert_eq!(refused.status, 409, "{}", refused.body);
-    let acknowledged = admin::status(s.proxy.admin_addr())["watermark_gtid_position"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let acknowledged = admin::status(s.proxy.admin_addr()).watermark_gtid_position;
     let source = C::Server::source_of(&acknowledged);
     assert!(
         refused.body.contains("of the watermark") && refused.body.contains(&source),

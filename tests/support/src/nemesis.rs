@@ -356,10 +356,7 @@ pub async fn a_diverged_candidate_is_refused_and_passed_over<C: LedgerCluster>()
         client.run(insert(id)).await;
     }
     drop(client);
-    let acknowledged = admin::status(s.proxy.admin_addr())["watermark_gtid_position"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let acknowledged = admin::status(s.proxy.admin_addr()).watermark_gtid_position;
     server(diverged).make_primary_by_hand();
     let own = server(diverged).write_diverged(AROUND | 3);
     let body = refused(&s, "/follow", &follow_body(&server(diverged).addr()));
