@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use super::ConfigError;
+use super::{ConfigError, ValueError};
 
 /// How a setting shows outside the code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,13 +92,13 @@ pub trait Value: Sized + Clone + PartialEq {
     ///
     /// # Errors
     /// What is wrong with it.
-    fn from_file(value: toml::Value) -> Result<Self, String>;
+    fn from_file(value: toml::Value) -> Result<Self, ValueError>;
 
     /// The value as a flag or an environment variable says it.
     ///
     /// # Errors
     /// What is wrong with it.
-    fn from_flag(text: &str) -> Result<Self, String>;
+    fn from_flag(text: &str) -> Result<Self, ValueError>;
 
     /// The value as the file writes it; `None`: left out (nothing set, or a secret).
     fn to_file(&self) -> Option<toml::Value>;
@@ -107,7 +107,7 @@ pub trait Value: Sized + Clone + PartialEq {
     ///
     /// # Errors
     /// What is wrong with it.
-    fn check(&self, _meta: &Meta) -> Result<(), String> {
+    fn check(&self, _meta: &Meta) -> Result<(), ValueError> {
         Ok(())
     }
 }
@@ -126,14 +126,14 @@ pub trait Field: Sized {
     /// Takes in what the layer says of it.
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] naming the key, or [`ConfigError::Unknown`] for a key inside it
-    /// that no setting has.
+    /// [`ConfigError::Value`] naming the key (a section: [`ConfigError::Invalid`] too), or
+    /// [`ConfigError::Unknown`] for a key inside it that no setting has.
     fn take(&mut self, key: &'static str, item: Item, meta: &Meta) -> Result<(), ConfigError>;
 
     /// Checks it against its bounds (a section: each of its settings).
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] naming the key.
+    /// [`ConfigError::Value`] naming the key.
     fn check(&self, key: &'static str, meta: &Meta) -> Result<(), ConfigError>;
 
     /// How the file writes it.
@@ -161,7 +161,7 @@ pub trait Section: Default {
     /// Checks each of its settings against its bounds.
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] naming the first setting out of bounds.
+    /// [`ConfigError::Value`] naming the first setting out of bounds.
     fn check_all(&self) -> Result<(), ConfigError>;
 
     /// Every setting, as the file writes it.
@@ -638,17 +638,19 @@ impl<T: Value> Field for T {
             // An inline table in the file, such as a replica's labels.
             Item::Table(layer) => T::from_file(toml::Value::Table(layer.into_file_table())),
         };
-        *self = value.map_err(|problem| ConfigError::Invalid { key, problem })?;
+        *self = value.map_err(|problem| ConfigError::Value {
+            key,
+            problem,
+            hint: None,
+        })?;
         Field::check(self, key, meta)
     }
 
     fn check(&self, key: &'static str, meta: &Meta) -> Result<(), ConfigError> {
-        Value::check(self, meta).map_err(|problem| ConfigError::Invalid {
+        Value::check(self, meta).map_err(|problem| ConfigError::Value {
             key,
-            problem: match meta.hint {
-                Some(hint) => format!("{problem} ({hint})"),
-                None => problem,
-            },
+            problem,
+            hint: meta.hint,
         })
     }
 

@@ -71,8 +71,11 @@ pub enum ControlError {
         after: ServerIdentity,
     },
     /// It is read-only.
-    #[error("refused: {0} is read-only (read_only or super_read_only is on)")]
-    ReadOnly(String),
+    #[error("refused: {addr} is read-only (read_only or super_read_only is on)")]
+    ReadOnly {
+        /// The primary named.
+        addr: String,
+    },
     /// It still replicates.
     #[error("refused: {addr} still replicates (channels {channels:?}); stop and reset its replication first")]
     Replicating {
@@ -103,8 +106,11 @@ pub enum ControlError {
         problem: GtidModeProblem,
     },
     /// Reinstate names a primary that is not retired.
-    #[error("refused: {0} is not a retired primary")]
-    NotRetired(String),
+    #[error("refused: {addr} is not a retired primary")]
+    NotRetired {
+        /// The address named.
+        addr: String,
+    },
     /// Promote has nothing to log in with.
     #[error(
         "refused: promote needs the [failover] account (user, password) and [[replica]] addresses"

@@ -167,7 +167,9 @@ impl Control {
             refuse_followed(upstream, addr, Some(&candidate.identity), resuming)?;
         }
         if candidate.read_only {
-            return Err(ControlError::ReadOnly(addr.to_owned()));
+            return Err(ControlError::ReadOnly {
+                addr: addr.to_owned(),
+            });
         }
         if !candidate.replicating.is_empty() {
             return Err(ControlError::Replicating {
@@ -321,7 +323,9 @@ impl Control {
                 Ok(l) => match promote::followed_as(&l, followed) {
                     Some(as_) => {
                         info!(server_id, %address, followed = %as_, "promote: passed over a primary strongsync followed");
-                        Seen::Followed(as_.to_owned())
+                        Seen::Followed {
+                            address: as_.to_owned(),
+                        }
                     }
                     None => {
                         info!(server_id, received = %l.candidate.received, replicating = l.candidate.configured, "promote: looked at replica");

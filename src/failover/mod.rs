@@ -274,7 +274,9 @@ impl Control {
         let mut upstream = self.upstream.lock().await;
         let primary = primary.trim();
         let Some(at) = upstream.retired.iter().position(|r| r.address == primary) else {
-            return Err(ControlError::NotRetired(primary.to_owned()));
+            return Err(ControlError::NotRetired {
+                addr: primary.to_owned(),
+            });
         };
         let gone = upstream.retired.remove(at);
         warn!(%primary, identity = ?gone.identity, "reinstated: a retired primary may be followed (and promoted) again");

@@ -32,8 +32,11 @@ pub struct Looked {
 pub enum Seen {
     /// It could be promoted: what it had received.
     Received(GtidPosition),
-    /// It is a primary strongsync followed: by this address, or this identity.
-    Followed(String),
+    /// It is a primary strongsync followed, by this address or by its identity.
+    Followed {
+        /// The address strongsync followed it at.
+        address: String,
+    },
     /// It could not be looked at.
     Unreachable(CandidateError),
 }
@@ -154,7 +157,7 @@ impl fmt::Display for Seen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Seen::Received(received) => write!(f, "received {received:#}"),
-            Seen::Followed(address) => write!(
+            Seen::Followed { address } => write!(
                 f,
                 "the primary strongsync followed as {address} (fenced or retired; strongsync reinstate makes it a candidate again)"
             ),

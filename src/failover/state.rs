@@ -94,8 +94,11 @@ pub enum Unreadable {
     #[error("format version {0} (this strongsync reads 1 to {VERSION})")]
     Version(u32),
     /// A server's identity that does not read.
-    #[error("server identity {0:?}")]
-    Identity(String),
+    #[error("server identity {key:?}")]
+    Identity {
+        /// The identity as the state holds it (`mariadb:<server_id>`, `mysql:<server_uuid>`).
+        key: String,
+    },
     /// A position or a GTID set that does not read.
     #[error("{what}: {source}")]
     Gtids {
@@ -299,7 +302,7 @@ impl State {
             return Err(Unreadable::Version(disk.version));
         }
         let identity = |key: Option<String>| {
-            key.map(|key| ServerIdentity::from_key(&key).ok_or(Unreadable::Identity(key)))
+            key.map(|key| ServerIdentity::from_key(&key).ok_or(Unreadable::Identity { key }))
                 .transpose()
         };
         let set = |what: &str, text: &str| GtidSet::parse(text).map_err(gtids(what));
@@ -460,7 +463,7 @@ mod tests {
         ));
         assert!(matches!(
             with("\"mariadb:2\"", "\"nobody:2\""),
-            Err(Unreadable::Identity(key)) if key == "nobody:2"
+            Err(Unreadable::Identity { key }) if key == "nobody:2"
         ));
         assert!(matches!(
             with("\"tail\":\"0-1-12..13\"", "\"tail\":\"0-1-x\""),
