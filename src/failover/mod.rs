@@ -22,9 +22,10 @@ use crate::config::{Config, ProbeAccount};
 use crate::durability::{Durability, Fence};
 use crate::flavour::ServerIdentity;
 use crate::metrics::Metrics;
-pub use error::{CandidateError, ControlError, ControlStartError, PromoteError};
+pub use candidate::CandidateError;
+pub use error::{ControlError, ControlStartError};
 pub use follow::{Follow, FollowReport, PromoteReport};
-pub use promote::{LookedAt, Seen};
+pub use promote::{LookedAt, PromoteError, Seen};
 pub use state::{KnownPrimary, State, StateError};
 pub use token::{AdminToken, Refusal};
 

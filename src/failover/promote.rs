@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use strongsync_proto::gtid::GtidPosition;
+use thiserror::Error;
 use tracing::{info, warn};
 
-use super::candidate::{self, Candidate};
-use super::error::{CandidateError, PromoteError};
+use super::candidate::{self, Candidate, CandidateError};
 use crate::config::ProbeAccount;
 use crate::flavour::ServerIdentity;
 
@@ -44,6 +44,31 @@ pub enum Seen {
 /// What promote saw of every replica, in the order of the config file.
 #[derive(Debug, Default)]
 pub struct LookedAt(pub Vec<(u32, Seen)>);
+
+/// Why promote stopped at the replica it chose.
+#[derive(Debug, Error)]
+pub enum PromoteError {
+    /// It could not be reached.
+    #[error(transparent)]
+    Connect(#[from] CandidateError),
+    /// A step failed.
+    #[error("{step}: {source}")]
+    Step {
+        /// What promote was doing.
+        step: &'static str,
+        /// Why it failed.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// It did not apply what it received in time.
+    #[error("it did not apply {received} within {apply:?} (failover.promote_apply_timeout); its replication is stopped (I/O thread) and nothing else changed: rerun promote")]
+    NotApplied {
+        /// What it had received.
+        received: String,
+        /// The limit.
+        apply: Duration,
+    },
+}
 
 /// Looks at the replica at `address` (see [`candidate::inspect`]).
 ///
