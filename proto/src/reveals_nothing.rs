@@ -1,18 +1,5 @@
-//! Statements whose answers reveal no transaction, so the read barrier (`visibility =
-//! "quorum"`) lets them through without bounding them by the primary's binlog position.
-//!
-//! [`transaction_control`]: `BEGIN`, `START TRANSACTION`, `COMMIT`, `ROLLBACK` (the plain
-//! forms): their OK says nothing about anyone's data (a commit they make is waited for as a
-//! commit).
-//!
-//! [`replica_setup`]: the statements a MariaDB or MySQL replica sends before its binlog dump
-//! (MariaDB's `sql/slave.cc`, MySQL's `sql/rpl_replica.cc`: the clock, the server id and UUID,
-//! heartbeat period, checksum, capability, GTID mode and connect state) that read only
-//! constants, system variables and the user variables such statements set — and the `KILL` a
-//! semisync replica's `STOP SLAVE` sends on a connection of its own to end its dump. Their
-//! answers reveal no transaction, so the read barrier lets them through while a connection has
-//! sent nothing else: a replica must be able to connect (and stop) while the quorum waits for
-//! it.
+//! Statements whose answers reveal no transaction, which the read barrier (`visibility =
+//! "quorum"`) lets through without bounding them by the primary's binlog position.
 
 /// Longest statement recognised, before blanks are dropped (a connect state lists one GTID per
 /// replication domain).
@@ -24,7 +11,11 @@ const GTIDS: u8 = b'%';
 const UUID: u8 = b'$';
 
 /// The statements, lower case and without blanks; `#` stands for digits, `%` for a GTID list,
-/// `$` for a UUID.
+/// `$` for a UUID. They are what a MariaDB or MySQL replica sends before its binlog dump
+/// (MariaDB's `sql/slave.cc`, MySQL's `sql/rpl_replica.cc`: the clock, the server id and UUID,
+/// heartbeat period, checksum, capability, GTID mode and connect state), reading only constants,
+/// system variables and the user variables such statements set; and the `KILL` a semisync
+/// replica's `STOP SLAVE` sends on a connection of its own to end its dump.
 const STATEMENTS: &[&[u8]] = &[
     b"selectunix_timestamp()",
     b"showvariableslike'server_id'",
@@ -64,8 +55,10 @@ const TRANSACTION_CONTROL: &[&[u8]] = &[
     b"rollbackwork",
 ];
 
-/// Whether `sql` (a `COM_QUERY`'s text) is one of the replica's setup statements. Only blanks
-/// and letter case may differ; a comment or anything else makes it an ordinary statement.
+/// Whether `sql` (a `COM_QUERY`'s text) is one of the replica's setup statements (`STATEMENTS`).
+/// Only blanks and letter case may differ; a comment or anything else makes it an ordinary
+/// statement. The read barrier lets them through while a connection has sent nothing else: a
+/// replica must be able to connect (and stop) while the quorum waits for it.
 pub fn replica_setup(sql: &[u8]) -> bool {
     normalized::<LONGEST, _>(sql, |norm| {
         STATEMENTS.iter().any(|template| matches(template, norm))
@@ -73,7 +66,8 @@ pub fn replica_setup(sql: &[u8]) -> bool {
 }
 
 /// Whether `sql` is a plain `BEGIN`, `START TRANSACTION`, `COMMIT` or `ROLLBACK` (with or
-/// without `WORK`). Only blanks and letter case may differ.
+/// without `WORK`). Only blanks and letter case may differ. Their OK says nothing about anyone's
+/// data (a commit they make is waited for as a commit).
 pub fn transaction_control(sql: &[u8]) -> bool {
     normalized::<32, _>(sql, |norm| TRANSACTION_CONTROL.contains(&norm))
 }

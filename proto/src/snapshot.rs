@@ -1,25 +1,12 @@
-//! One bound per snapshot: what tells the proxy that a transaction's answers all come from
-//! the consistent snapshot it took when it started.
-//!
-//! Under InnoDB's `REPEATABLE READ` a transaction's plain reads see the snapshot taken when it
-//! started (`START TRANSACTION WITH CONSISTENT SNAPSHOT` takes it at once), and with
-//! `innodb_snapshot_isolation = ON` a locking read that meets a row newer than that snapshot
-//! fails (error 1020) instead of showing it.
-//!
-//! MariaDB's transaction tracker (`session_track_transaction_info`) reports, in each response
-//! that changes it, what the transaction has done so far ([`state_reads_snapshot_only`]): it
-//! sets a flag for a read of a non-transactional table and for a write (a unique secondary
-//! index is checked against rows deleted after the snapshot, so a write's success is not
-//! bounded by it). Statements that read what the tracker does not flag — `SHOW`, `CALL`,
-//! `information_schema`, system variables such as `@@gtid_binlog_pos`, `LOAD_FILE()`, and
-//! locking reads, which MariaDB checks against the snapshot only through the clustered index —
-//! are told apart by their text ([`reads_snapshot_only`]). The tracker's "unsafe" flag is no help: MariaDB
-//! sets it for anything unsafe for statement-based replication, a `LIMIT` among them; what it
-//! adds beyond the text is what a stored function reads of the server's own state (binlog
-//! positions, files), which semisync `AFTER_SYNC` reveals as well, the binlog holding a
-//! transaction before the replicas' ACKs.
+//! What tells the proxy that a transaction's answers all come from the consistent snapshot it
+//! took when it started, so that one bound serves the whole snapshot.
 
 use crate::reveals_nothing::normalized;
+
+// Under InnoDB's `REPEATABLE READ` a transaction's plain reads see the snapshot taken when it
+// started (`START TRANSACTION WITH CONSISTENT SNAPSHOT` takes it at once), and with
+// `innodb_snapshot_isolation = ON` a locking read that meets a row newer than that snapshot
+// fails (error 1020) instead of showing it.
 
 /// What the proxy sends in place of a plain `BEGIN`: the same transaction, its snapshot taken
 /// now rather than at its first read (which `REPEATABLE READ` allows).
@@ -56,7 +43,9 @@ pub fn transaction_start(sql: &[u8]) -> Option<Start> {
 /// table, no system variable and no function that reads the binlog or a file: every table it
 /// reads, directly or through views and functions, shows in the transaction tracker's state.
 /// Anything else — another statement, several, one that starts with a comment, or
-/// parenthesised — may read what the tracker does not flag.
+/// parenthesised — may read what the tracker does not flag: `SHOW`, `CALL`,
+/// `information_schema`, system variables such as `@@gtid_binlog_pos`, `LOAD_FILE()`, and
+/// locking reads, which MariaDB checks against the snapshot only through the clustered index.
 pub fn reads_snapshot_only(sql: &[u8]) -> bool {
     let start = sql.trim_ascii_start();
     let word_len = start.iter().take_while(|b| b.is_ascii_alphabetic()).count();
@@ -84,6 +73,15 @@ pub fn reads_snapshot_only(sql: &[u8]) -> bool {
 /// Whether a `SESSION_TRACK_TRANSACTION_STATE` value says the session is in an explicit
 /// transaction that so far has read only transactional tables, written nothing and locked no
 /// tables (a result set sent, or a statement unsafe for statement-based replication, is fine).
+///
+/// MariaDB's transaction tracker (`session_track_transaction_info`) reports this in each
+/// response that changes it. It flags a read of a non-transactional table and a write (a unique
+/// secondary index is checked against rows deleted after the snapshot, so a write's success is
+/// not bounded by it). Its "unsafe" flag is no help: MariaDB sets it for anything unsafe for
+/// statement-based replication, a `LIMIT` among them; what it adds beyond the statement's text
+/// ([`reads_snapshot_only`]) is what a stored function reads of the server's own state (binlog
+/// positions, files), which semisync `AFTER_SYNC` reveals as well, the binlog holding a
+/// transaction before the replicas' ACKs.
 pub fn state_reads_snapshot_only(state: &[u8]) -> bool {
     let &[explicit, non_trx_read, _read, non_trx_write, write, _unsafe, _result, locked] = state
     else {

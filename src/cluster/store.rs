@@ -19,7 +19,7 @@ pub enum StoreError {
     /// This instance has not reached etcd yet.
     #[error("etcd: not connected yet")]
     NotConnected,
-    /// etcd did not answer within [`CALL_TIMEOUT`].
+    /// etcd did not answer within `CALL_TIMEOUT`.
     #[error("etcd: no answer in time")]
     NoAnswer,
     /// etcd refused, or the connection failed.

@@ -1,12 +1,5 @@
-//! Each setting is defined once. [`settings!`] declares a section of the configuration: each
-//! field with its type, default, doc comment and [`Meta`] (its flag, whether a reload applies it,
-//! its bounds). From that one declaration come the struct and its defaults, reading it from the
-//! config file and from flags and `STRONGSYNC_*` environment variables (errors name the key),
-//! the bounds checks, what `check-config` prints, the flags' `--help`, and the reference table in
-//! `docs/configuration.md` (a test holds the page to it).
-//!
-//! A value's type says how it is read and written ([`Value`]); a section is a field too, read
-//! from a table of the file.
+//! Each setting defined once: [`settings!`] declares a section of the configuration, and
+//! everything else about its settings comes from that one declaration.
 
 use std::collections::BTreeMap;
 
@@ -178,9 +171,13 @@ pub trait Section: Default {
     fn take_live_all(&mut self, new: &Self);
 }
 
-/// Declares a section of the configuration (see the module's documentation). Each field is
-/// `#[setting(META)] name: Type = default,` under its doc comment; `in "prefix"` names the
-/// section's table in the file.
+/// Declares a section of the configuration. Each field is `#[setting(META)] name: Type =
+/// default,` under its doc comment; `in "prefix"` names the section's table in the file. From
+/// that one declaration come the struct and its defaults, reading it from the config file and
+/// from flags and `STRONGSYNC_*` environment variables (errors name the key), the bounds checks,
+/// what `check-config` prints, the flags' `--help`, and the reference table in
+/// `docs/configuration.md` (a test holds the page to it). A field's type says how it is read and
+/// written ([`Value`]); a section is a field too ([`Field`]), read from a table of the file.
 macro_rules! settings {
     (
         $(#[$attr:meta])*

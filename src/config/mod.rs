@@ -347,7 +347,7 @@ pub enum ConfigError {
         /// What is wrong with it.
         #[source]
         problem: ValueError,
-        /// What the setting adds to an out-of-bounds value ([`define::Meta::hint`]).
+        /// What the setting adds to an out-of-bounds value (its `Meta::hint`).
         hint: Option<&'static str>,
     },
 }

@@ -1,15 +1,15 @@
-//! Until when this instance may act — relay to the primary and to replicas, release commits —
-//! on its own monotonic clock. Alone (no `[cluster]`) it always may. In a cluster it may only
-//! while it holds the leader's lease, less a margin, so that it has stopped before the lease
-//! can have expired in etcd and another instance won it. The clock is read at every check, so
-//! a process that was paused (SIGSTOP, a frozen VM) past its deadline does nothing when it
-//! wakes, before any task of its own has run.
+//! Until when this instance may act (relay to the primary and to replicas, release commits),
+//! on its own monotonic clock.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::time::Instant;
 
-/// The deadline, shared by the gate's readers and the lease's keeper.
+/// The deadline, shared by the gate's readers and the lease's keeper. Alone (no `[cluster]`) an
+/// instance always may act. In a cluster it may only while it holds the leader's lease, less a
+/// margin, so that it has stopped before the lease can have expired in etcd and another instance
+/// won it. The clock is read at every check, so a process that was paused (SIGSTOP, a frozen VM)
+/// past its deadline does nothing when it wakes, before any task of its own has run.
 #[derive(Debug)]
 pub struct LeaseClock {
     /// The clock's zero.

@@ -1,9 +1,5 @@
-//! Following a new primary, and promoting one: the server is looked at before anything
-//! changes (reachable, writable, not replicating, not a primary strongsync followed under any
-//! name, MySQL with GTIDs); then the old primary is fenced and drained, the watermark read
-//! after that, and the server looked at again: it must hold the whole watermark by
-//! identity. Only then is the epoch raised, the old primary retired with its identity, and
-//! every connection of the old epoch closed.
+//! Following a new primary, and promoting one: the [`Control`] calls that change the primary
+//! strongsync follows.
 
 use tracing::{info, warn};
 
@@ -55,7 +51,12 @@ pub struct PromoteReport {
 // === impl Control (follow, promote) ===
 
 impl Control {
-    /// Follows a new primary (see the module's documentation). New sessions go to it;
+    /// Follows a new primary. The server is looked at before anything changes (reachable,
+    /// writable, not replicating, not a primary strongsync followed under any name, MySQL with
+    /// GTIDs); then the old primary is fenced and drained, the watermark read after that, and
+    /// the server looked at again: it must hold the whole watermark by identity. Only then is
+    /// the epoch raised, the old primary retired with its identity, and every connection of the
+    /// old epoch closed. New sessions go to it;
     /// sessions of the old epoch are closed, their next command told why; replicas
     /// reconnect through strongsync by themselves and start from their own positions.
     /// Written to the state file before it returns.
@@ -253,11 +254,11 @@ impl Control {
         }
     }
 
-    /// Promotes a replica, for users without a failover manager (see [`promote`]): fences,
-    /// picks the replica that holds the whole watermark and has received the most (never
-    /// the fenced primary or a retired one, however the config file spells it), makes it a
-    /// primary and follows it. Never promotes one that lacks a transaction of the watermark; safe to
-    /// rerun after a failure midway.
+    /// Promotes a replica, for users without a failover manager: fences, picks the replica that
+    /// holds the whole watermark and has received the most (never the fenced primary or a
+    /// retired one, however the config file spells it), makes it a primary and follows it.
+    /// Never promotes one that lacks a transaction of the watermark; safe to rerun after a
+    /// failure midway.
     ///
     /// # Errors
     /// [`ControlError`]; the fence stays up after any failure past it.

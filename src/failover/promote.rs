@@ -1,11 +1,5 @@
-//! `strongsync promote`, for users without a failover manager: fence; look at every replica the
-//! config file gives an address for, passing over the primaries strongsync followed (by address
-//! or identity: the fenced primary listed as a replica under another name is not a candidate);
-//! pick the one that holds the whole watermark and has received the most; stop its I/O
-//! thread and wait for it to apply what it received; stop and reset its replication and make
-//! it writable; follow it. Each step is logged, and a rerun after a failure midway picks up
-//! where it stopped: a replica already promoted (not replicating, writable, holding the whole
-//! watermark) is taken as it is.
+//! `strongsync promote`, for users without a failover manager: the replicas looked at, the one
+//! chosen, and the steps that make it a primary.
 
 use std::fmt;
 use std::time::Duration;
@@ -103,8 +97,10 @@ pub fn followed_as<'a>(
 }
 
 /// Makes `chosen` a primary: stops its I/O thread, waits up to `apply` for it to apply what
-/// it received, stops and resets its replication, makes it writable. Skipped for one already
-/// done.
+/// it received, stops and resets its replication, makes it writable. Each step is logged.
+/// Skipped for one already done, so that a rerun after a failure midway picks up where it
+/// stopped: a replica already promoted (not replicating, writable, holding the whole watermark)
+/// is taken as it is.
 ///
 /// # Errors
 /// [`PromoteError`]: the step that failed.

@@ -1,10 +1,5 @@
-//! The state file: strongsync's epoch, the primary it follows and those it retired (each by
-//! address and, once known, identity), the fence, and strong sync's positions ([`Persisted`]),
-//! as JSON. Written whole to a temporary file, synced and renamed over the old one, so a crash
-//! leaves the old file or the new one, never a mix. A configured file that is missing or cannot
-//! be read stops strongsync from starting: forgetting a fence would open the old primary again,
-//! and a fresh epoch 1 would follow a primary that may be retired. A new deployment creates it
-//! ([`State::create`], `strongsync init-state`).
+//! The state file: strongsync's epoch, the primary it follows and those it retired, the fence,
+//! and strong sync's positions ([`Persisted`]), as JSON.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -190,7 +185,9 @@ impl State {
         State::fresh(primary).save(path)
     }
 
-    /// Reads the file at `path`.
+    /// Reads the file at `path`. A configured file that is missing or cannot be read stops
+    /// strongsync from starting: forgetting a fence would open the old primary again, and a
+    /// fresh epoch 1 would follow a primary that may be retired.
     ///
     /// # Errors
     /// [`StateError::Missing`] if there is none; [`StateError`] if it cannot be read or
@@ -224,7 +221,7 @@ impl State {
     }
 
     /// Writes the file at `path` (the temporary file beside it, synced, renamed over it, the
-    /// directory synced).
+    /// directory synced), so a crash leaves the old file or the new one, never a mix.
     ///
     /// # Errors
     /// [`StateError::Io`].

@@ -1,8 +1,5 @@
 //! The RSA key strongsync gives a client that asks for the server's key on a plain connection
-//! while strongsync's own connection to the primary is secure: the primary then wants the
-//! password in clear, which only strongsync can hand it, once it has decrypted what the
-//! client encrypted for this key. Made on first use, kept in memory for the life of the
-//! process.
+//! while strongsync's own connection to the primary is secure.
 
 use std::sync::Arc;
 
@@ -13,7 +10,9 @@ use tokio::sync::OnceCell;
 /// Bits of the key: MySQL's own default.
 const BITS: usize = 2048;
 
-/// The key, made once.
+/// The key, made on first use and kept in memory for the life of the process. The primary wants
+/// the password in clear on a secure connection, which only strongsync can hand it, once it has
+/// decrypted what the client encrypted for this key.
 #[derive(Default)]
 pub struct PasswordKey {
     key: OnceCell<Arc<Made>>,
