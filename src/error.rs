@@ -87,7 +87,7 @@ pub enum Error {
     Password(PasswordRefused),
     /// strongsync's RSA key for passwords could not be made.
     #[error("{0}")]
-    PasswordKey(String),
+    PasswordKey(#[source] crate::tls::PasswordKeyError),
     /// The primary closed the connection.
     #[error("primary closed the connection")]
     PrimaryClosed,
@@ -246,9 +246,15 @@ pub enum ReplicaError {
 /// Why the proxy refuses a dump request before the primary sees it.
 #[derive(Debug, Error)]
 pub enum ReplicaSetupError {
-    /// Reading what the dump would start from failed.
-    #[error("could not read the connection's replication settings: {0}")]
-    Probe(String),
+    /// Reading what the dump would start from failed: the primary answered strongsync's query
+    /// on the replica's connection with an ERR.
+    #[error("could not read the connection's replication settings: {error}")]
+    Probe {
+        /// The ERR's code, if it had one.
+        code: Option<u16>,
+        /// The ERR as the primary sent it (`code message`).
+        error: String,
+    },
     /// The client set `@rpl_semi_sync_slave` in a way that reached the primary: the primary
     /// would add semisync headers the proxy does not expect.
     #[error("@rpl_semi_sync_slave reached the primary; strongsync is the replica's semisync master and answers only `SET @rpl_semi_sync_slave = 1` itself")]

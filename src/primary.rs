@@ -1,9 +1,5 @@
-//! The way to the primary: TCP to `HOST:PORT`, upgraded to TLS at login when `primary_tls`
-//! asks and the primary offers it, or its Unix socket when strongsync runs on the same host (a
-//! sidecar). The socket skips the TCP/IP stack on both ends of the busiest leg the proxy has:
-//! point selects through strongsync ran 9 % faster over it than over TCP loopback
-//! (docs/benchmarks-history.md, "The primary over its Unix socket"); and like TLS it is a
-//! transport the primary trusts with a password.
+//! The way to the primary: TCP to `HOST:PORT`, upgraded to TLS at login when `primary_tls` asks
+//! and the primary offers it, or its Unix socket when strongsync runs on the same host.
 
 use std::io;
 
@@ -20,7 +16,10 @@ use crate::stream::transport_io;
 pub enum PrimaryStream {
     /// Plain TCP.
     Tcp(TcpStream),
-    /// The primary's Unix socket.
+    /// The primary's Unix socket (strongsync a sidecar on the primary's host). It skips the
+    /// TCP/IP stack on both ends of the busiest leg the proxy has: point selects through
+    /// strongsync ran 9 % faster over it than over TCP loopback (docs/benchmarks-history.md,
+    /// "The primary over its Unix socket").
     Unix(UnixStream),
     /// TLS over TCP.
     Tls(Box<TlsStream<TcpStream>>),

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use thiserror::Error;
 use tracing::{info, warn};
 
 /// What the looks at the primary found of its session-tracking defaults.
@@ -18,7 +19,7 @@ pub struct SessionDefaults {
     /// session set up since the good look before may have started without them.
     suspect: AtomicU64,
     /// The last look's verdict; `None` before the first.
-    found: Mutex<Option<Result<(), String>>>,
+    found: Mutex<Option<Result<(), DefaultsLack>>>,
     /// The collation `SET NAMES` gives each character set on the primary.
     names: Mutex<Names>,
 }
@@ -32,6 +33,57 @@ struct Names {
     wanted: BTreeSet<String>,
     /// What the last look found, by character set.
     known: BTreeMap<String, String>,
+}
+
+/// What the primary's session-tracking defaults lack of what strongsync needs, and the settings
+/// that give it.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "{} (set session_track_system_variables = '{}' (or add those to the list), \
+     session_track_state_change = ON{} in the primary's configuration)",
+    listed(lacks),
+    required.join(","),
+    if *gtids { ", session_track_gtids = OWN_GTID" } else { "" }
+)]
+pub struct DefaultsLack {
+    /// What is lacking, at least one thing.
+    pub lacks: Vec<Lack>,
+    /// Every variable a session must track: the list to set.
+    pub required: &'static [&'static str],
+    /// The primary must also report a session's GTIDs (`session_track_gtids`, MySQL).
+    pub gtids: bool,
+}
+
+/// One thing the primary's session-tracking defaults lack.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Lack {
+    /// A variable a session must track is not in `session_track_system_variables`.
+    #[error("session_track_system_variables lacks {variable}")]
+    Untracked {
+        /// The first such variable.
+        variable: &'static str,
+    },
+    /// `session_track_state_change` is off.
+    #[error("session_track_state_change is OFF")]
+    StateChangeOff,
+    /// `session_track_gtids` does not report a session's commits.
+    #[error("session_track_gtids is {value}")]
+    GtidsUnreported {
+        /// Its value.
+        value: String,
+    },
+    /// `init_connect` runs something that could change a new session's tracking.
+    #[error("init_connect may change the session's tracking")]
+    InitConnect,
+}
+
+/// `a, b, c`.
+fn listed(lacks: &[Lack]) -> String {
+    lacks
+        .iter()
+        .map(Lack::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Default for SessionDefaults {
@@ -48,7 +100,7 @@ impl Default for SessionDefaults {
 
 impl SessionDefaults {
     /// Takes in a look: `Ok` if the defaults hold what is needed, else what is missing.
-    pub fn record(&self, verdict: Result<(), String>) {
+    pub fn record(&self, verdict: Result<(), DefaultsLack>) {
         let mut found = self.found.lock().unwrap_or_else(|e| e.into_inner());
         let good = verdict.is_ok();
         if found.as_ref() != Some(&verdict) {
@@ -126,7 +178,7 @@ impl SessionDefaults {
 
 #[cfg(test)]
 mod tests {
-    use super::SessionDefaults;
+    use super::{DefaultsLack, Lack, SessionDefaults};
 
     #[test]
     fn set_names_is_unknown_until_a_look_asks_and_each_look_replaces_the_last() {
@@ -149,7 +201,11 @@ mod tests {
         d.record(Ok(()));
         let late = d.configured().unwrap();
         assert!(!d.suspect(early) && !d.suspect(late));
-        d.record(Err("session_track_state_change is OFF".into()));
+        d.record(Err(DefaultsLack {
+            lacks: vec![Lack::StateChangeOff],
+            required: &["session_track_state_change"],
+            gtids: false,
+        }));
         assert_eq!(d.configured(), None);
         assert!(!d.suspect(early), "set up before the last good look");
         assert!(d.suspect(late), "set up after the last good look");

@@ -1,14 +1,14 @@
-//! The compressed protocol (`CLIENT_COMPRESS`): a layer of frames under the packets, each
-//! `u24 compressed_len | u8 seq | u24 plain_len` then the body — zlib of `plain_len` bytes, or
-//! those bytes as they are when `plain_len` is 0. A frame carries any run of the packet stream:
-//! several packets, or part of one. Frames count their own sequence ids. Sans-IO: the decoder
-//! takes whole frames off a buffer and appends what they carry to another, the encoder turns
-//! a run of packet bytes into frames.
+//! The compressed protocol (`CLIENT_COMPRESS`): the frames under the packets, taken off a
+//! buffer and made, sans-IO.
 
 use bytes::{Buf, BufMut, BytesMut};
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
 use crate::ProtoError;
+
+// A frame is `u24 compressed_len | u8 seq | u24 plain_len`, then the body: zlib of `plain_len`
+// bytes, or those bytes as they are when `plain_len` is 0. It carries any run of the packet
+// stream (several packets, or part of one), and frames count their own sequence ids.
 
 /// Bytes of a frame header.
 pub const FRAME_HEADER_LEN: usize = 7;

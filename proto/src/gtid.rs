@@ -1,8 +1,5 @@
-//! GTIDs as strong sync follows them, whatever the primary's flavour: MariaDB's
-//! `domain-server-seq` (from the `last_gtid` session variable and GTID events) and MySQL's
-//! `uuid:n` and `uuid:tag:n` (from `session_track_gtids` and GTID events), each a sequence
-//! number in a [`Domain`] where numbers grow in binlog order; and [`GtidPosition`], what a set
-//! of them adds up to.
+//! GTIDs as strong sync follows them, whatever the primary's flavour, and [`GtidPosition`],
+//! what a set of them adds up to.
 
 mod position;
 mod seqs;
@@ -37,7 +34,9 @@ pub enum Domain {
     Binlog(u64),
 }
 
-/// A transaction's GTID.
+/// A transaction's GTID: MariaDB's `domain-server-seq` (from the `last_gtid` session variable
+/// and GTID events) or MySQL's `uuid:n` and `uuid:tag:n` (from `session_track_gtids` and GTID
+/// events), each a sequence number in a [`Domain`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Gtid {
     /// Where its sequence number counts.

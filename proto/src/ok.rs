@@ -1,8 +1,4 @@
 //! The packets that end an exchange: OK (with its session-state block), EOF and ERR.
-//!
-//! OK packets are where the primary reports a commit's GTID, and where the proxy removes the
-//! tracking data it asked for on the client's behalf. [`OkPacket`] borrows from the payload;
-//! [`OkPacket::write_filtered`] rebuilds one only when something has to go.
 
 use bytes::BufMut;
 
@@ -46,7 +42,9 @@ pub const SESSION_TRACK_SYSTEM_VARIABLES_VAR: &[u8] = b"session_track_system_var
 /// Name of the session variable that switches the transaction items on.
 pub const SESSION_TRACK_TRANSACTION_INFO_VAR: &[u8] = b"session_track_transaction_info";
 
-/// An OK packet, parsed without copying.
+/// An OK packet, parsed without copying: where the primary reports a commit's GTID, and where the
+/// proxy removes the tracking data it asked for on the client's behalf (rebuilding the packet
+/// only when something has to go, [`OkPacket::write_filtered`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OkPacket<'a> {
     /// `0x00`, or `0xFE` for a result-set terminator under `CLIENT_DEPRECATE_EOF`.

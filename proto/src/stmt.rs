@@ -1,22 +1,22 @@
 //! The binary protocol's statement commands as a proxy that numbers statements itself reads and
 //! rewrites them: the statement id, and the parameter types an execute may leave out.
-//!
-//! Layouts (no `CLIENT_QUERY_ATTRIBUTES`, which the proxy masks):
-//! - `COM_STMT_EXECUTE`: `u8 0x17 | u32 id | u8 flags | u32 iterations`, then for `n > 0`
-//!   parameters a NULL bitmap of `(n + 7) / 8` bytes, `u8 new_params_bound`, and if that is 1
-//!   two bytes of type per parameter, then the values. With `new_params_bound = 0` the server
-//!   uses the types the statement was last executed with, on that connection.
-//! - `COM_STMT_BULK_EXECUTE` (MariaDB): `u8 0xFA | u32 id | u16 flags`, the types if
-//!   `flags & 128`, then the values.
-//! - `COM_STMT_SEND_LONG_DATA`, `COM_STMT_CLOSE`, `COM_STMT_RESET`, `COM_STMT_FETCH`:
-//!   `u8 command | u32 id | …`.
-//! - `PREPARE_OK`: `u8 0 | u32 id | u16 columns | u16 params | u8 0 | u16 warnings`.
 
 use bytes::BufMut;
 
 use crate::command::{COM_STMT_BULK_EXECUTE, COM_STMT_CLOSE, COM_STMT_EXECUTE, COM_STMT_PREPARE};
 use crate::error::ProtoError;
 use crate::wire::Reader;
+
+// Layouts (no `CLIENT_QUERY_ATTRIBUTES`, which the proxy masks):
+// - `COM_STMT_EXECUTE`: `u8 0x17 | u32 id | u8 flags | u32 iterations`, then for `n > 0`
+//   parameters a NULL bitmap of `(n + 7) / 8` bytes, `u8 new_params_bound`, and if that is 1
+//   two bytes of type per parameter, then the values. With `new_params_bound = 0` the server
+//   uses the types the statement was last executed with, on that connection.
+// - `COM_STMT_BULK_EXECUTE` (MariaDB): `u8 0xFA | u32 id | u16 flags`, the types if
+//   `flags & 128`, then the values.
+// - `COM_STMT_SEND_LONG_DATA`, `COM_STMT_CLOSE`, `COM_STMT_RESET`, `COM_STMT_FETCH`:
+//   `u8 command | u32 id | …`.
+// - `PREPARE_OK`: `u8 0 | u32 id | u16 columns | u16 params | u8 0 | u16 warnings`.
 
 /// MariaDB's statement id for "the statement prepared last on this connection" (a client may
 /// send `COM_STMT_PREPARE` and `COM_STMT_EXECUTE` together, before it knows the id).

@@ -1,11 +1,4 @@
-//! The leader's lease, as Patroni keeps it: a key bound to an etcd lease, created only where
-//! no instance holds it (`create_revision == 0`), and renewed every third of its time to live.
-//! Each renewal moves the instance's own deadline to when it sent the renewal, plus the time to
-//! live etcd granted, less the margin: measured from before the request left, so the instance
-//! stops acting before etcd can have let the lease expire, however long the answer took. A
-//! renewal that fails or comes too late ends the leadership; the instance then campaigns again
-//! like any other. A new leader acts only once its [takeover](super::Takeover) is done; the
-//! lease is kept meanwhile.
+//! The leader's lease in etcd, as Patroni keeps it: campaigned for, renewed and given up.
 
 use std::time::Duration;
 
@@ -105,7 +98,8 @@ impl Cluster {
         self.stay_present(client, cancel).await;
     }
 
-    /// Grants a lease and puts the leader key on it if no instance holds the key.
+    /// Grants a lease and puts the leader key on it if no instance holds the key (its
+    /// `create_revision` is 0).
     async fn campaign(&self, client: &mut Client) -> Result<Campaign, etcd_client::Error> {
         let sent = Instant::now();
         let ttl_secs = i64::try_from(self.ttl.as_secs().max(2)).unwrap_or(i64::MAX);
@@ -159,7 +153,8 @@ impl Cluster {
 
     /// Leads on lease `id` until a renewal fails or comes too late, the takeover fails, or
     /// `cancel` fires (then the lease is given up at once, for another instance to take
-    /// without waiting it out). It acts only once `takeover` is done.
+    /// without waiting it out). It acts only once `takeover` is done, keeping the lease
+    /// meanwhile. Once it stops leading, the instance campaigns again like any other.
     async fn lead(
         &self,
         client: &mut Client,
@@ -217,7 +212,10 @@ impl Cluster {
 
     /// Renews lease `id` every third of its time to live, moving `deadline` (and, once
     /// `acting`, the gate's), until a renewal fails or the deadline comes first (`Err`, why),
-    /// or `cancel` fires (`Ok`).
+    /// or `cancel` fires (`Ok`). Each renewal moves the deadline to when it was sent, plus the
+    /// time to live etcd granted, less the margin: measured from before the request left, so
+    /// the instance stops acting before etcd can have let the lease expire, however long the
+    /// answer took.
     async fn keep(
         &self,
         client: &mut Client,

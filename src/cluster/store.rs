@@ -16,19 +16,28 @@ pub enum StoreError {
     /// This instance does not hold the lease (any more): nothing it writes counts.
     #[error("not written: this instance does not lead the cluster (its lease is gone)")]
     NotLeading,
-    /// etcd did not answer, or refused.
+    /// This instance has not reached etcd yet.
+    #[error("etcd: not connected yet")]
+    NotConnected,
+    /// etcd did not answer within `CALL_TIMEOUT`.
+    #[error("etcd: no answer in time")]
+    NoAnswer,
+    /// etcd refused, or the connection failed.
     #[error("etcd: {0}")]
-    Etcd(String),
+    Etcd(#[source] etcd_client::Error),
     /// A new cluster's state exists already.
-    #[error("the cluster's state exists already at {0}: init-state creates only a new one")]
-    Exists(String),
+    #[error("the cluster's state exists already at {key}: init-state creates only a new one")]
+    Exists {
+        /// The state's key in etcd.
+        key: String,
+    },
 }
 
 impl Cluster {
     /// The state the last leader wrote, if any.
     ///
     /// # Errors
-    /// [`StoreError::Etcd`].
+    /// [`StoreError::NotConnected`], [`StoreError::NoAnswer`], [`StoreError::Etcd`].
     pub async fn read_state(&self) -> Result<Option<Vec<u8>>, StoreError> {
         let mut client = self.client().await?;
         let answer = call(client.get(self.key(STATE), None)).await?;
@@ -39,7 +48,7 @@ impl Cluster {
     ///
     /// # Errors
     /// [`StoreError::NotLeading`]: the guard failed (or this instance does not lead);
-    /// [`StoreError::Etcd`].
+    /// [`StoreError::NotConnected`], [`StoreError::NoAnswer`], [`StoreError::Etcd`].
     pub async fn write_state(&self, state: Vec<u8>) -> Result<(), StoreError> {
         let Standing::Leading { lease, .. } = *self.standing.borrow() else {
             return Err(StoreError::NotLeading);
@@ -61,10 +70,7 @@ impl Cluster {
     }
 
     async fn client(&self) -> Result<Client, StoreError> {
-        self.client
-            .get()
-            .cloned()
-            .ok_or_else(|| StoreError::Etcd("not connected yet".into()))
+        self.client.get().cloned().ok_or(StoreError::NotConnected)
     }
 }
 
@@ -72,7 +78,7 @@ impl Cluster {
 /// (`strongsync init-state` with a `[cluster]`).
 ///
 /// # Errors
-/// [`StoreError::Exists`], [`StoreError::Etcd`].
+/// [`StoreError::Exists`], [`StoreError::NoAnswer`], [`StoreError::Etcd`].
 pub async fn create_state(
     endpoints: &[String],
     options: ConnectOptions,
@@ -87,7 +93,7 @@ pub async fn create_state(
     if call(client.txn(txn)).await?.succeeded() {
         Ok(key)
     } else {
-        Err(StoreError::Exists(key))
+        Err(StoreError::Exists { key })
     }
 }
 
@@ -97,6 +103,6 @@ pub(super) async fn call<T>(
 ) -> Result<T, StoreError> {
     tokio::time::timeout(CALL_TIMEOUT, request)
         .await
-        .map_err(|_| StoreError::Etcd("no answer in time".into()))?
-        .map_err(|e| StoreError::Etcd(e.to_string()))
+        .map_err(|_| StoreError::NoAnswer)?
+        .map_err(StoreError::Etcd)
 }

@@ -1,16 +1,9 @@
-//! Each setting is defined once. [`settings!`] declares a section of the configuration: each
-//! field with its type, default, doc comment and [`Meta`] (its flag, whether a reload applies it,
-//! its bounds). From that one declaration come the struct and its defaults, reading it from the
-//! config file and from flags and `STRONGSYNC_*` environment variables (errors name the key),
-//! the bounds checks, what `check-config` prints, the flags' `--help`, and the reference table in
-//! `docs/configuration.md` (a test holds the page to it).
-//!
-//! A value's type says how it is read and written ([`Value`]); a section is a field too, read
-//! from a table of the file.
+//! Each setting defined once: [`settings!`] declares a section of the configuration, and
+//! everything else about its settings comes from that one declaration.
 
 use std::collections::BTreeMap;
 
-use super::ConfigError;
+use super::{ConfigError, ValueError};
 
 /// How a setting shows outside the code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,13 +85,13 @@ pub trait Value: Sized + Clone + PartialEq {
     ///
     /// # Errors
     /// What is wrong with it.
-    fn from_file(value: toml::Value) -> Result<Self, String>;
+    fn from_file(value: toml::Value) -> Result<Self, ValueError>;
 
     /// The value as a flag or an environment variable says it.
     ///
     /// # Errors
     /// What is wrong with it.
-    fn from_flag(text: &str) -> Result<Self, String>;
+    fn from_flag(text: &str) -> Result<Self, ValueError>;
 
     /// The value as the file writes it; `None`: left out (nothing set, or a secret).
     fn to_file(&self) -> Option<toml::Value>;
@@ -107,7 +100,7 @@ pub trait Value: Sized + Clone + PartialEq {
     ///
     /// # Errors
     /// What is wrong with it.
-    fn check(&self, _meta: &Meta) -> Result<(), String> {
+    fn check(&self, _meta: &Meta) -> Result<(), ValueError> {
         Ok(())
     }
 }
@@ -126,14 +119,14 @@ pub trait Field: Sized {
     /// Takes in what the layer says of it.
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] naming the key, or [`ConfigError::Unknown`] for a key inside it
-    /// that no setting has.
+    /// [`ConfigError::Value`] naming the key (a section: [`ConfigError::Invalid`] too), or
+    /// [`ConfigError::Unknown`] for a key inside it that no setting has.
     fn take(&mut self, key: &'static str, item: Item, meta: &Meta) -> Result<(), ConfigError>;
 
     /// Checks it against its bounds (a section: each of its settings).
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] naming the key.
+    /// [`ConfigError::Value`] naming the key.
     fn check(&self, key: &'static str, meta: &Meta) -> Result<(), ConfigError>;
 
     /// How the file writes it.
@@ -161,7 +154,7 @@ pub trait Section: Default {
     /// Checks each of its settings against its bounds.
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] naming the first setting out of bounds.
+    /// [`ConfigError::Value`] naming the first setting out of bounds.
     fn check_all(&self) -> Result<(), ConfigError>;
 
     /// Every setting, as the file writes it.
@@ -178,9 +171,13 @@ pub trait Section: Default {
     fn take_live_all(&mut self, new: &Self);
 }
 
-/// Declares a section of the configuration (see the module's documentation). Each field is
-/// `#[setting(META)] name: Type = default,` under its doc comment; `in "prefix"` names the
-/// section's table in the file.
+/// Declares a section of the configuration. Each field is `#[setting(META)] name: Type =
+/// default,` under its doc comment; `in "prefix"` names the section's table in the file. From
+/// that one declaration come the struct and its defaults, reading it from the config file and
+/// from flags and `STRONGSYNC_*` environment variables (errors name the key), the bounds checks,
+/// what `check-config` prints, the flags' `--help`, and the reference table in
+/// `docs/configuration.md` (a test holds the page to it). A field's type says how it is read and
+/// written ([`Value`]); a section is a field too ([`Field`]), read from a table of the file.
 macro_rules! settings {
     (
         $(#[$attr:meta])*
@@ -638,17 +635,19 @@ impl<T: Value> Field for T {
             // An inline table in the file, such as a replica's labels.
             Item::Table(layer) => T::from_file(toml::Value::Table(layer.into_file_table())),
         };
-        *self = value.map_err(|problem| ConfigError::Invalid { key, problem })?;
+        *self = value.map_err(|problem| ConfigError::Value {
+            key,
+            problem,
+            hint: None,
+        })?;
         Field::check(self, key, meta)
     }
 
     fn check(&self, key: &'static str, meta: &Meta) -> Result<(), ConfigError> {
-        Value::check(self, meta).map_err(|problem| ConfigError::Invalid {
+        Value::check(self, meta).map_err(|problem| ConfigError::Value {
             key,
-            problem: match meta.hint {
-                Some(hint) => format!("{problem} ({hint})"),
-                None => problem,
-            },
+            problem,
+            hint: meta.hint,
         })
     }
 

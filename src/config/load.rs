@@ -20,8 +20,8 @@ pub type Flags = Vec<(&'static str, String)>;
 ///
 /// # Errors
 /// [`ConfigError::File`] or [`ConfigError::Syntax`] for a file that cannot be read or is not
-/// TOML; [`ConfigError::Unknown`] for a key no setting has; [`ConfigError::Invalid`] or
-/// [`ConfigError::Missing`] naming the first setting that is wrong.
+/// TOML; [`ConfigError::Unknown`] for a key no setting has; [`ConfigError::Value`],
+/// [`ConfigError::Invalid`] or [`ConfigError::Missing`] naming the first setting that is wrong.
 pub fn load(file: Option<&Path>, flags: &Flags, beneath: &Flags) -> Result<Config, ConfigError> {
     resolve(read(file)?, flags, beneath, Files::Open)
 }
@@ -64,8 +64,8 @@ pub fn from_toml(text: &str, flags: &Flags) -> Result<Config, ConfigError> {
     resolve(table, flags, &Flags::new(), Files::Open)
 }
 
-fn parse_toml(text: &str) -> Result<toml::Table, String> {
-    text.parse::<toml::Table>().map_err(|e| e.to_string())
+fn parse_toml(text: &str) -> Result<toml::Table, toml::de::Error> {
+    text.parse::<toml::Table>()
 }
 
 fn resolve(

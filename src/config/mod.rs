@@ -17,15 +17,15 @@ macro_rules! words {
         }
 
         impl ::std::str::FromStr for $ty {
-            type Err = String;
+            type Err = $crate::config::UnknownWord;
 
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
                     $($word => Ok($ty::$variant),)*
-                    _ => Err(format!(
-                        "expected {}, got {s:?}",
-                        super::values::either(&[$($word),*])
-                    )),
+                    _ => Err($crate::config::UnknownWord {
+                        expected: &[$($word),*],
+                        got: s.to_owned(),
+                    }),
                 }
             }
         }
@@ -300,7 +300,7 @@ pub enum Files {
 }
 
 /// A configuration that cannot work, with the setting at fault.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Error)]
 pub enum ConfigError {
     /// A setting is out of range or does not parse.
     #[error("invalid value for {key}: {problem}")]
@@ -335,9 +335,145 @@ pub enum ConfigError {
     Syntax {
         /// The file.
         path: PathBuf,
-        /// The parser's message (it names the line).
-        problem: String,
+        /// The parser's error (its message names the line).
+        #[source]
+        problem: toml::de::Error,
     },
+    /// A setting's value does not read as its type, or is out of its bounds.
+    #[error("invalid value for {key}: {problem}{}", hint.map(|h| format!(" ({h})")).unwrap_or_default())]
+    Value {
+        /// Name of the setting (its key in the config file).
+        key: &'static str,
+        /// What is wrong with it.
+        #[source]
+        problem: ValueError,
+        /// What the setting adds to an out-of-bounds value (its `Meta::hint`).
+        hint: Option<&'static str>,
+    },
+}
+
+/// What is wrong with one setting's value, as the file or a flag gives it.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ValueError {
+    /// The file gives another kind of value (`found` is TOML's name for it).
+    #[error("expected {expected}, not {found}")]
+    Kind {
+        /// What the setting takes, in words.
+        expected: &'static str,
+        /// The kind of value the file gives.
+        found: &'static str,
+    },
+    /// An array of the file holds something other than a non-empty string.
+    #[error("expected non-empty strings, not {found}")]
+    Item {
+        /// The item, as TOML writes it.
+        found: String,
+    },
+    /// A label of a table of labels is not a string.
+    #[error("label {name}: expected a string, not {found}")]
+    Label {
+        /// The label.
+        name: String,
+        /// The kind of value the file gives it.
+        found: &'static str,
+    },
+    /// A flag's text is not a whole number.
+    #[error("{text:?} is not a whole number")]
+    NotWhole {
+        /// The flag's text.
+        text: String,
+    },
+    /// A count below zero.
+    #[error("{n} is negative")]
+    Negative {
+        /// The number given.
+        n: i64,
+    },
+    /// A count too large for the setting's type.
+    #[error("{n} is too large")]
+    TooLarge {
+        /// The number given.
+        n: i64,
+    },
+    /// A count outside its setting's range.
+    #[error("{n} is not between {min} and {max}")]
+    NotBetween {
+        /// The count.
+        n: u64,
+        /// The least it may be.
+        min: u64,
+        /// The most it may be.
+        max: u64,
+    },
+    /// A count below its setting's least.
+    #[error("must be at least {min}")]
+    BelowLeast {
+        /// The least it may be.
+        min: u64,
+    },
+    /// A count above its setting's most.
+    #[error("must be at most {max}")]
+    AboveMost {
+        /// The most it may be.
+        max: u64,
+    },
+    /// A flag's text is no switch.
+    #[error("{text:?} is not true or false")]
+    NotSwitch {
+        /// The flag's text.
+        text: String,
+    },
+    /// A text that is no duration.
+    #[error("{text:?} is not a duration like \"10s\" or \"250ms\" ({source})")]
+    NotDuration {
+        /// The text given.
+        text: String,
+        /// Why it does not read.
+        #[source]
+        source: humantime::DurationError,
+    },
+    /// A duration of zero where the setting needs time.
+    #[error("must be greater than zero")]
+    Zero,
+    /// A text that does not read as the setting's type.
+    #[error("{text:?}: {source}")]
+    Text {
+        /// The text given.
+        text: String,
+        /// Why it does not read.
+        #[source]
+        source: TextError,
+    },
+    /// An empty zone (no zone is a zone left out).
+    #[error("a zone cannot be empty (leave it out for none)")]
+    EmptyZone,
+    /// A setting of the file only, given as a flag.
+    #[error("{what} are set in the config file")]
+    FileOnly {
+        /// What the setting holds.
+        what: &'static str,
+    },
+}
+
+/// Why a text does not read as a setting's type.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum TextError {
+    /// Not an address.
+    #[error(transparent)]
+    Address(#[from] std::net::AddrParseError),
+    /// Not one of a policy's words.
+    #[error(transparent)]
+    Word(#[from] UnknownWord),
+}
+
+/// A text that is none of the words a policy or mode takes.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("expected {}, got {got:?}", values::either(expected))]
+pub struct UnknownWord {
+    /// The words it takes.
+    pub expected: &'static [&'static str],
+    /// The text given.
+    pub got: String,
 }
 
 // === impl Config ===
@@ -403,7 +539,8 @@ impl Config {
     /// Checks every setting, each against its bounds and all of them together.
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] or [`ConfigError::Missing`] naming the first bad setting.
+    /// [`ConfigError::Value`], [`ConfigError::Invalid`] or [`ConfigError::Missing`] naming the
+    /// first bad setting.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key, problem: &str| {
             Err(ConfigError::Invalid {
@@ -761,6 +898,15 @@ impl std::fmt::Debug for ProbeAccount {
             .field("password", &"(hidden)")
             .field("tls", &self.tls)
             .finish()
+    }
+}
+
+// === impl TextError ===
+
+/// A type whose text always reads (`String`) has no error to give.
+impl From<std::convert::Infallible> for TextError {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
     }
 }
 

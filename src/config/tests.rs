@@ -45,7 +45,9 @@ fn defaults_are_valid_and_bad_values_name_their_key() {
         let mut config = Config::new("db:3306");
         breaks(&mut config);
         match config.validate() {
-            Err(ConfigError::Invalid { key: got, .. }) => assert_eq!(got, key),
+            Err(ConfigError::Invalid { key: got, .. } | ConfigError::Value { key: got, .. }) => {
+                assert_eq!(got, key)
+            }
             other => panic!("{key}: {other:?}"),
         }
     }
@@ -253,6 +255,49 @@ fn bad_files_are_refused_naming_the_key() {
                 "{toml:?}: {message:?} lacks {word:?}"
             );
         }
+    }
+}
+
+#[test]
+fn a_bad_value_is_a_typed_problem_that_reads_as_a_sentence() {
+    let table: [(&str, ValueError, &str); 4] = [
+        (
+            "[durability]\nquorum = 0",
+            ValueError::NotBetween { n: 0, min: 1, max: 64 },
+            "invalid value for durability.quorum: 0 is not between 1 and 64 (to relay without waiting, set durability.passthrough)",
+        ),
+        (
+            "[durability]\non_timeout = \"panic\"",
+            ValueError::Text {
+                text: "panic".into(),
+                source: TextError::Word(UnknownWord {
+                    expected: &["degrade", "block", "error"],
+                    got: "panic".into(),
+                }),
+            },
+            "invalid value for durability.on_timeout: \"panic\": expected degrade, block or error, got \"panic\"",
+        ),
+        (
+            "worker_threads = \"many\"",
+            ValueError::Kind {
+                expected: "a whole number",
+                found: "string",
+            },
+            "invalid value for worker_threads: expected a whole number, not string",
+        ),
+        (
+            "[timeouts]\nclient_read = \"0s\"",
+            ValueError::Zero,
+            "invalid value for timeouts.client_read: must be greater than zero",
+        ),
+    ];
+    for (toml, want, message) in table {
+        let error = parse(&format!("primary = \"db:3306\"\n{toml}")).unwrap_err();
+        assert_eq!(error.to_string(), message);
+        assert!(
+            matches!(&error, ConfigError::Value { problem, .. } if *problem == want),
+            "{toml}: {error:?}"
+        );
     }
 }
 

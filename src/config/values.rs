@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::define::{Bound, Meta, Value};
+use super::{TextError, ValueError};
 
 /// A password: read like text, never written, shown or logged.
 #[derive(Clone, PartialEq, Eq, Default)]
@@ -21,18 +22,21 @@ macro_rules! count {
         impl Value for $ty {
             const VALUE_NAME: &'static str = "N";
 
-            fn from_file(value: toml::Value) -> Result<Self, String> {
+            fn from_file(value: toml::Value) -> Result<Self, ValueError> {
                 match value {
                     toml::Value::Integer(n) => count_of(n),
-                    other => Err(format!("expected a whole number, not {}", other.type_str())),
+                    other => Err(ValueError::Kind {
+                        expected: "a whole number",
+                        found: other.type_str(),
+                    }),
                 }
             }
 
-            fn from_flag(text: &str) -> Result<Self, String> {
+            fn from_flag(text: &str) -> Result<Self, ValueError> {
                 let n: i64 = text
                     .trim()
                     .parse()
-                    .map_err(|_| format!("{text:?} is not a whole number"))?;
+                    .map_err(|_| ValueError::NotWhole { text: text.to_owned() })?;
                 count_of(n)
             }
 
@@ -40,14 +44,14 @@ macro_rules! count {
                 i64::try_from(*self).ok().map(toml::Value::Integer)
             }
 
-            fn check(&self, meta: &Meta) -> Result<(), String> {
+            fn check(&self, meta: &Meta) -> Result<(), ValueError> {
                 let n = *self as u64;
                 match meta.bound {
                     Some(Bound::Between(min, max)) if !(min..=max).contains(&n) => {
-                        Err(format!("{self} is not between {min} and {max}"))
+                        Err(ValueError::NotBetween { n, min, max })
                     }
-                    Some(Bound::AtLeast(min)) if n < min => Err(format!("must be at least {min}")),
-                    Some(Bound::AtMost(max)) if n > max => Err(format!("must be at most {max}")),
+                    Some(Bound::AtLeast(min)) if n < min => Err(ValueError::BelowLeast { min }),
+                    Some(Bound::AtMost(max)) if n > max => Err(ValueError::AboveMost { max }),
                     _ => Ok(()),
                 }
             }
@@ -58,11 +62,11 @@ macro_rules! count {
 count!(usize, u32);
 
 /// A whole number that fits the setting's type.
-fn count_of<T: TryFrom<i64>>(n: i64) -> Result<T, String> {
+fn count_of<T: TryFrom<i64>>(n: i64) -> Result<T, ValueError> {
     if n < 0 {
-        return Err(format!("{n} is negative"));
+        return Err(ValueError::Negative { n });
     }
-    T::try_from(n).map_err(|_| format!("{n} is too large"))
+    T::try_from(n).map_err(|_| ValueError::TooLarge { n })
 }
 
 // === switches ===
@@ -70,17 +74,20 @@ fn count_of<T: TryFrom<i64>>(n: i64) -> Result<T, String> {
 impl Value for bool {
     const VALUE_NAME: &'static str = "BOOL";
 
-    fn from_file(value: toml::Value) -> Result<Self, String> {
-        value
-            .as_bool()
-            .ok_or_else(|| format!("expected true or false, not {}", value.type_str()))
+    fn from_file(value: toml::Value) -> Result<Self, ValueError> {
+        value.as_bool().ok_or_else(|| ValueError::Kind {
+            expected: "true or false",
+            found: value.type_str(),
+        })
     }
 
-    fn from_flag(text: &str) -> Result<Self, String> {
+    fn from_flag(text: &str) -> Result<Self, ValueError> {
         match text.trim().to_ascii_lowercase().as_str() {
             "true" | "1" | "yes" | "on" => Ok(true),
             "false" | "0" | "no" | "off" => Ok(false),
-            _ => Err(format!("{text:?} is not true or false")),
+            _ => Err(ValueError::NotSwitch {
+                text: text.to_owned(),
+            }),
         }
     }
 
@@ -94,19 +101,21 @@ impl Value for bool {
 impl Value for Duration {
     const VALUE_NAME: &'static str = "DURATION";
 
-    fn from_file(value: toml::Value) -> Result<Self, String> {
+    fn from_file(value: toml::Value) -> Result<Self, ValueError> {
         match value {
             toml::Value::String(text) => Self::from_flag(&text),
-            other => Err(format!(
-                "expected a duration like \"10s\" or \"250ms\", not {}",
-                other.type_str()
-            )),
+            other => Err(ValueError::Kind {
+                expected: "a duration like \"10s\" or \"250ms\"",
+                found: other.type_str(),
+            }),
         }
     }
 
-    fn from_flag(text: &str) -> Result<Self, String> {
-        humantime::parse_duration(text)
-            .map_err(|e| format!("{text:?} is not a duration like \"10s\" or \"250ms\" ({e})"))
+    fn from_flag(text: &str) -> Result<Self, ValueError> {
+        humantime::parse_duration(text).map_err(|source| ValueError::NotDuration {
+            text: text.to_owned(),
+            source,
+        })
     }
 
     fn to_file(&self) -> Option<toml::Value> {
@@ -115,9 +124,9 @@ impl Value for Duration {
         ))
     }
 
-    fn check(&self, meta: &Meta) -> Result<(), String> {
+    fn check(&self, meta: &Meta) -> Result<(), ValueError> {
         if meta.nonzero && self.is_zero() {
-            return Err("must be greater than zero".into());
+            return Err(ValueError::Zero);
         }
         Ok(())
     }
@@ -131,15 +140,21 @@ macro_rules! text {
         impl Value for $ty {
             const VALUE_NAME: &'static str = $name;
 
-            fn from_file(value: toml::Value) -> Result<Self, String> {
+            fn from_file(value: toml::Value) -> Result<Self, ValueError> {
                 match value {
                     toml::Value::String(text) => Self::from_flag(&text),
-                    other => Err(format!("expected a string, not {}", other.type_str())),
+                    other => Err(ValueError::Kind {
+                        expected: "a string",
+                        found: other.type_str(),
+                    }),
                 }
             }
 
-            fn from_flag(text: &str) -> Result<Self, String> {
-                text.parse().map_err(|e| format!("{text:?}: {e}"))
+            fn from_flag(text: &str) -> Result<Self, ValueError> {
+                text.parse().map_err(|e| ValueError::Text {
+                    text: text.to_owned(),
+                    source: TextError::from(e),
+                })
             }
 
             fn to_file(&self) -> Option<toml::Value> {
@@ -162,14 +177,17 @@ text!(
 impl Value for PathBuf {
     const VALUE_NAME: &'static str = "FILE";
 
-    fn from_file(value: toml::Value) -> Result<Self, String> {
+    fn from_file(value: toml::Value) -> Result<Self, ValueError> {
         match value {
             toml::Value::String(text) => Ok(PathBuf::from(text)),
-            other => Err(format!("expected a path, not {}", other.type_str())),
+            other => Err(ValueError::Kind {
+                expected: "a path",
+                found: other.type_str(),
+            }),
         }
     }
 
-    fn from_flag(text: &str) -> Result<Self, String> {
+    fn from_flag(text: &str) -> Result<Self, ValueError> {
         Ok(PathBuf::from(text))
     }
 
@@ -182,16 +200,19 @@ impl Value for PathBuf {
 impl Value for Arc<str> {
     const VALUE_NAME: &'static str = "ZONE";
 
-    fn from_file(value: toml::Value) -> Result<Self, String> {
+    fn from_file(value: toml::Value) -> Result<Self, ValueError> {
         match value {
             toml::Value::String(text) => Self::from_flag(&text),
-            other => Err(format!("expected a string, not {}", other.type_str())),
+            other => Err(ValueError::Kind {
+                expected: "a string",
+                found: other.type_str(),
+            }),
         }
     }
 
-    fn from_flag(text: &str) -> Result<Self, String> {
+    fn from_flag(text: &str) -> Result<Self, ValueError> {
         match text.trim() {
-            "" => Err("a zone cannot be empty (leave it out for none)".into()),
+            "" => Err(ValueError::EmptyZone),
             zone => Ok(zone.into()),
         }
     }
@@ -205,27 +226,27 @@ impl Value for Arc<str> {
 impl Value for BTreeMap<String, String> {
     const VALUE_NAME: &'static str = "LABELS";
 
-    fn from_file(value: toml::Value) -> Result<Self, String> {
+    fn from_file(value: toml::Value) -> Result<Self, ValueError> {
         let toml::Value::Table(table) = value else {
-            return Err(format!(
-                "expected a table of strings, not {}",
-                value.type_str()
-            ));
+            return Err(ValueError::Kind {
+                expected: "a table of strings",
+                found: value.type_str(),
+            });
         };
         table
             .into_iter()
             .map(|(name, value)| match value {
                 toml::Value::String(text) => Ok((name, text)),
-                other => Err(format!(
-                    "label {name}: expected a string, not {}",
-                    other.type_str()
-                )),
+                other => Err(ValueError::Label {
+                    found: other.type_str(),
+                    name,
+                }),
             })
             .collect()
     }
 
-    fn from_flag(_text: &str) -> Result<Self, String> {
-        Err("labels are set in the config file".into())
+    fn from_flag(_text: &str) -> Result<Self, ValueError> {
+        Err(ValueError::FileOnly { what: "labels" })
     }
 
     fn to_file(&self) -> Option<toml::Value> {
@@ -243,7 +264,7 @@ impl Value for BTreeMap<String, String> {
 impl Value for Vec<String> {
     const VALUE_NAME: &'static str = "URL,...";
 
-    fn from_file(value: toml::Value) -> Result<Self, String> {
+    fn from_file(value: toml::Value) -> Result<Self, ValueError> {
         match value {
             toml::Value::Array(items) => items
                 .into_iter()
@@ -251,18 +272,20 @@ impl Value for Vec<String> {
                     toml::Value::String(text) if !text.trim().is_empty() => {
                         Ok(text.trim().to_owned())
                     }
-                    other => Err(format!("expected non-empty strings, not {other}")),
+                    other => Err(ValueError::Item {
+                        found: other.to_string(),
+                    }),
                 })
                 .collect(),
             toml::Value::String(text) => Self::from_flag(&text),
-            other => Err(format!(
-                "expected an array of strings, not {}",
-                other.type_str()
-            )),
+            other => Err(ValueError::Kind {
+                expected: "an array of strings",
+                found: other.type_str(),
+            }),
         }
     }
 
-    fn from_flag(text: &str) -> Result<Self, String> {
+    fn from_flag(text: &str) -> Result<Self, ValueError> {
         Ok(text
             .split(',')
             .map(str::trim)
@@ -280,14 +303,17 @@ impl Value for Vec<String> {
 impl Value for Secret {
     const VALUE_NAME: &'static str = "PASSWORD";
 
-    fn from_file(value: toml::Value) -> Result<Self, String> {
+    fn from_file(value: toml::Value) -> Result<Self, ValueError> {
         match value {
             toml::Value::String(text) => Ok(Secret(text)),
-            other => Err(format!("expected a string, not {}", other.type_str())),
+            other => Err(ValueError::Kind {
+                expected: "a string",
+                found: other.type_str(),
+            }),
         }
     }
 
-    fn from_flag(text: &str) -> Result<Self, String> {
+    fn from_flag(text: &str) -> Result<Self, ValueError> {
         Ok(Secret(text.to_owned()))
     }
 
@@ -301,11 +327,11 @@ impl Value for Secret {
 impl<T: Value> Value for Option<T> {
     const VALUE_NAME: &'static str = T::VALUE_NAME;
 
-    fn from_file(value: toml::Value) -> Result<Self, String> {
+    fn from_file(value: toml::Value) -> Result<Self, ValueError> {
         T::from_file(value).map(Some)
     }
 
-    fn from_flag(text: &str) -> Result<Self, String> {
+    fn from_flag(text: &str) -> Result<Self, ValueError> {
         T::from_flag(text).map(Some)
     }
 
@@ -313,7 +339,7 @@ impl<T: Value> Value for Option<T> {
         self.as_ref().and_then(T::to_file)
     }
 
-    fn check(&self, meta: &Meta) -> Result<(), String> {
+    fn check(&self, meta: &Meta) -> Result<(), ValueError> {
         self.as_ref().map_or(Ok(()), |v| v.check(meta))
     }
 }

@@ -1,15 +1,16 @@
-//! How far a replica holds the binlog, read off the stream the primary sends it. A primary
-//! reads its binlog for each replica's dump and sends it every transaction it lacks, skipping
-//! the ones its connect state says it has. So once every transaction sent has been
-//! ACKed, the replica holds everything up to where the stream shows the primary has
-//! read (the end of the last event sent, a heartbeat's position, the artificial GTID_LIST a
-//! MariaDB primary sends when it reaches the replica's own position); while one is
-//! not ACKed, everything before it. Exact across replication domains, where a connect
-//! state turned into a single position would not be. Pure: no time, no locks.
+//! How far a replica holds the binlog, read off the stream the primary sends it.
 
 use std::collections::VecDeque;
 
 use strongsync_proto::position::Position;
+
+// A primary reads its binlog for each replica's dump and sends it every transaction it lacks,
+// skipping the ones its connect state says it has. So once every transaction sent has been
+// ACKed, the replica holds everything up to where the stream shows the primary has read (the
+// end of the last event sent, a heartbeat's position, the artificial GTID_LIST a MariaDB
+// primary sends when it reaches the replica's own position); while one is not ACKed,
+// everything before it. This is exact across replication domains, where a connect state
+// turned into a single position would not be. Pure: no time, no locks.
 
 /// Transactions sent and not ACKed that are followed one by one; past this the stream
 /// only counts what is ACKed until the replica has caught up.

@@ -1,14 +1,11 @@
-//! What strong sync keeps across its own restart (the state file holds it; see
-//! [`crate::failover`]): the watermark, what each replica was last known to hold,
-//! the commits released without their quorum, and the fence with its tail. Read back at
-//! start, it keeps the failover candidates and the follow check right before any replica has
-//! reconnected.
+//! What strong sync keeps across its own restart, in the state file (see [`crate::failover`]).
 
 use strongsync_proto::gtid::{GtidPosition, GtidSet};
 
 use super::Fence;
 
-/// Strong sync's state worth keeping.
+/// Strong sync's state worth keeping: read back at start, it keeps the failover candidates and
+/// the follow check right before any replica has reconnected.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Persisted {
     /// The watermark: every transaction the quorum held, as a position.

@@ -1,11 +1,5 @@
 //! The replica registry: the replicas whose dump the primary accepted, what each holds, and the
-//! quorum position their holdings add up to. Replicas that left are kept as last known, for a
-//! failover tool once the primary (and with it every replica's stream) is gone.
-//!
-//! What a replica holds is kept two ways, both exact: the binlog position through which it has
-//! everything (ACKed, or shown by its stream: see [`super::coverage`]), and per
-//! replication domain the newest GTID it has (its connect state as the primary received it,
-//! then each transaction ACKed).
+//! quorum position their holdings add up to.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -22,7 +16,8 @@ use strongsync_proto::gtid::GtidPosition;
 /// Disconnected replicas remembered, the most recent ones.
 pub(super) const DEPARTED_KEPT: usize = 64;
 
-/// Every replica, connected or last known.
+/// Every replica, connected or last known. Replicas that left are kept as last known, for a
+/// failover tool once the primary (and with it every replica's stream) is gone.
 #[derive(Debug, Default)]
 pub(super) struct Registry {
     connected: HashMap<u32, Replica>,
@@ -35,7 +30,10 @@ pub(super) struct Registry {
     primary_zone: Option<Arc<str>>,
 }
 
-/// One replica.
+/// One replica. What it holds is kept two ways, both exact: the binlog position through which it
+/// has everything (`covered`: ACKed, or shown by its stream, see [`super::coverage`]), and per
+/// replication domain the newest GTID it has (`held`: its connect state as the primary received
+/// it, then each transaction ACKed).
 #[derive(Debug)]
 pub(super) struct Replica {
     /// Which dump this record belongs to (a reconnect replaces it).

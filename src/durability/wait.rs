@@ -1,9 +1,4 @@
-//! A commit waiting for its quorum: until every transaction it reported is held by `quorum`
-//! replicas — by position once its end is known, or by the GTIDs replicas connected with —
-//! under the timeout policy. A commit registers once and is woken once: while it waits, the
-//! replica side moves it (its transaction relayed: to the position where it ends) and, when the
-//! quorum holds it, wakes it with the verdict. It reads the settings when it looks, under the
-//! lock it looks with, and looks again only when they (or the state) change.
+//! A commit waiting for its quorum, under the timeout policy.
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -72,7 +67,12 @@ struct Parked<'a> {
 
 // === waiting ===
 
-/// Waits until `commit` may be acknowledged to the client, as the policy says.
+/// Waits until `commit` may be acknowledged to the client, as the policy says: until every
+/// transaction it reported is held by its quorum of replicas, by position once its end is known,
+/// or by the GTIDs replicas connected with. It registers once and is woken once: while it waits,
+/// the replica side moves it (its transaction relayed: to the position where it ends) and, when
+/// the quorum holds it, wakes it with the verdict. It reads the settings when it looks, under
+/// the lock it looks with, and looks again only when they (or the state) change.
 pub(super) async fn wait(d: Arc<Durability>, commit: Commit) -> Release {
     // Relaying only, nothing waits; but nothing of a fenced primary is acknowledged, even
     // then (the look says so).

@@ -1,9 +1,5 @@
 //! The wait queue: parked commits, each in one slot for as long as it waits, indexed by what it
-//! waits for — the quorum position under its rule reaching a binlog position, a transaction's end becoming
-//! known, or (for the rare commit counted partly by what reconnected replicas said they had)
-//! any replica moving on. A commit is moved between indexes under the lock as what it waits
-//! for changes (its transaction relayed: to its end position) and woken once, with a verdict:
-//! held, or look again (the settings or the state changed under it).
+//! waits for.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -25,11 +21,13 @@ type ByPosition = BTreeSet<(Position, usize)>;
 /// What a parked commit waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Until {
-    /// The quorum position reaching this position (the end of its last transaction).
+    /// The quorum position under its rule reaching this position (the end of its last
+    /// transaction).
     Position(Position),
     /// This transaction's end being relayed.
     Relayed(Gtid),
-    /// Any replica's position moving.
+    /// Any replica's position moving: the rare commit counted partly by what reconnected
+    /// replicas said they had.
     AnyMove,
 }
 
@@ -53,7 +51,10 @@ pub(super) struct Entry {
     verdict: Option<Verdict>,
 }
 
-/// Every parked commit.
+/// Every parked commit, indexed by what it waits for ([`Until`]). A commit is moved between
+/// indexes under the lock as what it waits for changes (its transaction relayed: to its end
+/// position) and woken once, with a [`Verdict`]: held, or look again (the settings or the state
+/// changed under it).
 #[derive(Debug, Default)]
 pub(super) struct Waiters {
     slots: Slab<Entry>,

@@ -1,18 +1,18 @@
-//! The watermark: every transaction the quorum has held — the commits
-//! acknowledged to their clients, and every transaction relayed before the quorum position
-//! (a heartbeat writer's, the event scheduler's, a DBA's direct write), so that it has no gaps
-//! where strongsync's clients did not commit. Kept two ways: as a position, which a new
-//! primary must cover (compared by identity), and as an exact set, which the commit outcome
-//! reads. Bounded per source by `limits.max_gtid_intervals`: past it the watermark can no
-//! longer be kept exact, holds more than the quorum held (never less), and says so — follow
-//! and promote then refuse, and the outcome of a GTID it does not know exactly is unknown.
+//! The watermark: every transaction the quorum has held, as a position and as an exact set.
 
 use std::sync::Arc;
 
 use strongsync_proto::gtid::{Domain, Gtid, GtidPosition, GtidSet};
 use tracing::warn;
 
-/// The watermark.
+/// The watermark: the commits acknowledged to their clients, and every transaction relayed
+/// before the quorum position (a heartbeat writer's, the event scheduler's, a DBA's direct
+/// write), so that it has no gaps where strongsync's clients did not commit. Kept two ways: as a
+/// position, which a new primary must cover (compared by identity), and as an exact set, which
+/// the commit outcome reads. Bounded per source by `limits.max_gtid_intervals`: past it the
+/// watermark can no longer be kept exact, holds more than the quorum held (never less), and
+/// says so; follow and promote then refuse, and the outcome of a GTID it does not know exactly
+/// is unknown.
 #[derive(Debug)]
 pub(super) struct Watermark {
     position: Arc<GtidPosition>,

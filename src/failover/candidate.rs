@@ -9,8 +9,9 @@ use std::time::Duration;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row};
 use strongsync_proto::gtid::GtidPosition;
+use strongsync_proto::ProtoError;
+use thiserror::Error;
 
-use super::error::CandidateError;
 use crate::config::ProbeAccount;
 use crate::flavour::{Flavour, GtidModeProblem, Inspected, ServerIdentity};
 use crate::probe::connect as connect_to;
@@ -36,6 +37,54 @@ pub struct Candidate {
     pub configured: bool,
     /// MySQL without a GTID for every transaction.
     pub gtid_mode: Option<GtidModeProblem>,
+}
+
+/// Why a server could not be looked at.
+#[derive(Debug, Error)]
+pub enum CandidateError {
+    /// Connecting took too long.
+    #[error("cannot connect to {addr} within {timeout:?}")]
+    ConnectTimeout {
+        /// Where.
+        addr: String,
+        /// The limit (`timeouts.primary_connect`).
+        timeout: Duration,
+    },
+    /// The login failed.
+    #[error("cannot log in to {addr} as {user}: {source}")]
+    Login {
+        /// Where.
+        addr: String,
+        /// The account.
+        user: String,
+        /// Why.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// It did not answer in time.
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    /// A query failed.
+    #[error("{query} failed ({source}): the account needs the privilege to read it")]
+    Query {
+        /// The query.
+        query: &'static str,
+        /// Why.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// A query returned no row.
+    #[error("{0} returned no row")]
+    NoRow(&'static str),
+    /// An answer does not read.
+    #[error("its {what} does not read: {source}")]
+    Unreadable {
+        /// What was read.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: ProtoError,
+    },
 }
 
 /// Asks the server at `addr`, within `timeout`.

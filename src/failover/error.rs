@@ -2,11 +2,11 @@
 //! with what each case is about. The admin port turns them into answers in one place.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
-use strongsync_proto::ProtoError;
 use thiserror::Error;
 
+use super::candidate::CandidateError;
+use super::promote::{LookedAt, PromoteError};
 use super::state::{StateError, Unreadable};
 use crate::cluster::{ClusterError, StoreError};
 use crate::config::ConfigError;
@@ -71,8 +71,11 @@ pub enum ControlError {
         after: ServerIdentity,
     },
     /// It is read-only.
-    #[error("refused: {0} is read-only (read_only or super_read_only is on)")]
-    ReadOnly(String),
+    #[error("refused: {addr} is read-only (read_only or super_read_only is on)")]
+    ReadOnly {
+        /// The primary named.
+        addr: String,
+    },
     /// It still replicates.
     #[error("refused: {addr} still replicates (channels {channels:?}); stop and reset its replication first")]
     Replicating {
@@ -103,8 +106,11 @@ pub enum ControlError {
         problem: GtidModeProblem,
     },
     /// Reinstate names a primary that is not retired.
-    #[error("refused: {0} is not a retired primary")]
-    NotRetired(String),
+    #[error("refused: {addr} is not a retired primary")]
+    NotRetired {
+        /// The address named.
+        addr: String,
+    },
     /// Promote has nothing to log in with.
     #[error(
         "refused: promote needs the [failover] account (user, password) and [[replica]] addresses"
@@ -116,7 +122,7 @@ pub enum ControlError {
         /// The watermark.
         watermark: String,
         /// What each replica had.
-        looked: super::promote::LookedAt,
+        looked: LookedAt,
     },
     /// A step of promote failed; rerunning promote picks up from there.
     #[error("promote stopped at server {server_id}: {problem} (the fence stays; rerun promote)")]
@@ -141,79 +147,6 @@ pub enum ControlError {
         found: Flavour,
         /// What the watermark is of.
         expected: Flavour,
-    },
-}
-
-/// Why a server could not be looked at.
-#[derive(Debug, Error)]
-pub enum CandidateError {
-    /// Connecting took too long.
-    #[error("cannot connect to {addr} within {timeout:?}")]
-    ConnectTimeout {
-        /// Where.
-        addr: String,
-        /// The limit (`timeouts.primary_connect`).
-        timeout: Duration,
-    },
-    /// The login failed.
-    #[error("cannot log in to {addr} as {user}: {source}")]
-    Login {
-        /// Where.
-        addr: String,
-        /// The account.
-        user: String,
-        /// Why.
-        #[source]
-        source: mysql_async::Error,
-    },
-    /// It did not answer in time.
-    #[error("no answer within {0:?}")]
-    TimedOut(Duration),
-    /// A query failed.
-    #[error("{query} failed ({source}): the account needs the privilege to read it")]
-    Query {
-        /// The query.
-        query: &'static str,
-        /// Why.
-        #[source]
-        source: mysql_async::Error,
-    },
-    /// A query returned no row.
-    #[error("{0} returned no row")]
-    NoRow(&'static str),
-    /// An answer does not read.
-    #[error("its {what} does not read: {source}")]
-    Unreadable {
-        /// What was read.
-        what: &'static str,
-        /// Why.
-        #[source]
-        source: ProtoError,
-    },
-}
-
-/// Why promote stopped at the replica it chose.
-#[derive(Debug, Error)]
-pub enum PromoteError {
-    /// It could not be reached.
-    #[error(transparent)]
-    Connect(#[from] CandidateError),
-    /// A step failed.
-    #[error("{step}: {source}")]
-    Step {
-        /// What promote was doing.
-        step: &'static str,
-        /// Why it failed.
-        #[source]
-        source: mysql_async::Error,
-    },
-    /// It did not apply what it received in time.
-    #[error("it did not apply {received} within {apply:?} (failover.promote_apply_timeout); its replication is stopped (I/O thread) and nothing else changed: rerun promote")]
-    NotApplied {
-        /// What it had received.
-        received: String,
-        /// The limit.
-        apply: Duration,
     },
 }
 

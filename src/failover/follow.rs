@@ -1,9 +1,5 @@
-//! Following a new primary, and promoting one: the server is looked at before anything
-//! changes (reachable, writable, not replicating, not a primary strongsync followed under any
-//! name, MySQL with GTIDs); then the old primary is fenced and drained, the watermark read
-//! after that, and the server looked at again: it must hold the whole watermark by
-//! identity. Only then is the epoch raised, the old primary retired with its identity, and
-//! every connection of the old epoch closed.
+//! Following a new primary, and promoting one: the [`Control`] calls that change the primary
+//! strongsync follows.
 
 use tracing::{info, warn};
 
@@ -55,7 +51,12 @@ pub struct PromoteReport {
 // === impl Control (follow, promote) ===
 
 impl Control {
-    /// Follows a new primary (see the module's documentation). New sessions go to it;
+    /// Follows a new primary. The server is looked at before anything changes (reachable,
+    /// writable, not replicating, not a primary strongsync followed under any name, MySQL with
+    /// GTIDs); then the old primary is fenced and drained, the watermark read after that, and
+    /// the server looked at again: it must hold the whole watermark by identity. Only then is
+    /// the epoch raised, the old primary retired with its identity, and every connection of the
+    /// old epoch closed. New sessions go to it;
     /// sessions of the old epoch are closed, their next command told why; replicas
     /// reconnect through strongsync by themselves and start from their own positions.
     /// Written to the state file before it returns.
@@ -167,7 +168,9 @@ impl Control {
             refuse_followed(upstream, addr, Some(&candidate.identity), resuming)?;
         }
         if candidate.read_only {
-            return Err(ControlError::ReadOnly(addr.to_owned()));
+            return Err(ControlError::ReadOnly {
+                addr: addr.to_owned(),
+            });
         }
         if !candidate.replicating.is_empty() {
             return Err(ControlError::Replicating {
@@ -251,11 +254,11 @@ impl Control {
         }
     }
 
-    /// Promotes a replica, for users without a failover manager (see [`promote`]): fences,
-    /// picks the replica that holds the whole watermark and has received the most (never
-    /// the fenced primary or a retired one, however the config file spells it), makes it a
-    /// primary and follows it. Never promotes one that lacks a transaction of the watermark; safe to
-    /// rerun after a failure midway.
+    /// Promotes a replica, for users without a failover manager: fences, picks the replica that
+    /// holds the whole watermark and has received the most (never the fenced primary or a
+    /// retired one, however the config file spells it), makes it a primary and follows it.
+    /// Never promotes one that lacks a transaction of the watermark; safe to rerun after a
+    /// failure midway.
     ///
     /// # Errors
     /// [`ControlError`]; the fence stays up after any failure past it.
@@ -321,7 +324,9 @@ impl Control {
                 Ok(l) => match promote::followed_as(&l, followed) {
                     Some(as_) => {
                         info!(server_id, %address, followed = %as_, "promote: passed over a primary strongsync followed");
-                        Seen::Followed(as_.to_owned())
+                        Seen::Followed {
+                            address: as_.to_owned(),
+                        }
                     }
                     None => {
                         info!(server_id, received = %l.candidate.received, replicating = l.candidate.configured, "promote: looked at replica");

@@ -22,9 +22,10 @@ use crate::config::{Config, ProbeAccount};
 use crate::durability::{Durability, Fence};
 use crate::flavour::ServerIdentity;
 use crate::metrics::Metrics;
-pub use error::{CandidateError, ControlError, ControlStartError, PromoteError};
+pub use candidate::CandidateError;
+pub use error::{ControlError, ControlStartError};
 pub use follow::{Follow, FollowReport, PromoteReport};
-pub use promote::{LookedAt, Seen};
+pub use promote::{LookedAt, PromoteError, Seen};
 pub use state::{KnownPrimary, State, StateError};
 pub use token::{AdminToken, Refusal};
 
@@ -274,7 +275,9 @@ impl Control {
         let mut upstream = self.upstream.lock().await;
         let primary = primary.trim();
         let Some(at) = upstream.retired.iter().position(|r| r.address == primary) else {
-            return Err(ControlError::NotRetired(primary.to_owned()));
+            return Err(ControlError::NotRetired {
+                addr: primary.to_owned(),
+            });
         };
         let gone = upstream.retired.remove(at);
         warn!(%primary, identity = ?gone.identity, "reinstated: a retired primary may be followed (and promoted) again");

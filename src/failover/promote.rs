@@ -1,21 +1,15 @@
-//! `strongsync promote`, for users without a failover manager: fence; look at every replica the
-//! config file gives an address for, passing over the primaries strongsync followed (by address
-//! or identity: the fenced primary listed as a replica under another name is not a candidate);
-//! pick the one that holds the whole watermark and has received the most; stop its I/O
-//! thread and wait for it to apply what it received; stop and reset its replication and make
-//! it writable; follow it. Each step is logged, and a rerun after a failure midway picks up
-//! where it stopped: a replica already promoted (not replicating, writable, holding the whole
-//! watermark) is taken as it is.
+//! `strongsync promote`, for users without a failover manager: the replicas looked at, the one
+//! chosen, and the steps that make it a primary.
 
 use std::fmt;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use strongsync_proto::gtid::GtidPosition;
+use thiserror::Error;
 use tracing::{info, warn};
 
-use super::candidate::{self, Candidate};
-use super::error::{CandidateError, PromoteError};
+use super::candidate::{self, Candidate, CandidateError};
 use crate::config::ProbeAccount;
 use crate::flavour::ServerIdentity;
 
@@ -32,8 +26,11 @@ pub struct Looked {
 pub enum Seen {
     /// It could be promoted: what it had received.
     Received(GtidPosition),
-    /// It is a primary strongsync followed: by this address, or this identity.
-    Followed(String),
+    /// It is a primary strongsync followed, by this address or by its identity.
+    Followed {
+        /// The address strongsync followed it at.
+        address: String,
+    },
     /// It could not be looked at.
     Unreachable(CandidateError),
 }
@@ -41,6 +38,31 @@ pub enum Seen {
 /// What promote saw of every replica, in the order of the config file.
 #[derive(Debug, Default)]
 pub struct LookedAt(pub Vec<(u32, Seen)>);
+
+/// Why promote stopped at the replica it chose.
+#[derive(Debug, Error)]
+pub enum PromoteError {
+    /// It could not be reached.
+    #[error(transparent)]
+    Connect(#[from] CandidateError),
+    /// A step failed.
+    #[error("{step}: {source}")]
+    Step {
+        /// What promote was doing.
+        step: &'static str,
+        /// Why it failed.
+        #[source]
+        source: mysql_async::Error,
+    },
+    /// It did not apply what it received in time.
+    #[error("it did not apply {received} within {apply:?} (failover.promote_apply_timeout); its replication is stopped (I/O thread) and nothing else changed: rerun promote")]
+    NotApplied {
+        /// What it had received.
+        received: String,
+        /// The limit.
+        apply: Duration,
+    },
+}
 
 /// Looks at the replica at `address` (see [`candidate::inspect`]).
 ///
@@ -75,8 +97,10 @@ pub fn followed_as<'a>(
 }
 
 /// Makes `chosen` a primary: stops its I/O thread, waits up to `apply` for it to apply what
-/// it received, stops and resets its replication, makes it writable. Skipped for one already
-/// done.
+/// it received, stops and resets its replication, makes it writable. Each step is logged.
+/// Skipped for one already done, so that a rerun after a failure midway picks up where it
+/// stopped: a replica already promoted (not replicating, writable, holding the whole watermark)
+/// is taken as it is.
 ///
 /// # Errors
 /// [`PromoteError`]: the step that failed.
@@ -154,7 +178,7 @@ impl fmt::Display for Seen {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Seen::Received(received) => write!(f, "received {received:#}"),
-            Seen::Followed(address) => write!(
+            Seen::Followed { address } => write!(
                 f,
                 "the primary strongsync followed as {address} (fenced or retired; strongsync reinstate makes it a candidate again)"
             ),

@@ -1,10 +1,5 @@
-//! The state file: strongsync's epoch, the primary it follows and those it retired (each by
-//! address and, once known, identity), the fence, and strong sync's positions ([`Persisted`]),
-//! as JSON. Written whole to a temporary file, synced and renamed over the old one, so a crash
-//! leaves the old file or the new one, never a mix. A configured file that is missing or cannot
-//! be read stops strongsync from starting: forgetting a fence would open the old primary again,
-//! and a fresh epoch 1 would follow a primary that may be retired. A new deployment creates it
-//! ([`State::create`], `strongsync init-state`).
+//! The state file: strongsync's epoch, the primary it follows and those it retired, the fence,
+//! and strong sync's positions ([`Persisted`]), as JSON.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -94,8 +89,11 @@ pub enum Unreadable {
     #[error("format version {0} (this strongsync reads 1 to {VERSION})")]
     Version(u32),
     /// A server's identity that does not read.
-    #[error("server identity {0:?}")]
-    Identity(String),
+    #[error("server identity {key:?}")]
+    Identity {
+        /// The identity as the state holds it (`mariadb:<server_id>`, `mysql:<server_uuid>`).
+        key: String,
+    },
     /// A position or a GTID set that does not read.
     #[error("{what}: {source}")]
     Gtids {
@@ -187,7 +185,9 @@ impl State {
         State::fresh(primary).save(path)
     }
 
-    /// Reads the file at `path`.
+    /// Reads the file at `path`. A configured file that is missing or cannot be read stops
+    /// strongsync from starting: forgetting a fence would open the old primary again, and a
+    /// fresh epoch 1 would follow a primary that may be retired.
     ///
     /// # Errors
     /// [`StateError::Missing`] if there is none; [`StateError`] if it cannot be read or
@@ -221,7 +221,7 @@ impl State {
     }
 
     /// Writes the file at `path` (the temporary file beside it, synced, renamed over it, the
-    /// directory synced).
+    /// directory synced), so a crash leaves the old file or the new one, never a mix.
     ///
     /// # Errors
     /// [`StateError::Io`].
@@ -299,7 +299,7 @@ impl State {
             return Err(Unreadable::Version(disk.version));
         }
         let identity = |key: Option<String>| {
-            key.map(|key| ServerIdentity::from_key(&key).ok_or(Unreadable::Identity(key)))
+            key.map(|key| ServerIdentity::from_key(&key).ok_or(Unreadable::Identity { key }))
                 .transpose()
         };
         let set = |what: &str, text: &str| GtidSet::parse(text).map_err(gtids(what));
@@ -460,7 +460,7 @@ mod tests {
         ));
         assert!(matches!(
             with("\"mariadb:2\"", "\"nobody:2\""),
-            Err(Unreadable::Identity(key)) if key == "nobody:2"
+            Err(Unreadable::Identity { key }) if key == "nobody:2"
         ));
         assert!(matches!(
             with("\"tail\":\"0-1-12..13\"", "\"tail\":\"0-1-x\""),

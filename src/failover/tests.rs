@@ -74,10 +74,12 @@ async fn the_state_file_wins_over_the_configured_primary_and_a_retired_one_stays
     // Reinstating takes it off the list (and only what is on it).
     assert!(control.reinstate("10.0.0.1:3306").await.unwrap());
     assert!(control.retired().is_empty());
-    assert!(matches!(
-        control.reinstate("10.0.0.9:3306").await,
-        Err(ControlError::NotRetired(_))
-    ));
+    let refused = control.reinstate("10.0.0.9:3306").await.unwrap_err();
+    assert!(matches!(refused, ControlError::NotRetired { .. }));
+    assert_eq!(
+        refused.to_string(),
+        "refused: 10.0.0.9:3306 is not a retired primary"
+    );
 }
 
 /// A state file that is configured and missing, truncated or garbage stops the start, naming

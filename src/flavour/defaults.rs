@@ -3,6 +3,7 @@
 //! session gets a statement of strongsync's).
 
 use super::{plain, tracks, Flavour};
+use crate::tracking_defaults::{DefaultsLack, Lack};
 
 /// The variables a session must track by name: MariaDB reports its commits as `last_gtid`,
 /// and a change of domain, server id or forced sequence number by value; both servers report
@@ -60,39 +61,37 @@ pub struct TrackingDefaults {
 impl TrackingDefaults {
     /// `Ok` if every new session of a `flavour` primary starts with what strongsync needs;
     /// otherwise what it lacks, and the settings that give it.
-    pub fn verdict(&self, flavour: Flavour) -> Result<(), String> {
-        let mut missing = Vec::new();
-        if let Some(name) = lacks(flavour, self.list.as_bytes()) {
-            missing.push(format!("session_track_system_variables lacks {name}"));
+    pub fn verdict(&self, flavour: Flavour) -> Result<(), DefaultsLack> {
+        let mut found = Vec::new();
+        if let Some(variable) = lacks(flavour, self.list.as_bytes()) {
+            found.push(Lack::Untracked { variable });
         }
         if !on(self.state_change.as_bytes()) {
-            missing.push("session_track_state_change is OFF".to_string());
+            found.push(Lack::StateChangeOff);
         }
-        if flavour == Flavour::MySql && !reports_gtids(self.gtids.as_bytes()) {
-            missing.push(format!("session_track_gtids is {}", self.gtids));
+        let gtids = flavour == Flavour::MySql;
+        if gtids && !reports_gtids(self.gtids.as_bytes()) {
+            found.push(Lack::GtidsUnreported {
+                value: self.gtids.clone(),
+            });
         }
         if !plain::is_plain(self.init_connect.as_bytes(), plain::AT_LOGIN) {
-            missing.push("init_connect may change the session's tracking".to_string());
+            found.push(Lack::InitConnect);
         }
-        if missing.is_empty() {
+        if found.is_empty() {
             return Ok(());
         }
-        let list = required(flavour).join(",");
-        let gtids = match flavour {
-            Flavour::MariaDb => "",
-            Flavour::MySql => ", session_track_gtids = OWN_GTID",
-        };
-        Err(format!(
-            "{} (set session_track_system_variables = '{list}' (or add those to the list), \
-             session_track_state_change = ON{gtids} in the primary's configuration)",
-            missing.join(", ")
-        ))
+        Err(DefaultsLack {
+            lacks: found,
+            required: required(flavour),
+            gtids,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Flavour, TrackingDefaults};
+    use super::{Flavour, Lack, TrackingDefaults};
 
     fn defaults(list: &str, state_change: &str, gtids: &str) -> TrackingDefaults {
         TrackingDefaults {
@@ -131,6 +130,23 @@ mod tests {
         assert!(with_init.verdict(Flavour::MariaDb).is_ok());
         with_init.init_connect = "SET session_track_state_change = OFF".into();
         let why = with_init.verdict(Flavour::MariaDb).unwrap_err();
-        assert!(why.contains("init_connect"), "{why}");
+        assert_eq!(why.lacks, [Lack::InitConnect]);
+        assert!(why.to_string().contains("init_connect"), "{why}");
+    }
+
+    #[test]
+    fn what_is_lacking_is_said_with_the_settings_that_give_it() {
+        let why = defaults("time_zone", "OFF", "OFF")
+            .verdict(Flavour::MySql)
+            .unwrap_err();
+        assert_eq!(
+            why.to_string(),
+            "session_track_system_variables lacks session_track_gtids, \
+             session_track_state_change is OFF, session_track_gtids is OFF \
+             (set session_track_system_variables = \
+             'session_track_gtids,session_track_system_variables,session_track_state_change' \
+             (or add those to the list), session_track_state_change = ON, \
+             session_track_gtids = OWN_GTID in the primary's configuration)"
+        );
     }
 }

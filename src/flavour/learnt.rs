@@ -1,8 +1,5 @@
-//! A session set up from the primary's defaults, on either flavour: it gets no statement of
-//! strongsync's (but the read of `@strongsync_quorum` right after a statement naming it).
-//! Its commits and its trackers' changes come from its responses; a response that may have
-//! changed its tracking unseen (stored code that changed its state) is bounded by the
-//! primary's binlog position, and so is every response after it until the session is reset.
+//! A session set up from the primary's defaults, on either flavour, which learns its commits and
+//! its trackers' changes from its responses alone.
 
 use strongsync_proto::command::{
     COM_FIELD_LIST, COM_INIT_DB, COM_PING, COM_QUERY, COM_RESET_CONNECTION, COM_SET_OPTION,
@@ -19,10 +16,13 @@ use crate::asked::AskedQuorum;
 use crate::commit::Unresolved;
 use crate::error::Error;
 
-/// The one statement a session set up from the defaults may get: what it asked for itself.
+/// The one statement a session set up from the defaults may get (right after a statement naming
+/// `@strongsync_quorum`): what it asked for itself.
 const QUORUM_QUERY: &str = "SELECT CAST(@strongsync_quorum AS BINARY)";
 
-/// What a session set up from the primary's defaults knows beyond [`Common`].
+/// What a session set up from the primary's defaults knows beyond [`Common`]. A response that
+/// may have changed its tracking unseen (stored code that changed its state) is bounded by the
+/// primary's binlog position, and so is every response after it until the session is reset.
 #[derive(Debug, Default)]
 pub(super) struct FromDefaults {
     /// The count of good looks at the defaults when it was set up (see

@@ -86,7 +86,10 @@ pub struct Tracker {
 /// What the answer to [`DUMP_QUERY`] says the dump will start from.
 pub(super) fn dump_setup(answer: &Answer) -> Result<DumpSetup, ReplicaSetupError> {
     if let Some(error) = &answer.error {
-        return Err(ReplicaSetupError::Probe(error.clone()));
+        return Err(ReplicaSetupError::Probe {
+            code: answer.code,
+            error: error.clone(),
+        });
     }
     if answer.value(1).or(answer.value(2)).is_some() {
         // The primary would add a semisync header of its own that the proxy does not expect.

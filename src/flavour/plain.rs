@@ -1,9 +1,4 @@
-//! Whether a statement's text can change a session's tracking without the server saying so:
-//! only a statement that names a protected variable, or that can run stored code (a
-//! procedure, a function, a trigger, a prepared statement), can. A plain one — `SET` of other
-//! variables to literals and built-in functions, `USE`, a transaction's start or end, a
-//! temporary table's creation without a query — cannot, so a state change it reports is its
-//! own.
+//! Whether a statement's text can change a session's tracking without the server saying so.
 
 /// Of a session's statements: the tracked-variables list. Every other variable that decides
 /// what the primary reports is in that list while strongsync trusts the session, so its change
@@ -91,7 +86,11 @@ const PLAIN_KINDS: &[&[&str]] = &[
 ];
 
 /// True if no statement of `text` (a `COM_QUERY`'s, possibly several separated by `;`) can
-/// change the session's tracking unreported.
+/// change the session's tracking unreported. Only a statement that names a protected variable,
+/// or that can run stored code (a procedure, a function, a trigger, a prepared statement), can.
+/// A plain one (`SET` of other variables to literals and built-in functions, `USE`, a
+/// transaction's start or end, a temporary table's creation without a query) cannot, so a state
+/// change it reports is its own.
 /// `protected`: the variables it must not name ([`IN_SESSION`], [`AT_LOGIN`]).
 pub(super) fn is_plain(text: &[u8], protected: &[&str]) -> bool {
     let Some(tokens) = tokens(text) else {

@@ -1,8 +1,5 @@
-//! What failover asks of a server that is to become (or is) the primary, by flavour: who it is
-//! — an identity that is the same however its address is spelt —, what it holds and has
-//! received, whether it is writable and still replicates, whether (MySQL) it runs with GTIDs,
-//! and what promote says to make a replica the primary. The questions are here; asking them
-//! is `crate::failover`'s.
+//! What failover asks of a server that is to become (or is) the primary, by flavour (the asking
+//! is `crate::failover`'s).
 
 use std::fmt;
 

@@ -529,11 +529,7 @@ async fn relay_password(
     let terminate = legs.answers_key_requests();
     match passwords.client_sent(packet.payload()) {
         FromClient::KeyRequest if terminate => {
-            let pem = auth
-                .key
-                .public_pem()
-                .await
-                .map_err(|e| Error::PasswordKey(e.to_string()))?;
+            let pem = auth.key.public_pem().await.map_err(Error::PasswordKey)?;
             let seq = legs.next_client_seq();
             legs.client().write_packet_with(seq, |buf| {
                 buf.put_u8(AUTH_MORE_DATA);

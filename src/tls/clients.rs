@@ -57,9 +57,7 @@ impl ClientTls {
         if config.disabled {
             return Ok(None);
         }
-        let files = config
-            .files()
-            .map_err(|e| TlsError::Generate(e.to_string()))?;
+        let files = config.files().map_err(TlsError::Files)?;
         let (certs, key, cert) = match (files, state_file) {
             (Some(files), _) => {
                 let (certs, key) = load(files)?;
@@ -130,16 +128,13 @@ fn generate() -> Result<(String, String), TlsError> {
         "127.0.0.1".to_owned(),
         "::1".to_owned(),
     ];
-    let mut params =
-        rcgen::CertificateParams::new(names).map_err(|e| TlsError::Generate(e.to_string()))?;
+    let mut params = rcgen::CertificateParams::new(names).map_err(TlsError::Generate)?;
     params.distinguished_name.push(
         rcgen::DnType::CommonName,
         "strongsync auto-generated server certificate",
     );
-    let key = rcgen::KeyPair::generate().map_err(|e| TlsError::Generate(e.to_string()))?;
-    let cert = params
-        .self_signed(&key)
-        .map_err(|e| TlsError::Generate(e.to_string()))?;
+    let key = rcgen::KeyPair::generate().map_err(TlsError::Generate)?;
+    let cert = params.self_signed(&key).map_err(TlsError::Generate)?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 

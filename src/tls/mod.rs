@@ -12,7 +12,7 @@ use thiserror::Error;
 use tokio_rustls::rustls;
 
 pub use clients::{ClientCert, ClientTls};
-pub use password_key::PasswordKey;
+pub use password_key::{PasswordKey, PasswordKeyError};
 pub use primary::PrimaryTlsConnector;
 
 /// Why TLS could not be set up.
@@ -50,7 +50,11 @@ pub enum TlsError {
     },
     /// The certificate could not be made.
     #[error("cannot make a self-signed certificate: {0}")]
-    Generate(String),
+    Generate(#[source] rcgen::Error),
+    /// `[tls]` names only one of the certificate and its key (a configuration that was not
+    /// validated): strongsync would make a certificate over the one given.
+    #[error("cannot make a self-signed certificate: {0}")]
+    Files(#[source] crate::config::ConfigError),
     /// rustls refused the material.
     #[error("invalid certificate or key: {0}")]
     Rustls(#[from] rustls::Error),

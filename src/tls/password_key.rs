@@ -1,8 +1,5 @@
 //! The RSA key strongsync gives a client that asks for the server's key on a plain connection
-//! while strongsync's own connection to the primary is secure: the primary then wants the
-//! password in clear, which only strongsync can hand it, once it has decrypted what the
-//! client encrypted for this key. Made on first use, kept in memory for the life of the
-//! process.
+//! while strongsync's own connection to the primary is secure.
 
 use std::sync::Arc;
 
@@ -13,7 +10,9 @@ use tokio::sync::OnceCell;
 /// Bits of the key: MySQL's own default.
 const BITS: usize = 2048;
 
-/// The key, made once.
+/// The key, made on first use and kept in memory for the life of the process. The primary wants
+/// the password in clear on a secure connection, which only strongsync can hand it, once it has
+/// decrypted what the client encrypted for this key.
 #[derive(Default)]
 pub struct PasswordKey {
     key: OnceCell<Arc<Made>>,
@@ -30,7 +29,14 @@ struct Made {
 pub enum PasswordKeyError {
     /// Making the key failed.
     #[error("cannot make strongsync's RSA key: {0}")]
-    Make(String),
+    Make(#[source] rsa::Error),
+    /// Writing its public half as PEM failed.
+    #[error("cannot make strongsync's RSA key: {0}")]
+    Pem(#[source] rsa::pkcs8::spki::Error),
+    /// The blocking task that makes or uses it did not finish (it panicked, or the runtime
+    /// is stopping).
+    #[error("cannot make strongsync's RSA key: {0}")]
+    Task(#[source] tokio::task::JoinError),
     /// What the client sent does not decrypt with strongsync's key.
     #[error("the password does not decrypt with strongsync's RSA key")]
     Decrypt,
@@ -58,7 +64,7 @@ impl PasswordKey {
                 .map_err(|_| PasswordKeyError::Decrypt)
         })
         .await
-        .map_err(|e| PasswordKeyError::Make(e.to_string()))?
+        .map_err(PasswordKeyError::Task)?
     }
 
     async fn made(&self) -> Result<&Arc<Made>, PasswordKeyError> {
@@ -66,19 +72,19 @@ impl PasswordKey {
             .get_or_try_init(|| async {
                 tokio::task::spawn_blocking(make)
                     .await
-                    .map_err(|e| PasswordKeyError::Make(e.to_string()))?
+                    .map_err(PasswordKeyError::Task)?
             })
             .await
     }
 }
 
 fn make() -> Result<Arc<Made>, PasswordKeyError> {
-    let failed = |e: &dyn std::fmt::Display| PasswordKeyError::Make(e.to_string());
-    let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, BITS).map_err(|e| failed(&e))?;
+    let private =
+        RsaPrivateKey::new(&mut rsa::rand_core::OsRng, BITS).map_err(PasswordKeyError::Make)?;
     let pem = private
         .to_public_key()
         .to_public_key_pem(LineEnding::LF)
-        .map_err(|e| failed(&e))?
+        .map_err(PasswordKeyError::Pem)?
         .into_bytes();
     tracing::debug!("made the RSA key for passwords of clients on plain connections");
     Ok(Arc::new(Made { private, pem }))

@@ -1,12 +1,11 @@
-//! A set of sequence numbers as inclusive intervals: what a MySQL GTID set holds of one source
-//! (`uuid:1-5:7-9`), and what an exact set holds of one MariaDB domain and server. Exact
-//! whatever its number of gaps: it never forgets a number it was given. Where its input comes
-//! from a peer, the reader bounds how many intervals it takes (see
-//! [`crate::dump_gtid::MAX_PEER_INTERVALS`]). Pure arithmetic: no I/O.
+//! A set of sequence numbers as inclusive intervals, exact whatever its number of gaps.
 
 use std::fmt;
 
-/// Sorted, disjoint, non-adjacent inclusive intervals.
+/// Sorted, disjoint, non-adjacent inclusive intervals: what a MySQL GTID set holds of one source
+/// (`uuid:1-5:7-9`), and what an exact set holds of one MariaDB domain and server. It never
+/// forgets a number it was given; where its input comes from a peer, the reader bounds how many
+/// intervals it takes (see [`crate::dump_gtid::MAX_PEER_INTERVALS`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct SeqSet(Vec<(u64, u64)>);
 

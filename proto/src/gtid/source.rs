@@ -1,12 +1,15 @@
-//! MySQL GTID sources — a server UUID, and from 8.4 a tag — named by a small number, so that a
-//! GTID stays `Copy` and as cheap to compare as a MariaDB one. Server UUIDs are universal, so
-//! one table serves the process whatever primary it follows. The table only grows; it is
-//! bounded, and past its bound a GTID of a new source cannot be read (strong sync then treats
-//! the commit as one whose GTID it could not learn: it fails closed).
+//! MySQL GTID sources (a server UUID, and from 8.4 a tag), each named by a small number in one
+//! table for the process.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{OnceLock, RwLock};
+
+// A source is named by a number so that a GTID stays `Copy` and as cheap to compare as a
+// MariaDB one. Server UUIDs are universal, so one table serves the process whatever primary it
+// follows. The table only grows, up to `MAX_SOURCES`: past it a GTID of a new source cannot be
+// read, and strong sync treats the commit as one whose GTID it could not learn (it fails
+// closed).
 
 /// Most sources the table holds.
 pub const MAX_SOURCES: usize = 65_536;

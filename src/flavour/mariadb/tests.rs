@@ -466,6 +466,10 @@ async fn a_session_set_up_after_the_last_good_look_at_defaults_that_went_is_boun
         .context
         .proxy
         .session_defaults()
-        .record(Err("session_track_state_change is OFF".into()));
+        .record(Err(crate::tracking_defaults::DefaultsLack {
+            lacks: vec![crate::tracking_defaults::Lack::StateChangeOff],
+            required: &["session_track_state_change"],
+            gtids: false,
+        }));
     assert_eq!(t.checks_every_response(), Some(CheckReason::Untracked));
 }

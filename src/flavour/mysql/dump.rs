@@ -22,7 +22,10 @@ pub(in crate::flavour) fn dump_setup(
     answer: &Answer,
 ) -> Result<DumpSetup, ReplicaSetupError> {
     if let Some(error) = &answer.error {
-        return Err(ReplicaSetupError::Probe(error.clone()));
+        return Err(ReplicaSetupError::Probe {
+            code: answer.code,
+            error: error.clone(),
+        });
     }
     if answer.value(0).or(answer.value(1)).is_some() {
         return Err(ReplicaSetupError::SemisyncOnPrimary);
