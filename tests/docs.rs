@@ -2,7 +2,8 @@
 //! `docs/` resolves, the settings table of `docs/configuration.md` and the metrics table of
 //! `docs/operations.md` are the ones the definitions make, `deploy/strongsync.toml` names every
 //! setting and nothing else, and the module graph on the architecture page is the one the code's
-//! imports draw (without circles).
+//! imports draw, without circles between modules or between files, and the session's rooms depend
+//! only downward.
 //!
 //! `STRONGSYNC_BLESS=1 cargo test --test docs` rewrites the generated parts in place.
 
@@ -620,6 +621,50 @@ fn no_file_of_src_imports_a_file_that_imports_it_back() {
         .map(|(a, b)| format!("{} -> {}", a.display(), b.display()))
         .collect();
     assert!(circle.is_empty(), "files on an import circle: {ties:#?}");
+}
+
+/// The rooms a client's connection passes through depend only downward: the legs on nothing
+/// of theirs, sharing and the barrier on the legs, the replica relay on none of them, the
+/// session on all; and none of them names strong sync's `Durability`, which a session reaches
+/// only through its `Door` (the replica relay, which reports to strong sync, may).
+#[test]
+fn the_sessions_rooms_depend_only_downward_and_reach_strong_sync_through_its_door() {
+    let edges = module_graph();
+    let rooms = ["legs", "sharing", "barrier", "replica", "session"];
+    let may: [(&str, &[&str]); 5] = [
+        ("legs", &[]),
+        ("sharing", &["legs"]),
+        ("barrier", &["legs"]),
+        ("replica", &[]),
+        ("session", &["legs", "sharing", "barrier", "replica"]),
+    ];
+    for (room, allowed) in may {
+        let reaches: Vec<&str> = rooms
+            .iter()
+            .copied()
+            .filter(|to| edges.contains(&(room.to_owned(), (*to).to_owned())))
+            .collect();
+        assert!(
+            reaches.iter().all(|to| allowed.contains(to)),
+            "{room} imports {reaches:?}; it may import only {allowed:?}"
+        );
+    }
+    assert!(
+        edges.contains(&("session".to_owned(), "sharing".to_owned())),
+        "the graph is read at all"
+    );
+    let src = repo().join("src");
+    for room in ["legs", "sharing", "barrier", "session"] {
+        for file in source_files(&src.join(room)) {
+            let code = code_of(&file);
+            let names = code
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .any(|word| word == "Durability");
+            assert!(!names, "{} names Durability", file.display());
+        }
+    }
+    // The check reads what it should: the replica relay does name it.
+    assert!(code_of(&src.join("replica/mod.rs")).contains("Durability"));
 }
 
 /// The control: two files that import each other, in a tree of their own, are a circle the
