@@ -65,7 +65,7 @@ fn gather(
         acknowledged_gtid_state: format!("{:#}", s.watermark),
         acknowledged_inexact: s.watermark_inexact,
         commits_untracked: s.commits_untracked.clone(),
-        session_tracking: admin.durability.session_defaults.describe(),
+        session_tracking: admin.control.session_defaults().describe(),
         persisted: admin.control.persists(),
         retired_primaries: retired_primaries(admin),
         failover_candidates: s.failover_candidates,
@@ -198,7 +198,7 @@ fn sharing(admin: &Admin) -> SharingStatus {
                 ((*why).to_owned(), pinned.get())
             })
             .collect(),
-        set_names: admin.durability.session_defaults.names_known(),
+        set_names: admin.control.session_defaults().names_known(),
     }
 }
 

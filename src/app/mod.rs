@@ -134,7 +134,11 @@ impl ProxyBuilder {
         let in_flight = Arc::new(InFlight::default());
         let tracker = TaskTracker::new();
         let standing = campaign(&config, cluster.as_ref(), &control, &tracker, &hard);
-        let door = Door::new(Arc::clone(&durability), hook(Arc::clone(&durability)));
+        let door = Door::new(
+            Arc::clone(&durability),
+            hook(Arc::clone(&durability)),
+            Arc::clone(control.session_defaults()),
+        );
         let pools = Pools::new(
             config.sharing.clone(),
             door.clone(),

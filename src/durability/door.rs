@@ -25,6 +25,9 @@ pub trait CommitHook: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Door {
     durability: Arc<Durability>,
+    /// Whether new sessions start with the tracking strongsync needs, as the watch of the
+    /// primary found its global defaults.
+    defaults: Arc<SessionDefaults>,
     /// Decides when a response that reported a commit may be released (strong sync itself,
     /// unless a test watches commits on the way).
     hook: Arc<dyn CommitHook>,
@@ -33,14 +36,25 @@ pub struct Door {
 // === impl Door ===
 
 impl Door {
-    /// The door into `durability`, whose commits `hook` decides.
-    pub fn new(durability: Arc<Durability>, hook: Arc<dyn CommitHook>) -> Self {
-        Door { durability, hook }
+    /// The door into `durability`, whose commits `hook` decides, with the primary's session
+    /// defaults as failover's watch of the primary finds them.
+    pub fn new(
+        durability: Arc<Durability>,
+        hook: Arc<dyn CommitHook>,
+        defaults: Arc<SessionDefaults>,
+    ) -> Self {
+        Door {
+            durability,
+            defaults,
+            hook,
+        }
     }
 
-    /// The door into `durability`, which decides its commits itself.
+    /// The door into `durability`, which decides its commits itself, with defaults nothing has
+    /// looked at yet.
     pub fn of(durability: Arc<Durability>) -> Self {
-        Door::new(Arc::clone(&durability), Arc::new(durability))
+        let hook = Arc::new(Arc::clone(&durability));
+        Door::new(durability, hook, Arc::default())
     }
 
     /// Waits until `commit` may be acknowledged to its client, as the policy says; the
@@ -71,7 +85,7 @@ impl Door {
 
     /// The primary's session defaults, as strongsync last saw them.
     pub fn session_defaults(&self) -> &SessionDefaults {
-        &self.durability.session_defaults
+        &self.defaults
     }
 
     /// The quorum a session that asked for `asked` gets under the settings in force.

@@ -41,7 +41,6 @@ use tracing::warn;
 use crate::commit::Commit;
 use crate::config::{DurabilityConfig, Topology};
 use crate::gate::{Gate, Refused};
-use crate::tracking_defaults::SessionDefaults;
 use counters::Counters;
 pub use counters::WaitObserver;
 pub use coverage::StreamCoverage;
@@ -93,9 +92,6 @@ pub struct Durability {
     /// The primary records transactions without a GTID (MySQL with `gtid_mode` not `ON`):
     /// what a session commits cannot be named, so every response is bounded.
     untracked: AtomicBool,
-    /// Whether new sessions start with the tracking strongsync needs, as the watch of the
-    /// primary found its global defaults.
-    pub session_defaults: SessionDefaults,
     /// Replica pipes registered now (the fence waits for them to close).
     pipes: tokio::sync::watch::Sender<usize>,
 }
@@ -140,7 +136,6 @@ impl Durability {
             shutting_down: AtomicBool::new(false),
             releasing: AtomicBool::new(false),
             untracked: AtomicBool::new(false),
-            session_defaults: SessionDefaults::default(),
             pipes: tokio::sync::watch::Sender::new(0),
         })
     }

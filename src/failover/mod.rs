@@ -22,6 +22,7 @@ use crate::config::{Config, ProbeAccount};
 use crate::durability::{Durability, Fence};
 use crate::flavour::ServerIdentity;
 use crate::metrics::Metrics;
+use crate::tracking_defaults::SessionDefaults;
 pub use candidate::CandidateError;
 pub use error::{ControlError, ControlStartError};
 pub use follow::{Follow, FollowReport, PromoteReport};
@@ -50,6 +51,8 @@ enum Store {
 /// well as their address, so a retired primary is refused however it is spelt.
 pub struct Control {
     durability: Arc<Durability>,
+    /// What the watch of the primary finds of its session defaults, which sessions read.
+    session_defaults: Arc<SessionDefaults>,
     metrics: Arc<Metrics>,
     store: Store,
     token: Option<AdminToken>,
@@ -155,6 +158,7 @@ impl Control {
             written: None,
         };
         let control = Arc::new(Control {
+            session_defaults: Arc::default(),
             known: std::sync::Mutex::new((upstream.primary.clone(), upstream.retired.clone())),
             current: tokio::sync::watch::Sender::new((
                 upstream.epoch,
@@ -185,6 +189,11 @@ impl Control {
     /// The primary sessions connect to now.
     pub fn primary(&self) -> String {
         self.current.borrow().1.clone()
+    }
+
+    /// The primary's session defaults as the watch of the primary last found them.
+    pub fn session_defaults(&self) -> &Arc<SessionDefaults> {
+        &self.session_defaults
     }
 
     /// The epoch now.
@@ -350,9 +359,7 @@ impl Control {
             let addr = self.primary();
             if conn.as_ref().is_none_or(|(to, _)| *to != addr) {
                 // What another server's `SET NAMES` gave says nothing of this one's.
-                self.durability
-                    .session_defaults
-                    .record_names(Default::default());
+                self.session_defaults.record_names(Default::default());
                 conn = candidate::connect(&addr, &account, self.connect_timeout)
                     .await
                     .ok()
@@ -363,7 +370,7 @@ impl Control {
             };
             let seen = match candidate::identify(open, self.connect_timeout).await {
                 Ok((flavour, seen)) => {
-                    let defaults = &self.durability.session_defaults;
+                    let defaults = &self.session_defaults;
                     defaults.record(seen.tracking.verdict(flavour));
                     let wanted = defaults.names_wanted();
                     if !wanted.is_empty() {
