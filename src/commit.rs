@@ -3,7 +3,10 @@
 
 use std::fmt;
 
+use std::sync::Arc;
+
 use strongsync_proto::gtid::Gtid;
+use strongsync_proto::ProtoError;
 
 /// Transactions a response reported (or may have) committed for this session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,11 +54,8 @@ pub enum Unresolved {
         /// The limit.
         limit: usize,
     },
-    /// The primary would not say what the session committed last (the bound query failed).
-    BoundUnreadable {
-        /// What it answered.
-        error: String,
-    },
+    /// The primary would not say what the session committed last.
+    BoundUnreadable(Unsaid),
     /// The primary did not report what the response committed, and cannot be asked (MySQL
     /// has no `@@last_gtid`), for this reason.
     Unreported {
@@ -66,8 +66,55 @@ pub enum Unresolved {
     /// `ack_timeout`, so what the response may reveal is not known.
     ReadUnbounded {
         /// The probe's last error.
-        error: String,
+        error: Cause,
     },
+}
+
+/// Why the primary would not say what a session committed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unsaid {
+    /// strongsync's query got an ERR.
+    #[error("{err}")]
+    Refused {
+        /// The ERR as the primary sent it (`code message`).
+        err: String,
+    },
+    /// `@@last_gtid` held what is no GTID.
+    #[error("@@last_gtid {value:?}: {source}")]
+    NotAGtid {
+        /// What it held.
+        value: String,
+        /// Why it does not parse.
+        source: ProtoError,
+    },
+}
+
+/// An error kept as it was raised, shared by everything it answered (one probe reading
+/// serves many sessions); two are the same cause only if they are the same error.
+#[derive(Debug, Clone)]
+pub struct Cause(Arc<dyn std::error::Error + Send + Sync>);
+
+// === impl Cause ===
+
+impl Cause {
+    /// The cause `error`.
+    pub fn new(error: Arc<dyn std::error::Error + Send + Sync>) -> Self {
+        Cause(error)
+    }
+}
+
+impl PartialEq for Cause {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Cause {}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 impl fmt::Display for Unresolved {
@@ -80,7 +127,7 @@ impl fmt::Display for Unresolved {
                 f,
                 "a legacy EOF hid what a statement committed and more than {limit} bytes followed (limits.max_held_response_bytes)"
             ),
-            Unresolved::BoundUnreadable { error } => {
+            Unresolved::BoundUnreadable(error) => {
                 write!(f, "the primary would not say what the session committed: {error}")
             }
             Unresolved::Unreported { why } => write!(

@@ -112,9 +112,20 @@ pub enum OperatorError {
         /// Why.
         problem: String,
     },
-    /// The proxy's answer is not what this command reads.
-    #[error("unexpected answer: {0}")]
-    Unexpected(String),
+    /// The proxy's answer to a call is not what this command reads.
+    #[error("unexpected answer: {path}: {source}")]
+    Unexpected {
+        /// The call.
+        path: String,
+        /// What does not read.
+        source: serde_json::Error,
+    },
+    /// The proxy's answer lacks what this command reads.
+    #[error("unexpected answer: {answer}")]
+    Lacking {
+        /// The answer as it came.
+        answer: serde_json::Value,
+    },
 }
 
 // === impl AdminPort ===
@@ -178,8 +189,11 @@ impl AdminPort {
     /// [`OperatorError`].
     pub fn status(&self) -> Result<String, OperatorError> {
         let status = self.call("GET", "/status", None, self.limits.read)?;
-        let status: Status = serde_json::from_value(status)
-            .map_err(|e| OperatorError::Unexpected(format!("/status: {e}")))?;
+        let status: Status =
+            serde_json::from_value(status).map_err(|source| OperatorError::Unexpected {
+                path: "/status".to_owned(),
+                source,
+            })?;
         Ok(render_status(&status))
     }
 
@@ -300,7 +314,9 @@ impl AdminPort {
         let answer = self.call("GET", &query, None, self.limits.read)?;
         let outcome = answer["outcome"]
             .as_str()
-            .ok_or_else(|| OperatorError::Unexpected(answer.to_string()))?;
+            .ok_or_else(|| OperatorError::Lacking {
+                answer: answer.clone(),
+            })?;
         let words = match outcome {
             "acknowledged" => {
                 "held by the quorum (acknowledged, if a client of strongsync committed it)"
@@ -384,7 +400,10 @@ impl AdminPort {
                 body: text.trim_end().to_owned(),
             });
         }
-        serde_json::from_str(&text).map_err(|e| OperatorError::Unexpected(e.to_string()))
+        serde_json::from_str(&text).map_err(|source| OperatorError::Unexpected {
+            path: path.to_owned(),
+            source,
+        })
     }
 }
 

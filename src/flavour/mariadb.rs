@@ -14,7 +14,7 @@ use super::{tracks, variable_set};
 use super::{
     Answer, CheckReason, Checked, Common, DumpSetup, OkNews, OwnQueries, TrackerContext, Unlearnt,
 };
-use crate::commit::Unresolved;
+use crate::commit::{Unresolved, Unsaid};
 use crate::error::{Error, ReplicaSetupError};
 use check::{
     may_hide, Check, CHARACTERISTICS, CHECK, CHECK_SNAPSHOT, DEFAULTS, ENABLE, ENABLE_SNAPSHOT,
@@ -273,19 +273,20 @@ impl Tracker {
         if let Some(error) = answer.error {
             warn!(connection_id, %error, "could not read what the session committed after a response that may have committed");
             self.common.active = false;
-            checked.unlearnt = Some(Unlearnt::Bound(Unresolved::BoundUnreadable { error }));
+            checked.unlearnt = Some(Unlearnt::Bound(Unresolved::BoundUnreadable(
+                Unsaid::Refused { err: error },
+            )));
             return Ok(checked);
         }
         let check = Check::from_row(&answer.row);
         match Gtid::parse(&check.last_gtid) {
             Ok(gtid) => checked.committed = self.learnt(gtid),
             Err(_) if check.last_gtid.is_empty() => {}
-            Err(error) => {
-                let error = format!(
-                    "@@last_gtid {:?}: {error}",
-                    String::from_utf8_lossy(&check.last_gtid)
-                );
-                checked.unlearnt = Some(Unlearnt::Bound(Unresolved::BoundUnreadable { error }));
+            Err(source) => {
+                let value = String::from_utf8_lossy(&check.last_gtid).into_owned();
+                checked.unlearnt = Some(Unlearnt::Bound(Unresolved::BoundUnreadable(
+                    Unsaid::NotAGtid { value, source },
+                )));
             }
         }
         self.take_in(&check);

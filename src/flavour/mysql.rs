@@ -16,7 +16,7 @@ use super::{
     Unlearnt,
 };
 use crate::asked::{names_session_quorum, AskedQuorum};
-use crate::commit::Unresolved;
+use crate::commit::{Unresolved, Unsaid};
 use crate::error::Error;
 
 mod dump;
@@ -237,7 +237,9 @@ impl Tracker {
         if let Some(error) = answer.error {
             warn!(connection_id, %error, "could not read the session's tracking after a response that may have committed");
             self.common.active = false;
-            checked.unlearnt = Some(Unlearnt::Bound(Unresolved::BoundUnreadable { error }));
+            checked.unlearnt = Some(Unlearnt::Bound(Unresolved::BoundUnreadable(
+                Unsaid::Refused { err: error },
+            )));
             return Ok(checked);
         }
         if let Some(why) = why {

@@ -10,7 +10,7 @@ use strongsync_proto::stmt::PrepareOk;
 use super::commits::{Mark, ResponseCommits};
 use super::Shared;
 use crate::barrier::{Bounds, SnapshotCover};
-use crate::commit::Unresolved;
+use crate::commit::{Cause, Unresolved};
 use crate::durability::Release;
 use crate::error::Error;
 use crate::flavour::{CheckReason, Tracker, Unlearnt};
@@ -327,7 +327,7 @@ impl<'s> ResponseRelay<'s> {
         match self.bounds.read_bound(self.legs).await? {
             Ok(bound) => self.commits.bounded_read(&bound),
             Err(error) => self.commits.unbounded(Unresolved::ReadUnbounded {
-                error: error.to_string(),
+                error: Cause::new(error),
             }),
         }
         Ok(())

@@ -330,7 +330,7 @@ async fn a_check_that_cannot_read_what_the_session_committed_asks_for_a_bound() 
     assert!(
         matches!(
             checked.unlearnt,
-            Some(Unlearnt::Bound(Unresolved::BoundUnreadable { .. }))
+            Some(Unlearnt::Bound(Unresolved::BoundUnreadable(_)))
         ),
         "{checked:?}"
     );
