@@ -65,7 +65,7 @@ use waiters::waking;
 /// `impl`:
 ///
 /// - `counters` (what is counted, and the metrics observer told of it);
-/// - `epoch` (the [`Epoch`] in force, and the gate every write to the primary passes);
+/// - `door` (the one handle sessions hold) and `release` (how a wait ended);
 /// - `inner` (everything under the one lock, and what moves when a replica moves, the fence
 ///   goes up or the state file is read back), over its parts: `registry` (the replicas and
 ///   what each holds), `waiters` (parked commits and their wake-ups), `index` (where each
@@ -74,8 +74,9 @@ use waiters::waking;
 ///   `/status` say, as types;
 /// - `wait` (one commit's wait for its quorum) and `replica` (a replica pipe's [`ReplicaHandle`]).
 ///
-/// Sessions park on [`Durability`]'s [`CommitHook`] before releasing a response that reported a
-/// commit.
+/// Sessions park on its [`CommitHook`], through their [`Door`], before releasing a response that
+/// reported a commit. The gate every write to the primary passes is its own part
+/// ([`crate::gate`]), which strong sync moves with the fence.
 pub struct Durability {
     /// What the hot paths read of the settings, derived from them at each change.
     fast: FastSettings,
@@ -337,7 +338,7 @@ impl Durability {
         wait::wait(self, commit).await
     }
 
-    // --- epochs and the gate (epoch.rs) ---
+    // --- the gate (src/gate/), which the fence moves with its state ---
 
     /// The gate every write to the primary passes, which sessions and replica pipes hold.
     pub fn gate(&self) -> &Arc<Gate> {
