@@ -371,7 +371,7 @@ impl Durability {
     /// Raises the fence over the primary of the epoch in force, `epoch` (idempotent: a second
     /// call changes nothing and returns the fence in force). The epoch's replica pipes stop
     /// before their next write; parked commits look again and those the quorum does not hold
-    /// get the fence's error; commands are refused (see [`Durability::pass`]). Returns the
+    /// get the fence's error; commands are refused (see [`Gate::pass`]). Returns the
     /// fence in force and whether this call raised it. [`drain_fence`](Self::drain_fence)
     /// then waits for what was under way.
     pub fn raise_fence(&self, epoch: u64) -> (Fence, bool) {
