@@ -1,8 +1,10 @@
 //! The operator's commands (`strongsync status`, `fence`, `follow`, `promote`, `reinstate`,
-//! `outcome`): calls to a running proxy's admin port (over HTTPS when it has `admin_tls`),
-//! answered in words. The calls that change anything carry the admin token from its file; the
-//! token is never printed. Each call waits as long as the proxy's own timeouts may make it
-//! take: a promote fences, drains, looks at every replica and waits for one to apply.
+//! `outcome`): calls to a running proxy's admin port, answered in words.
+
+// Over HTTPS when the proxy has `admin_tls`. The calls that change anything carry the admin
+// token from its file; the token is never printed. Each call waits as long as the proxy's own
+// timeouts may make it take: a promote fences, drains, looks at every replica and waits for
+// one to apply.
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -1,8 +1,10 @@
 //! The admin port's accept loop: HTTP/1 on TCP, or HTTPS with the `[tls]` certificate
-//! (`admin_tls`); at most `limits.max_admin_connections` connections at once, one more closed
-//! at once; a request's headers within `timeouts.admin_request` (which also closes a connection
-//! left idle), so a slow caller cannot hold a slot; and a stop on cancellation, letting calls
-//! under way finish.
+//! (`admin_tls`), within its limits.
+
+// At most `limits.max_admin_connections` connections at once, one more closed at once; a
+// request's headers within `timeouts.admin_request` (which also closes a connection left
+// idle), so a slow caller cannot hold a slot; and a stop on cancellation, letting calls under
+// way finish.
 
 use std::sync::Arc;
 use std::time::Duration;

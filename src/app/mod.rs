@@ -1,10 +1,5 @@
-//! Wires a running proxy together: the SQL port and its sessions, strong sync, metrics and the
-//! admin port, under a cancellation tree; applies reloaded settings; stops with a grace period.
-//!
-//! Shutdown has two stages. The soft stop ends the accept loop and every idle client session;
-//! sessions in the middle of a command (a parked commit included) go on. The hard stop, at the
-//! end of the grace period, ends replica dumps and the admin port — replicas keep ACKing
-//! until then, so parked commits can still reach their quorum.
+//! Wires a running proxy together under a cancellation tree, applies reloaded settings, and
+//! stops it with a grace period.
 
 pub mod preflight;
 
@@ -30,6 +25,11 @@ use crate::replica::PipeContext;
 use crate::session::{self, InFlight, Shared};
 use crate::sharing::Pools;
 use crate::tls::{self, ClientTls, PrimaryTlsConnector, TlsError};
+
+// Shutdown has two stages. The soft stop ends the accept loop and every idle client session;
+// sessions in the middle of a command (a parked commit included) go on. The hard stop, at the
+// end of the grace period, ends replica dumps and the admin port: replicas keep ACKing until
+// then, so parked commits can still reach their quorum.
 
 /// A running proxy.
 pub struct Proxy {
@@ -139,26 +139,14 @@ impl ProxyBuilder {
             hook(Arc::clone(&durability)),
             Arc::clone(control.session_defaults()),
         );
-        let pools = Pools::new(
-            config.sharing.clone(),
-            door.clone(),
-            config.failover.fenced_reads,
-            Arc::clone(&metrics),
-        );
+        let pools = Pools::new(config.sharing.clone(), door.clone(), &config, &metrics);
         let shared = Arc::new(Shared {
             config: config.clone(),
             tls,
             primary_tls: primary_tls.clone(),
             password_key: tls::PasswordKey::default(),
             door,
-            replicas: PipeContext {
-                durability: Arc::clone(&durability),
-                gate: Arc::clone(durability.gate()),
-                metrics: Arc::clone(&metrics),
-                write_timeout: config.timeouts.client_write,
-                max_held_bytes: config.limits.max_async_held_bytes,
-                hard_stop: hard.clone(),
-            },
+            replicas: pipe_context(&config, &durability, &metrics, &hard),
             metrics: Arc::clone(&metrics),
             primary_health: Arc::clone(&primary_health),
             in_flight: Arc::clone(&in_flight),
@@ -356,6 +344,24 @@ async fn summarize(durability: Arc<Durability>, cancel: CancellationToken) {
             () = cancel.cancelled() => return,
             _ = every.tick() => durability.log_summary(),
         }
+    }
+}
+
+/// What a connection that becomes a replica pipe is given: strong sync, which it reports to,
+/// the gate, two limits and the hard stop, which ends every dump.
+fn pipe_context(
+    config: &Config,
+    durability: &Arc<Durability>,
+    metrics: &Arc<Metrics>,
+    hard: &CancellationToken,
+) -> PipeContext {
+    PipeContext {
+        durability: Arc::clone(durability),
+        gate: Arc::clone(durability.gate()),
+        metrics: Arc::clone(metrics),
+        write_timeout: config.timeouts.client_write,
+        max_held_bytes: config.limits.max_async_held_bytes,
+        hard_stop: hard.clone(),
     }
 }
 

@@ -13,7 +13,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::statements::{ConnStatements, StatementLimits};
-use crate::config::SharingConfig;
+use crate::config::{Config, SharingConfig};
 use crate::durability::Door;
 use crate::error::Error;
 use crate::legs::Backend;
@@ -97,20 +97,22 @@ pub(super) struct Kept {
 // === impl Pools ===
 
 impl Pools {
+    /// The pools under `sharing` (reloaded later), whose connections close through `door`'s
+    /// gate as `proxy`'s `failover.fenced_reads` says.
     pub(crate) fn new(
-        config: SharingConfig,
+        sharing: SharingConfig,
         door: Door,
-        fenced_reads: bool,
-        metrics: Arc<Metrics>,
+        proxy: &Config,
+        metrics: &Arc<Metrics>,
     ) -> Arc<Self> {
         Arc::new(Pools {
-            config: RwLock::new(config),
+            config: RwLock::new(sharing),
             pools: Mutex::new(HashMap::new()),
             door,
-            fenced_reads,
+            fenced_reads: proxy.failover.fenced_reads,
             checkouts_own: metrics.pool_checkouts.with_label_values(&["own"]),
             checkouts_other: metrics.pool_checkouts.with_label_values(&["other"]),
-            metrics,
+            metrics: Arc::clone(metrics),
             watched: Mutex::new(0),
         })
     }
