@@ -134,14 +134,8 @@ pub struct TlsStatus {
     pub primary: String,
 }
 
-/// A replica that is not a failover candidate, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NotCandidate {
-    /// Its `server_id`.
-    pub server_id: u32,
-    /// Why: what of the watermark it lacks, or what of the rule the others would miss.
-    pub reason: String,
-}
+/// A replica that is not a failover candidate, and why: strong sync's own, served as it is.
+pub use crate::durability::NotCandidate;
 
 /// The commits of one replication domain acknowledged without their quorum.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

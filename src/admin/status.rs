@@ -11,8 +11,8 @@ use crate::cluster::{Member, Standing};
 use crate::durability::{DurabilityStatus, ReleasedWithoutQuorum, State};
 use crate::health::Unreachable;
 use crate::status::{
-    ClusterStatus, DomainName, DomainReleases, LeaseStatus, NotCandidate, PrimaryStatus, Replica,
-    RetiredPrimary, SharingStatus, Status, UnresolvedRelease,
+    ClusterStatus, DomainName, DomainReleases, LeaseStatus, PrimaryStatus, Replica, RetiredPrimary,
+    SharingStatus, Status, UnresolvedRelease,
 };
 
 /// `GET /status`.
@@ -69,14 +69,7 @@ fn gather(
         persisted: admin.control.persists(),
         retired_primaries: retired_primaries(admin),
         failover_candidates: s.failover_candidates,
-        not_failover_candidates: s
-            .not_candidates
-            .into_iter()
-            .map(|n| NotCandidate {
-                server_id: n.server_id,
-                reason: n.reason,
-            })
-            .collect(),
+        not_failover_candidates: s.not_candidates,
         parked_sessions: s.parked,
         parked_overdue: s.parked_overdue,
         degraded_seconds_total: s.degraded_total.as_secs_f64(),

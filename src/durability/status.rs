@@ -120,8 +120,8 @@ pub struct ReplicaStatus {
     pub gone_for: Option<Duration>,
 }
 
-/// A replica that is not a failover candidate, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A replica that is not a failover candidate, and why (as `/status` shows it too).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NotCandidate {
     /// Its `server_id`.
     pub server_id: u32,
