@@ -108,14 +108,16 @@ impl Gate {
         Ok(())
     }
 
-    /// Epoch `number` on `primary` is in force, before anything connects; `fenced` if the
-    /// state it was read from says so.
+    /// Epoch `number` on `primary` is in force, before anything connects; its replica pipes
+    /// stop at once if strong sync's fence is up (`fenced`). The flag itself moves only with
+    /// the fence's state ([`fence_up`](Self::fence_up), [`open`](Self::open)): a takeover
+    /// starts its epoch before it reads the fence back.
     pub(crate) fn start(&self, number: u64, primary: String, fenced: bool) {
         let mut slot = self.slot();
         *slot = Epoch::new(number, primary);
         self.epoch_now.store(number, Ordering::SeqCst);
         if fenced {
-            self.fence_up_in(&slot);
+            slot.mark_fenced();
         }
     }
 
