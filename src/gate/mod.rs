@@ -124,12 +124,8 @@ impl Gate {
     /// The fence is up over the epoch in force: commands are refused, and its replica pipes
     /// stop before their next write.
     pub(crate) fn fence_up(&self) {
-        self.fence_up_in(&self.slot());
-    }
-
-    fn fence_up_in(&self, epoch: &Epoch) {
         self.fenced.store(true, Ordering::SeqCst);
-        epoch.mark_fenced();
+        self.slot().mark_fenced();
     }
 
     /// Waits (up to `limit`) until no write that passed the gate is under way; false if some
